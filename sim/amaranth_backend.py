@@ -1,0 +1,106 @@
+"""The ``amaranth`` backend: the cluster gateware in the Amaranth simulator.
+
+The simulator runs in a thread of its own.  One async testbench serves driver requests: it
+takes each request from a queue, performs it on the node's AXI4-Lite or AXI4 port with the
+bus models of :mod:`nicoll.sim.axi_model`, and hands back the result.  While no request is
+pending the testbench blocks on the queue, so simulated time stands still: cycle counts
+depend only on the requests, not on how fast the host issues them.
+
+Waveforms: set ``NICOLL_WAVES=1`` to write ``<build root>/waves/amaranth_<config>.vcd``.
+"""
+
+import os
+import queue
+import threading
+
+from amaranth.sim import Simulator
+
+from nicoll.errors import NicollError
+
+from . import axi_model
+from .session import SimCluster, reply_budget
+from .toolchain import build_root
+
+__all__ = ["AmaranthCluster", "CLOCK_PERIOD"]
+
+#: Simulated clock period in seconds (100 MHz; only the cycle count matters).
+CLOCK_PERIOD = 10e-9
+
+_STOP = object()
+
+
+class AmaranthCluster(SimCluster):
+    def __init__(self, config):
+        from nicoll.hw.cluster import ClusterTop
+        self.nodes = config.nodes
+        self.config = config
+        self.top = ClusterTop(**config.hw_kwargs())
+        self._requests = queue.Queue()
+        self._replies = queue.Queue()
+        self._failure = None
+        self._closed = False
+        sim = Simulator(self.top)
+        sim.add_clock(CLOCK_PERIOD)
+        sim.add_testbench(self._serve)
+        self._sim = sim
+        self._thread = threading.Thread(target=self._run, name="nicoll-amaranth-sim", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            if os.environ.get("NICOLL_WAVES"):
+                path = build_root() / "waves" / f"amaranth_{self.config.slug()}.vcd"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with self._sim.write_vcd(str(path)):
+                    self._sim.run()
+            else:
+                self._sim.run()
+        except BaseException as exc:   # reported to the waiting request, never swallowed
+            self._failure = exc
+            self._replies.put(exc)
+
+    async def _serve(self, ctx):
+        top = self.top
+        handlers = {
+            "read32": lambda node, address: axi_model.axil_read(
+                ctx, getattr(top, f"n{node}_s_axil"), address),
+            "write32": lambda node, address, data, strobe: axi_model.axil_write(
+                ctx, getattr(top, f"n{node}_s_axil"), address, data, strobe),
+            "mem_write": lambda node, address, data: axi_model.axi_write(
+                ctx, getattr(top, f"n{node}_s_axi"), address, data),
+            "mem_read": lambda node, address, length: axi_model.axi_read(
+                ctx, getattr(top, f"n{node}_s_axi"), address, length),
+        }
+        while True:
+            request = self._requests.get()
+            if request is _STOP:
+                return
+            op, node, args = request
+            try:
+                result = await handlers[op](node, *args)
+            except Exception as exc:
+                result = exc
+            self._replies.put(result)
+
+    def request(self, op, node, *args):
+        self._check_request(op, node)
+        if self._closed:
+            raise NicollError("the amaranth simulation is closed")
+        if self._failure is not None:
+            raise NicollError(f"the amaranth simulation stopped: {self._failure!r}")
+        self._requests.put((op, node, args))
+        try:
+            result = self._replies.get(timeout=reply_budget())
+        except queue.Empty:
+            raise NicollError(f"the amaranth simulation did not answer {op} on node {node} "
+                              f"within {reply_budget():.0f} s") from None
+        if isinstance(result, BaseException):
+            raise NicollError(f"the amaranth simulation failed during {op} on node {node}: "
+                              f"{result!r}") from result
+        return result
+
+    def close(self):
+        if not self._closed:
+            self._closed = True
+            self._requests.put(_STOP)
+            self._thread.join(timeout=reply_budget())

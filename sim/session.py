@@ -1,0 +1,95 @@
+"""What the simulated backends share: the request protocol and the transport over it.
+
+A simulated cluster (Amaranth simulator or Verilator) runs every node in one simulation.
+The driver reaches it through :class:`SimTransport`, one per node, which turns each
+transport call into a request ``(op, node, *args)`` handled by the backend's server loop
+inside the simulation.  Simulated time advances only while a request runs, so cycle counts
+are deterministic for a given sequence of requests.
+"""
+
+import abc
+import os
+
+from nicoll.errors import NicollError
+from nicoll.regmap import BusResponse
+from nicoll.transport import Transport
+
+__all__ = ["SimCluster", "SimTransport", "OPS", "reply_budget", "split_strobe"]
+
+#: The requests a server loop answers, and what each returns.
+OPS = {
+    "read32": "(node, address) -> (data, response)",
+    "write32": "(node, address, data, strobe) -> response",
+    "mem_write": "(node, address, data) -> response",
+    "mem_read": "(node, address, length) -> (data, response)",
+}
+
+
+def reply_budget():
+    """Seconds of wall time one request may take before the driver gives up on the simulator.
+
+    A register access takes microseconds; the budget only catches a dead or hung simulator.
+    Override with the NICOLL_SIM_TIMEOUT environment variable.
+    """
+    return float(os.environ.get("NICOLL_SIM_TIMEOUT", "600"))
+
+
+def split_strobe(strobe):
+    """Runs of enabled byte lanes of a 4-bit strobe, as (first byte, end byte) pairs.
+
+    For bus models that express a partial write by its byte range rather than a strobe.
+    """
+    runs, start = [], None
+    for k in range(5):
+        on = k < 4 and bool(strobe >> k & 1)
+        if on and start is None:
+            start = k
+        elif not on and start is not None:
+            runs.append((start, k))
+            start = None
+    return runs
+
+
+class SimCluster(abc.ABC):
+    """A running simulation of a whole cluster, answering requests."""
+
+    nodes: int
+
+    @abc.abstractmethod
+    def request(self, op, node, *args):
+        """Run one request in the simulation and return its result (raises NicollError)."""
+
+    @abc.abstractmethod
+    def close(self):
+        """End the simulation; further requests raise NicollError."""
+
+    def transports(self):
+        return [SimTransport(self, node) for node in range(self.nodes)]
+
+    def _check_request(self, op, node):
+        if op not in OPS:
+            raise NicollError(f"unknown simulator request {op!r}; known: {sorted(OPS)}")
+        if not 0 <= node < self.nodes:
+            raise NicollError(f"node {node!r} outside the simulated cluster of {self.nodes}")
+
+
+class SimTransport(Transport):
+    """Transport to one node of a simulated cluster."""
+
+    def __init__(self, cluster, node):
+        self.cluster = cluster
+        self.node = node
+
+    def read32(self, address):
+        data, response = self.cluster.request("read32", self.node, address)
+        return data, BusResponse(response)
+
+    def write32(self, address, data, strobe=0xF):
+        return BusResponse(self.cluster.request("write32", self.node, address, data, strobe))
+
+    def mem_write(self, address, data):
+        return BusResponse(self.cluster.request("mem_write", self.node, address, bytes(data)))
+
+    def mem_read(self, address, length):
+        data, response = self.cluster.request("mem_read", self.node, address, length)
+        return bytes(data), BusResponse(response)

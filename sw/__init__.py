@@ -1,0 +1,14 @@
+"""nicoll: an open collective-offload engine for FPGA SmartNICs — the host side.
+
+Layers, bottom up: a transport per node (:mod:`nicoll.transport`; one per backend), the
+register access layer generated from the SystemRDL map (:mod:`nicoll.regs`), a
+:class:`Device` per node, and a :class:`Cluster` of N nodes.
+"""
+
+from .cluster import Cluster
+from .config import BACKENDS, DATA_WIDTHS
+from .device import Device
+from .errors import NicollError
+
+__all__ = ["Cluster", "Device", "NicollError", "BACKENDS", "DATA_WIDTHS"]
+__version__ = "0.1.0"

@@ -1,0 +1,158 @@
+"""The ``nicoll`` command line (also ``python -m nicoll``).
+
+    nicoll demo [--nodes N] [--backend B ...]   open a cluster on each backend, print what it reads
+    nicoll regmap --format md|h|rdl|py          print a register-map output
+    nicoll regmap --write | --check             regenerate the generated files / check they are fresh
+    nicoll synth --board versa_ecp5             utilization and Fmax of the NIC core
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .config import BACKENDS, DATA_WIDTHS
+from .errors import NicollError
+
+__all__ = ["main"]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _console():
+    from rich.console import Console
+    return Console()
+
+
+def _demo(args):
+    from rich.table import Table
+    from . import Cluster
+    console = _console()
+    failures = 0
+    for backend in args.backend:
+        t0 = time.monotonic()
+        with console.status(f"[bold]{backend}[/]: starting {args.nodes} nodes") as status:
+            def progress(message, backend=backend):
+                status.update(f"[bold]{backend}[/]: {message}")
+            with Cluster(nodes=args.nodes, backend=backend, data_width=args.data_width,
+                         progress=progress) as cluster:
+                opened = time.monotonic() - t0
+                table = Table(title=f"{backend}: {cluster.nodes} nodes, data_width "
+                                    f"{cluster.data_width} (opened in {opened:.1f} s)")
+                for column in ("rank", "NODE_ID", "DATA_WIDTH", "MAX_NODES", "MEM_SIZE",
+                               "block versions", "SCRATCH", "memory", "CYCLES"):
+                    table.add_column(column, justify="right")
+                for rank in range(cluster.nodes):
+                    status.update(f"[bold]{backend}[/]: reading node {rank}")
+                    dev = cluster.device(rank)
+                    pattern = 0xC0DE_0000 | rank
+                    dev.regs.global_.SCRATCH.write(pattern)
+                    scratch_ok = dev.regs.global_.SCRATCH.read() == pattern
+                    payload = bytes((rank * 16 + k) & 0xFF for k in range(64))
+                    dev.mem_write(0x40, payload)
+                    memory_ok = dev.mem_read(0x40, len(payload)) == payload
+                    failures += (not scratch_ok) + (not memory_ok) + (dev.node_id != rank)
+                    versions = " ".join(f"{b.spec.name}={b.VERSION.major.read()}."
+                                        f"{b.VERSION.minor.read()}" for b in dev.regs)
+                    table.add_row(str(rank), str(dev.node_id), str(dev.data_width),
+                                  str(dev.max_nodes), f"{dev.mem_size:,}", versions,
+                                  "✓" if scratch_ok else "✗", "✓" if memory_ok else "✗",
+                                  f"{dev.cycles():,}")
+        console.print(table)
+    if failures:
+        console.print(f"[red]{failures} check(s) failed[/]")
+        return 1
+    return 0
+
+
+def _regmap(args):
+    from .regmap import RDL_PATH, compile_rdl, emit_cheader, emit_markdown, emit_python, \
+        generated_outputs, stale_outputs
+    if args.write or args.check:
+        stale = stale_outputs(_REPO_ROOT)
+        if args.write:
+            outputs = generated_outputs(_REPO_ROOT)
+            for path in stale:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(outputs[path])
+        for path in stale:
+            print(f"{'wrote' if args.write else 'stale'}: {path.relative_to(_REPO_ROOT)}")
+        if not stale:
+            print("register-map outputs are up to date")
+        return 1 if stale and args.check else 0
+    if args.format == "rdl":
+        sys.stdout.write(RDL_PATH.read_text())
+        return 0
+    regmap, root = compile_rdl()
+    emit = {"md": lambda: emit_markdown(root), "h": lambda: emit_cheader(root),
+            "py": lambda: emit_python(regmap)}[args.format]
+    sys.stdout.write(emit())
+    return 0
+
+
+def _synth(args):
+    from nicoll.hw.synth import synthesize
+    from nicoll.hw.niccore import NicCore
+    from nicoll.sim.toolchain import apply_tool_env, build_root
+    apply_tool_env()
+    console = _console()
+    name = f"niccore_w{args.data_width}_mem{args.mem_size}"
+    build_dir = build_root() / "synth" / args.board / name
+    with console.status(f"synthesizing {name} for {args.board}") as status:
+        result = synthesize(lambda: NicCore(data_width=args.data_width, max_nodes=args.max_nodes,
+                                            mem_size=args.mem_size),
+                            name=name, board=args.board, build_dir=build_dir,
+                            progress=lambda message: status.update(message))
+    text = result.to_text()
+    report = build_root() / "synth" / f"{args.board}_{name}.txt"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(text + "\n")
+    console.print(text)
+    console.print(f"report written to {report}")
+    return 0
+
+
+def _size(text):
+    units = {"k": 1 << 10, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text, 0)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="nicoll", description="nicoll collective-offload engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="open a cluster on each backend and show what it reads")
+    demo.add_argument("--nodes", type=int, default=4)
+    demo.add_argument("--backend", choices=BACKENDS, action="append",
+                      help="backend to run (repeatable; default: all)")
+    demo.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    demo.set_defaults(func=_demo)
+
+    regmap = sub.add_parser("regmap", help="register-map outputs generated from the SystemRDL source")
+    group = regmap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--format", choices=("md", "h", "rdl", "py"))
+    group.add_argument("--write", action="store_true", help="regenerate the generated files")
+    group.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale")
+    regmap.set_defaults(func=_regmap)
+
+    synth = sub.add_parser("synth", help="synthesize the NIC core and report utilization and Fmax")
+    synth.add_argument("--board", default="versa_ecp5")
+    synth.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    synth.add_argument("--max-nodes", type=int, default=64)
+    synth.add_argument("--mem-size", type=_size, default=16 << 10,
+                       help="device memory in bytes (on-chip block RAM; default 16k)")
+    synth.set_defaults(func=_synth)
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if getattr(args, "backend", None) is None and args.command == "demo":
+        args.backend = list(BACKENDS)
+    try:
+        return args.func(args)
+    except NicollError as exc:
+        print(f"nicoll: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,59 @@
+"""Build parameters of a cluster, checked once for every backend."""
+
+from dataclasses import dataclass
+
+from .errors import NicollError
+
+__all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFAULT_MAX_NODES"]
+
+#: Device backends, fastest first.
+BACKENDS = ("model", "amaranth", "verilator")
+#: Widths of the network streams and device-memory beats a core can be built with.
+DATA_WIDTHS = (64, 128, 256, 512)
+DEFAULT_MEM_SIZE = 1 << 20
+DEFAULT_MAX_NODES = 64
+#: The NODE_ID and MAX_NODES registers hold 16 bits; MEM_SIZE holds 32.
+_MAX_NODES_LIMIT = (1 << 16) - 1
+_MEM_SIZE_LIMIT = 1 << 31
+
+
+def _int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise NicollError(f"{name} must be an int, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int
+    data_width: int = 256
+    max_nodes: int = DEFAULT_MAX_NODES
+    mem_size: int = DEFAULT_MEM_SIZE
+
+    def __post_init__(self):
+        _int("max_nodes", self.max_nodes)
+        if not 1 <= self.max_nodes <= _MAX_NODES_LIMIT:
+            raise NicollError(f"max_nodes must be between 1 and {_MAX_NODES_LIMIT}, "
+                              f"not {self.max_nodes!r}")
+        _int("nodes", self.nodes)
+        if not 1 <= self.nodes <= self.max_nodes:
+            raise NicollError(f"nodes must be between 1 and max_nodes={self.max_nodes}, "
+                              f"not {self.nodes!r}")
+        if self.data_width not in DATA_WIDTHS:
+            raise NicollError(f"data_width must be one of {DATA_WIDTHS}, not {self.data_width!r}")
+        _int("mem_size", self.mem_size)
+        beat = self.data_width // 8
+        if (self.mem_size < beat or self.mem_size > _MEM_SIZE_LIMIT
+                or self.mem_size & (self.mem_size - 1)):
+            raise NicollError(f"mem_size must be a power of two between {beat} "
+                              f"(one {self.data_width}-bit beat) and {_MEM_SIZE_LIMIT} bytes, "
+                              f"not {self.mem_size!r}")
+
+    def hw_kwargs(self):
+        """Keyword arguments for the gateware constructors."""
+        return dict(nodes=self.nodes, data_width=self.data_width,
+                    max_nodes=self.max_nodes, mem_size=self.mem_size)
+
+    def slug(self):
+        """A short name for build folders."""
+        return f"n{self.nodes}_w{self.data_width}_m{self.max_nodes}_mem{self.mem_size}"

@@ -1,0 +1,106 @@
+"""Device: one nicoll NIC, opened over a transport.
+
+Opening a device reads every block's ID and VERSION words and refuses a device whose tag or
+major version differs from what this driver was generated for (both expectations come from
+the register map, ``hw/regmap/nicoll.rdl``).  It then reads the build parameters.
+"""
+
+import numpy as np
+
+from ._regmap import REGMAP
+from .errors import NicollError
+from .regmap import BusResponse
+from .regs import Registers
+
+__all__ = ["Device", "tag_text"]
+
+
+def tag_text(tag):
+    """A block tag as its four ASCII characters, for messages ("NCLL")."""
+    raw = int(tag).to_bytes(4, "big")
+    if all(0x20 <= b < 0x7F for b in raw):
+        return raw.decode("ascii")
+    return "?"
+
+
+class Device:
+    """One node: register access, device memory and the build parameters it reports."""
+
+    def __init__(self, transport, *, rank=None, regmap=REGMAP):
+        self.transport = transport
+        self.regs = Registers(transport, regmap)
+        self._check_headers(regmap)
+        g = self.regs.global_
+        self.data_width = g.DATA_WIDTH.bits.read()
+        self.max_nodes = g.MAX_NODES.count.read()
+        self.node_id = g.NODE_ID.id.read()
+        self.mem_size = g.MEM_SIZE.bytes.read()
+        if rank is not None and self.node_id != rank:
+            raise NicollError(f"node opened as rank {rank} reports node id {self.node_id}")
+
+    def _check_headers(self, regmap):
+        for block in regmap.blocks:
+            regs = self.regs[block.name]
+            found_tag = regs.ID.read()
+            if found_tag != block.id_tag:
+                raise NicollError(
+                    f"block {block.name!r}: ID word expected {block.id_tag:#010x} "
+                    f"({tag_text(block.id_tag)!r}), found {found_tag:#010x} ({tag_text(found_tag)!r}); "
+                    f"this is not a nicoll device or its register map differs from the driver's")
+            major, minor = block.version
+            found = regs.VERSION.read_fields()
+            if found["major"] != major:
+                raise NicollError(
+                    f"block {block.name!r}: VERSION expected major {major} (driver {major}.{minor}), "
+                    f"found {found['major']}.{found['minor']}; rebuild the gateware or the driver "
+                    f"from the same register map")
+
+    # -- counters -------------------------------------------------------------------------
+
+    def cycles(self):
+        """The free-running 64-bit cycle counter (one consistent read)."""
+        return self.regs.global_.CYCLES.read()
+
+    # -- device memory --------------------------------------------------------------------
+
+    def _check_range(self, address, length, what):
+        if not isinstance(address, int) or isinstance(address, bool):
+            raise NicollError(f"{what}: address must be an int, not {address!r}")
+        if address < 0 or length < 0 or address + length > self.mem_size:
+            raise NicollError(
+                f"{what}: bytes {address:#x}..{address + length:#x} lie outside device memory "
+                f"of {self.mem_size} bytes (0x0..{self.mem_size:#x})")
+
+    def mem_write(self, address, data):
+        """Write bytes (or a numpy array's bytes) to device memory at ``address``."""
+        if isinstance(data, np.ndarray):
+            data = np.ascontiguousarray(data).tobytes()
+        data = bytes(data)
+        self._check_range(address, len(data), "memory write")
+        if data:
+            response = self.transport.mem_write(address, data)
+            if response != BusResponse.OKAY:
+                raise NicollError(f"memory write at {address:#x}: bus error {BusResponse(response).name}")
+
+    def mem_read(self, address, length):
+        """Read ``length`` bytes of device memory at ``address``."""
+        self._check_range(address, length, "memory read")
+        if length == 0:
+            return b""
+        data, response = self.transport.mem_read(address, length)
+        if response != BusResponse.OKAY:
+            raise NicollError(f"memory read at {address:#x}: bus error {BusResponse(response).name}")
+        return data
+
+    def describe(self):
+        """What the device reports about itself, as a dict."""
+        out = {"node_id": self.node_id, "data_width": self.data_width,
+               "max_nodes": self.max_nodes, "mem_size": self.mem_size}
+        for block in self.regs:
+            version = block.VERSION.read_fields()
+            out[f"{block.spec.name}_version"] = f"{version['major']}.{version['minor']}"
+        return out
+
+    def __repr__(self):
+        return (f"<nicoll.Device node {self.node_id}: data_width {self.data_width}, "
+                f"mem {self.mem_size} B>")

@@ -1,0 +1,116 @@
+"""Device model: a transaction-level Python model of one nicoll node.
+
+It implements the register map's semantics (read from the generated map, so it follows the
+SystemRDL source like the gateware does) and a byte array as device memory.  It is the
+golden model and the fastest backend.  It has no clock: the cycle counter advances by a
+nominal cost per bus transaction (:data:`REGISTER_ACCESS_CYCLES`, and one cycle per data
+beat of a memory transfer), so it is monotonic but says nothing about real timing; the
+Cluster reports ``cycles=None`` for this backend.
+"""
+
+from ._regmap import REGMAP
+from .regmap import BusResponse
+from .transport import Transport
+
+__all__ = ["ModelNode", "REGISTER_ACCESS_CYCLES"]
+
+#: Cycles a register access advances the model's counter (a nominal AXI4-Lite round trip).
+REGISTER_ACCESS_CYCLES = 4
+
+
+class ModelNode(Transport):
+    """One node: register file + device memory, reached through the Transport interface."""
+
+    def __init__(self, *, node_id, data_width, max_nodes, mem_size, regmap=REGMAP):
+        self.regmap = regmap
+        self.data_width = data_width
+        self.memory = bytearray(mem_size)
+        self.cycles = 0
+        # Values that hardware drives, by (block, register, field) name.
+        self._hw_values = {
+            ("global", "DATA_WIDTH", "bits"): lambda: data_width,
+            ("global", "MAX_NODES", "count"): lambda: max_nodes,
+            ("global", "NODE_ID", "id"): lambda: node_id,
+            ("global", "MEM_SIZE", "bytes"): lambda: mem_size,
+            ("global", "CYCLES", "count"): lambda: self.cycles,
+        }
+        self._storage = {}      # (register address, field name) -> value
+        self._latched = {}      # register address -> value latched by the low-word read
+        self._owner = {}        # register address -> block name
+        for block in regmap.blocks:
+            for reg in block.registers:
+                self._owner[reg.address] = block.name
+                for f in reg.fields:
+                    if f.is_storage:
+                        self._storage[reg.address, f.name] = f.reset or 0
+                    elif f.hw_driven and (block.name, reg.name, f.name) not in self._hw_values:
+                        raise NotImplementedError(
+                            f"device model has no value for hardware field "
+                            f"{block.name}.{reg.name}.{f.name}")
+
+    def _register_value(self, reg):
+        block = self._owner[reg.address]
+        value = 0
+        for f in reg.fields:
+            if not f.sw_readable:
+                continue
+            if f.is_storage:
+                v = self._storage[reg.address, f.name]
+            elif f.hw_driven:
+                v = self._hw_values[block, reg.name, f.name]()
+            else:
+                v = f.reset or 0
+            value |= (v << f.lsb) & f.mask
+        return value
+
+    # -- Transport ------------------------------------------------------------------------
+
+    def read32(self, address):
+        self.cycles += REGISTER_ACCESS_CYCLES
+        hit = self.regmap.decode(address)
+        if hit is None:
+            return 0, BusResponse.DECERR
+        reg, word = hit
+        if word == 0:
+            value = self._register_value(reg)
+            self._latched[reg.address] = value
+        else:
+            value = self._latched.get(reg.address, 0)
+        return (value >> (32 * word)) & 0xFFFF_FFFF, BusResponse.OKAY
+
+    def write32(self, address, data, strobe=0xF):
+        self.cycles += REGISTER_ACCESS_CYCLES
+        hit = self.regmap.decode(address)
+        if hit is None:
+            return BusResponse.DECERR
+        reg, word = hit
+        byte_mask = 0
+        for k in range(4):
+            if strobe >> k & 1:
+                byte_mask |= 0xFF << (8 * k)
+        shift = 32 * word
+        for f in reg.fields:
+            if not f.sw_writable:
+                continue        # read-only: the write changes nothing
+            write_mask = (byte_mask << shift) & f.mask
+            old = self._storage[reg.address, f.name] << f.lsb
+            new = (old & ~write_mask) | ((data << shift) & write_mask)
+            self._storage[reg.address, f.name] = (new & f.mask) >> f.lsb
+        return BusResponse.OKAY
+
+    def _beats(self, address, length):
+        width = self.data_width // 8
+        return (address + length + width - 1) // width - address // width
+
+    def mem_write(self, address, data):
+        self.cycles += REGISTER_ACCESS_CYCLES + self._beats(address, len(data))
+        if address < 0 or address + len(data) > len(self.memory):
+            return BusResponse.DECERR
+        self.memory[address:address + len(data)] = data
+        return BusResponse.OKAY
+
+    def mem_read(self, address, length):
+        self.cycles += REGISTER_ACCESS_CYCLES + self._beats(address, length)
+        if address < 0 or address + length > len(self.memory):
+            return bytes(length), BusResponse.DECERR
+        return bytes(self.memory[address:address + length]), BusResponse.OKAY
