@@ -28,19 +28,18 @@ from multiprocessing.connection import Client
 from pathlib import Path
 
 from nicoll.errors import NicollError
+from nicoll.regmap import hw_folder
 
 from .session import SimCluster, reply_budget
 from .toolchain import apply_tool_env, build_root, tool_env
 
-__all__ = ["VerilatorCluster", "build", "build_design", "TOPLEVEL", "VERILATOR_ARGS"]
+__all__ = ["VerilatorCluster", "build", "build_design", "run_bench", "TOPLEVEL", "VERILATOR_ARGS"]
 
 TOPLEVEL = "nicoll_cluster"
 #: Amaranth's Verilog trips style warnings (CASEINCOMPLETE, WIDTH...) that are not errors.
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "-CFLAGS", "-O1")
 #: Seconds the simulator may take to start and open its socket.
 START_BUDGET = 120.0
-
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _waves():
@@ -55,7 +54,7 @@ def _source_digest(key):
     h = hashlib.sha256()
     h.update(repr((key, VERILATOR_ARGS, _waves(), amaranth.__version__,
                    cocotb.__version__, verilator.__version__)).encode())
-    hw = _PACKAGE_ROOT / "hw"
+    hw = hw_folder()
     for path in sorted(list(hw.rglob("*.py")) + list(hw.rglob("*.rdl"))):
         h.update(str(path.relative_to(hw)).encode())
         h.update(path.read_bytes())
@@ -203,6 +202,35 @@ class VerilatorCluster(SimCluster):
             self._kill()
             if not _waves():
                 shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def run_bench(folder, *, toplevel, module, test_dir, env=None, seed=1):
+    """Run the cocotb test module ``module`` in the simulator built in ``folder``.
+
+    Returns ``(tests, failed)`` from the results file; raises NicollError with the end of the
+    log when the simulator produced no results.
+    """
+    apply_tool_env()
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+    test_dir = Path(test_dir)
+    test_dir.mkdir(parents=True, exist_ok=True)
+    log = test_dir / "sim.log"
+    results = test_dir / "results.xml"
+    runner = get_runner("verilator")
+    try:
+        runner.test(test_module=module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
+                    build_dir=Path(folder) / "obj", test_dir=test_dir, waves=_waves(),
+                    seed=seed, log_file=log, results_xml=str(results),
+                    extra_env={"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO"),
+                               **(env or {})})
+    except SystemExit:
+        pass        # the runner exits on failing tests; the results file tells which
+    try:
+        return get_results(results)
+    except RuntimeError:
+        raise NicollError(f"cocotb bench {module} produced no results; last lines of {log}:\n"
+                          f"{_tail(log)}") from None
 
 
 def _serve(build_dir, run_dir, nodes):

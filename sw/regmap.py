@@ -25,14 +25,22 @@ import enum
 
 
 __all__ = [
-    "RDL_PATH", "BusResponse", "Field", "Register", "Block", "RegisterMap",
+    "RDL_PATH", "hw_folder", "BusResponse", "Field", "Register", "Block", "RegisterMap",
     "compile_rdl", "emit_python", "emit_markdown", "emit_cheader", "generated_outputs",
     "stale_outputs",
 ]
 
 
+def hw_folder():
+    """The folder of the ``nicoll.hw`` package: hw/ in a checkout, nicoll/hw/ in an install.
+    Found without importing the package (its modules import this one)."""
+    import importlib.util
+    spec = importlib.util.find_spec("nicoll.hw")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
 #: The SystemRDL source, inside the ``nicoll.hw`` package so a plain install carries it.
-RDL_PATH = Path(__file__).resolve().parent.parent / "hw" / "regmap" / "nicoll.rdl"
+RDL_PATH = hw_folder() / "regmap" / "nicoll.rdl"
 
 
 class BusResponse(enum.IntEnum):

@@ -1,0 +1,1 @@
+"""cocotb benches of single blocks, run under Verilator by the tests in ``tests/``."""

@@ -1,0 +1,47 @@
+"""Cluster construction: argument checks (no backend is started for bad input) and lifetime."""
+
+import pytest
+
+import nicoll
+from nicoll import NicollError
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(nodes=0), r"nodes must be between 1 and max_nodes=64, not 0"),
+    (dict(nodes=65), r"nodes must be between 1 and max_nodes=64, not 65"),
+    (dict(nodes=9, max_nodes=8), r"nodes must be between 1 and max_nodes=8, not 9"),
+    (dict(nodes="4"), r"nodes must be an int, not '4'"),
+    (dict(nodes=2, backend="fpga"),
+     r"unknown backend 'fpga'; choose one of 'model', 'amaranth', 'verilator'"),
+    (dict(nodes=2, data_width=100), r"data_width must be one of \(64, 128, 256, 512\), not 100"),
+    (dict(nodes=2, mem_size=3000), r"mem_size must be a power of two between 32 .* not 3000"),
+    (dict(nodes=2, max_nodes=0), r"max_nodes must be between 1 and 65535, not 0"),
+])
+@pytest.mark.parametrize("backend", ["model", "amaranth", "verilator"])
+def test_bad_arguments_raise_nicoll_error(kwargs, message, backend):
+    kwargs = {"backend": backend, **kwargs}
+    with pytest.raises(NicollError, match=message):
+        nicoll.Cluster(**kwargs)
+
+
+def test_nicoll_error_is_a_value_error():
+    assert issubclass(NicollError, ValueError)
+
+
+def test_context_manager_closes():
+    with nicoll.Cluster(nodes=2) as cl:
+        assert cl.device(1).node_id == 1
+    with pytest.raises(NicollError, match="closed"):
+        cl.device(0)
+    cl.close()      # closing twice is harmless
+
+
+def test_public_names():
+    assert set(nicoll.__all__) >= {"Cluster", "Device", "NicollError"}
+    for name in nicoll.__all__:
+        assert hasattr(nicoll, name), name
+
+
+def test_cluster_of_max_nodes_opens_on_the_model():
+    with nicoll.Cluster(nodes=64, backend="model") as cl:
+        assert [cl.device(r).node_id for r in range(64)] == list(range(64))

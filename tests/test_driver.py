@@ -1,0 +1,246 @@
+"""The driver, unchanged, over every backend: model, amaranth and verilator.
+
+Each test takes the ``cluster`` fixture, parametrized over the three backends; the same
+Device / register-layer / transport calls run on each.  Register semantics are those stated
+in nicoll.regmap's docstring.
+"""
+
+import random
+
+import pytest
+
+import nicoll
+from nicoll import NicollError
+from nicoll._regmap import REGMAP
+from nicoll.regmap import BusResponse
+from nicoll.transport import Transport
+
+NODES = 3
+MEM_SIZE = 4096
+
+BACKEND_PARAMS = [
+    pytest.param("model"),
+    pytest.param("amaranth"),
+    pytest.param("verilator", marks=pytest.mark.verilator),
+]
+
+
+@pytest.fixture(scope="module", params=BACKEND_PARAMS)
+def cluster(request):
+    with nicoll.Cluster(nodes=NODES, backend=request.param, mem_size=MEM_SIZE) as cl:
+        yield cl
+
+
+def _unmapped_addresses():
+    mapped = {r.address + 4 * k for r in REGMAP.registers() for k in range(r.words)}
+    candidates = [0x0FC, 0x108, 0x2F0, REGMAP.size, REGMAP.size + 0x100, 0xFFFC]
+    return [a for a in candidates if a not in mapped]
+
+
+def test_each_node_reports_its_rank_and_build(cluster):
+    assert cluster.nodes == NODES
+    for rank in range(NODES):
+        dev = cluster.device(rank)
+        assert dev.node_id == rank
+        assert dev.regs.global_.NODE_ID.read() == rank
+        assert dev.data_width == cluster.data_width == 256
+        assert dev.max_nodes == 64
+        assert dev.mem_size == MEM_SIZE
+
+
+def test_id_and_version_words_match_the_register_map(cluster):
+    dev = cluster.device(0)
+    for block in REGMAP.blocks:
+        assert dev.regs[block.name].ID.read() == block.id_tag
+        fields = dev.regs[block.name].VERSION.read_fields()
+        assert (fields["major"], fields["minor"]) == block.version
+
+
+def test_scratch_round_trip(cluster):
+    rng = random.Random(1)
+    for rank in range(NODES):
+        scratch = cluster.device(rank).regs.global_.SCRATCH
+        for _ in range(8):
+            value = rng.getrandbits(32)
+            scratch.write(value)
+            assert scratch.read() == value
+
+
+def test_scratch_is_per_node(cluster):
+    for rank in range(NODES):
+        cluster.device(rank).regs.global_.SCRATCH.write(0x5000 + rank)
+    for rank in range(NODES):
+        assert cluster.device(rank).regs.global_.SCRATCH.read() == 0x5000 + rank
+
+
+def test_byte_strobes(cluster):
+    dev = cluster.device(1)
+    scratch = dev.regs.global_.SCRATCH
+    scratch.write(0x11223344)
+    assert dev.transport.write32(scratch.address, 0xAABBCCDD, strobe=0b0101) == BusResponse.OKAY
+    assert scratch.read() == 0x11BB33DD
+    assert dev.transport.write32(scratch.address, 0xEEFF0000, strobe=0b1000) == BusResponse.OKAY
+    assert scratch.read() == 0xEEBB33DD
+    assert dev.transport.write32(scratch.address, 0, strobe=0) == BusResponse.OKAY
+    assert scratch.read() == 0xEEBB33DD
+
+
+def test_field_write_is_read_modify_write(cluster):
+    scratch = cluster.device(0).regs.global_.SCRATCH
+    scratch.write(0xFFFF0000)
+    scratch.value.write(0x1234)
+    assert scratch.value.read() == 0x1234
+
+
+def test_unmapped_address_answers_decerr_and_changes_nothing(cluster):
+    dev = cluster.device(2)
+    scratch = dev.regs.global_.SCRATCH
+    scratch.write(0xCAFEF00D)
+    for address in _unmapped_addresses():
+        data, response = dev.transport.read32(address)
+        assert (data, response) == (0, BusResponse.DECERR), hex(address)
+        assert dev.transport.write32(address, 0xFFFFFFFF) == BusResponse.DECERR, hex(address)
+    assert scratch.read() == 0xCAFEF00D
+    for block in REGMAP.blocks:
+        assert dev.regs[block.name].ID.read() == block.id_tag
+
+
+def test_write_to_read_only_register_changes_nothing(cluster):
+    dev = cluster.device(0)
+    for name in ("ID", "VERSION", "DATA_WIDTH", "NODE_ID", "MEM_SIZE"):
+        reg = dev.regs.global_[name]
+        before = reg.read()
+        assert dev.transport.write32(reg.address, before ^ 0xFFFFFFFF) == BusResponse.OKAY
+        assert reg.read() == before, name
+    with pytest.raises(NicollError, match="read-only"):
+        dev.regs.global_.NODE_ID.write(5)
+
+
+def test_bus_error_names_the_register(cluster):
+    class Failing(Transport):
+        def read32(self, address):
+            return 0, BusResponse.SLVERR
+
+        def write32(self, address, data, strobe=0xF):
+            return BusResponse.SLVERR
+
+        def mem_write(self, address, data):
+            return BusResponse.SLVERR
+
+        def mem_read(self, address, length):
+            return b"", BusResponse.SLVERR
+
+    from nicoll.regs import Registers
+    with pytest.raises(NicollError, match=r"SLVERR on read of global\.SCRATCH at 0x0018"):
+        Registers(Failing()).global_.SCRATCH.read()
+
+
+def test_cycle_counter_is_64_bit_and_monotonic(cluster):
+    dev = cluster.device(0)
+    counts = [dev.cycles() for _ in range(5)]
+    assert all(b > a for a, b in zip(counts, counts[1:])), counts
+    cycles = dev.regs.global_.CYCLES
+    # Reading the high word alone returns the value latched by the last low-word read.
+    low, _ = dev.transport.read32(cycles.address)
+    high_1, _ = dev.transport.read32(cycles.address + 4)
+    dev.transport.read32(REGMAP.block("global").register("SCRATCH").address)
+    high_2, _ = dev.transport.read32(cycles.address + 4)
+    assert high_1 == high_2
+    assert dev.transport.write32(cycles.address, 0) == BusResponse.OKAY
+    assert dev.cycles() > (high_1 << 32 | low)
+
+
+def test_device_memory_round_trip(cluster):
+    rng = random.Random(7)
+    for rank in range(NODES):
+        dev = cluster.device(rank)
+        image = bytes(rng.getrandbits(8) for _ in range(512))
+        dev.mem_write(0, image)
+        assert dev.mem_read(0, 512) == image
+        # unaligned, odd-length accesses inside the image
+        for _ in range(6):
+            start = rng.randrange(0, 480)
+            length = rng.randrange(1, 512 - start)
+            patch = bytes(rng.getrandbits(8) for _ in range(length))
+            dev.mem_write(start, patch)
+            image = image[:start] + patch + image[start + length:]
+            assert dev.mem_read(0, 512) == image
+        # the last byte of memory is reachable
+        dev.mem_write(MEM_SIZE - 3, b"xyz")
+        assert dev.mem_read(MEM_SIZE - 5, 5)[2:] == b"xyz"
+
+
+def test_device_memory_is_per_node(cluster):
+    for rank in range(NODES):
+        cluster.device(rank).mem_write(0x100, bytes([rank]) * 40)
+    for rank in range(NODES):
+        assert cluster.device(rank).mem_read(0x100, 40) == bytes([rank]) * 40
+
+
+def test_out_of_range_memory_access_is_refused_and_writes_nothing(cluster):
+    dev = cluster.device(0)
+    dev.mem_write(MEM_SIZE - 16, bytes(16))
+    with pytest.raises(NicollError, match=r"outside device memory of 4096 bytes"):
+        dev.mem_write(MEM_SIZE - 8, bytes(range(16)))
+    with pytest.raises(NicollError, match=r"outside device memory"):
+        dev.mem_read(MEM_SIZE, 1)
+    with pytest.raises(NicollError, match=r"outside device memory"):
+        dev.mem_read(-4, 4)
+    assert dev.mem_read(MEM_SIZE - 16, 16) == bytes(16)
+
+
+def test_numpy_arrays_are_written_as_bytes(cluster):
+    np = pytest.importorskip("numpy")
+    dev = cluster.device(1)
+    array = np.arange(37, dtype=np.float32)
+    dev.mem_write(64, array)
+    back = np.frombuffer(dev.mem_read(64, array.nbytes), dtype=np.float32)
+    assert np.array_equal(back, array)
+
+
+class _Corrupting(Transport):
+    """Passes everything through, except that one address reads back a different word."""
+
+    def __init__(self, inner, address, value):
+        self.inner, self.address, self.value = inner, address, value
+
+    def read32(self, address):
+        data, response = self.inner.read32(address)
+        return (self.value, response) if address == self.address else (data, response)
+
+    def write32(self, address, data, strobe=0xF):
+        return self.inner.write32(address, data, strobe)
+
+    def mem_write(self, address, data):
+        return self.inner.mem_write(address, data)
+
+    def mem_read(self, address, length):
+        return self.inner.mem_read(address, length)
+
+
+def test_device_refuses_a_foreign_id(cluster):
+    inner = cluster.device(0).transport
+    alu = REGMAP.block("alu")
+    with pytest.raises(NicollError,
+                       match=r"block 'alu': ID word expected 0x414c5520 \('ALU '\), "
+                             r"found 0x12345678"):
+        nicoll.Device(_Corrupting(inner, alu.register("ID").address, 0x12345678))
+
+
+def test_device_refuses_another_major_version(cluster):
+    inner = cluster.device(0).transport
+    glob = REGMAP.block("global")
+    major, minor = glob.version
+    with pytest.raises(NicollError, match=rf"VERSION expected major {major} .* found 7\.3"):
+        nicoll.Device(_Corrupting(inner, glob.register("VERSION").address, 7 << 16 | 3))
+
+
+def test_device_refuses_the_wrong_rank(cluster):
+    with pytest.raises(NicollError, match="opened as rank 2 reports node id 1"):
+        nicoll.Device(cluster.device(1).transport, rank=2)
+
+
+def test_device_rank_lookup(cluster):
+    with pytest.raises(NicollError, match=r"rank must be an int between 0 and 2, not 3"):
+        cluster.device(NODES)
+    assert repr(cluster).startswith(f"<nicoll.Cluster {NODES} nodes on {cluster.backend}")
