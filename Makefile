@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: venv
-	$(PY) -m pytest -n $(JOBS) tests
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
 
 demo: venv
 	$(VENV)/bin/nicoll demo

@@ -57,8 +57,6 @@ async def serve(dut):
                          dut.clk, dut.rst) for i in range(nodes)]
     mem = [AxiMaster(AxiBus.from_prefix(dut, f"n{i}_s_axi", bus_separator="__"),
                      dut.clk, dut.rst) for i in range(nodes)]
-    for master in csr + mem:
-        master.log.setLevel("WARNING")
     await ClockCycles(dut.clk, RESET_CYCLES)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 1)

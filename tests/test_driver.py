@@ -18,10 +18,11 @@ from nicoll.transport import Transport
 NODES = 3
 MEM_SIZE = 4096
 
+# One xdist group per backend, so each parallel worker starts one simulator, not three.
 BACKEND_PARAMS = [
-    pytest.param("model"),
-    pytest.param("amaranth"),
-    pytest.param("verilator", marks=pytest.mark.verilator),
+    pytest.param("model", marks=pytest.mark.xdist_group("model")),
+    pytest.param("amaranth", marks=pytest.mark.xdist_group("amaranth")),
+    pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator")]),
 ]
 
 

@@ -45,7 +45,6 @@ class TB:
         dut.node_id.value = _param("NODE_ID")
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"),
                                   dut.clk, dut.rst)
-        self.axil.log.setLevel("WARNING")
         self.model = ModelNode(node_id=_param("NODE_ID"), data_width=_param("DATA_WIDTH"),
                                max_nodes=_param("MAX_NODES"), mem_size=_param("MEM_SIZE"))
         self.cycles = REGMAP.block("global").register("CYCLES")

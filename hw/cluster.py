@@ -1,0 +1,168 @@
+"""A simulated cluster: N NIC cores joined by a switch, and its Verilog.
+
+Node ``i``'s ``net_tx`` feeds the switch's ``rx_i`` and the switch's ``tx_i`` feeds node ``i``'s
+``net_rx``; node ``i``'s ``node_id`` is tied to ``i``.  The host reaches each node through the
+top-level ports ``n<i>_s_axil`` (registers) and ``n<i>_s_axi`` (device memory).
+
+In the Verilog from :func:`cluster_verilog` and :func:`niccore_verilog` an interface member
+becomes ``<port>__<member>`` (``n0_s_axil__awaddr``, ``s_axi__wdata``), next to ``clk`` and
+``rst`` (active high, synchronous).  cocotbext-axi finds a port by its prefix:
+``AxiLiteBus.from_prefix(dut, "n0_s_axil", bus_separator="__")``.  The single core's
+network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, ``tdest``,
+``tvalid``, ``tready``) so ``AxiStreamBus.from_prefix(dut, "net_tx", bus_separator="__")``
+drives them unchanged; inside the gateware they are packet streams.
+"""
+
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
+from .niccore import AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, NicCore, check_core_params
+from .packet import DEST_WIDTH
+from .switch import Switch
+
+
+__all__ = ["ClusterTop", "cluster_verilog", "niccore_verilog"]
+
+
+class ClusterTop(wiring.Component):
+    """``nodes`` NIC cores and a :class:`~nicoll.hw.switch.Switch`.
+
+    Parameters
+    ----------
+    nodes : int
+        Number of nodes, 1..``max_nodes``.
+    data_width, max_nodes, mem_size :
+        As for :class:`~nicoll.hw.niccore.NicCore`; every node is built alike.
+
+    Members
+    -------
+    n<i>_s_axil : ``In(AXI4LiteSignature(16))`` for each node
+    n<i>_s_axi : ``In(AXI4Signature(addr_width=32, data_width=data_width, id_width=8))``
+    switch_dropped : ``Out(32)``
+        Packets the switch dropped because they named no node.
+
+    Attributes
+    ----------
+    cores : list of :class:`~nicoll.hw.niccore.NicCore`
+        The nodes, in rank order (``cores[i].devmem.data`` is node ``i``'s memory).
+    switch : :class:`~nicoll.hw.switch.Switch`
+
+    Both are built on first use (at the latest by :meth:`elaborate`).
+    """
+
+    def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536):
+        check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+        if not isinstance(nodes, int) or isinstance(nodes, bool):
+            raise TypeError(f"nodes must be an integer, not {nodes!r}")
+        if not 1 <= nodes <= max_nodes:
+            raise ValueError(f"nodes must be between 1 and max_nodes ({max_nodes}), "
+                             f"not {nodes!r}")
+        self._nodes = nodes
+        self._data_width = data_width
+        self._max_nodes = max_nodes
+        self._mem_size = mem_size
+        members = {}
+        for i in range(nodes):
+            members[f"n{i}_s_axil"] = In(AXI4LiteSignature(CSR_ADDR_WIDTH))
+            members[f"n{i}_s_axi"] = In(AXI4Signature(addr_width=AXI_ADDR_WIDTH,
+                                                      data_width=data_width,
+                                                      id_width=AXI_ID_WIDTH))
+        members["switch_dropped"] = Out(32)
+        super().__init__(members)
+        self._cores = None
+        self._switch = None
+
+    @property
+    def cores(self):
+        if self._cores is None:
+            self._cores = [NicCore(data_width=self._data_width, max_nodes=self._max_nodes,
+                                   mem_size=self._mem_size) for _ in range(self._nodes)]
+        return self._cores
+
+    @property
+    def switch(self):
+        if self._switch is None:
+            self._switch = Switch(self._nodes, self._data_width)
+        return self._switch
+
+    @property
+    def nodes(self):
+        return self._nodes
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    @property
+    def max_nodes(self):
+        return self._max_nodes
+
+    @property
+    def mem_size(self):
+        return self._mem_size
+
+    def s_axil(self, i):
+        """Register port of node ``i``."""
+        return getattr(self, f"n{i}_s_axil")
+
+    def s_axi(self, i):
+        """Device memory port of node ``i``."""
+        return getattr(self, f"n{i}_s_axi")
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.switch = switch = self.switch
+        for i, core in enumerate(self.cores):
+            m.submodules[f"node{i}"] = core
+            wiring.connect(m, wiring.flipped(self.s_axil(i)), core.s_axil)
+            wiring.connect(m, wiring.flipped(self.s_axi(i)), core.s_axi)
+            wiring.connect(m, core.net_tx, switch.rx(i))
+            wiring.connect(m, switch.tx(i), core.net_rx)
+            m.d.comb += core.node_id.eq(i)
+        m.d.comb += self.switch_dropped.eq(switch.dropped)
+        return m
+
+
+def cluster_verilog(**kwargs):
+    """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``."""
+    return verilog.convert(ClusterTop(**kwargs), name="nicoll_cluster")
+
+
+class _NicCoreVerilogTop(wiring.Component):
+    """A NicCore whose network ports are named as AXI4-Stream for a Verilog top."""
+
+    def __init__(self, **kwargs):
+        self.core = NicCore(**kwargs)
+        members = dict(self.core.signature.members)
+        axis = AXI4StreamSignature(self.core.data_width, DEST_WIDTH)
+        members["net_tx"] = Out(axis)
+        members["net_rx"] = In(axis)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        wiring.connect(m, wiring.flipped(self.s_axil), core.s_axil)
+        wiring.connect(m, wiring.flipped(self.s_axi), core.s_axi)
+        m.d.comb += core.node_id.eq(self.node_id)
+        for axis, pkt, outgoing in ((self.net_tx, core.net_tx, True),
+                                    (self.net_rx, core.net_rx, False)):
+            pairs = [(axis.tdata, pkt.payload.data), (axis.tkeep, pkt.payload.keep),
+                     (axis.tlast, pkt.payload.last), (axis.tdest, pkt.payload.dest),
+                     (axis.tvalid, pkt.valid)]
+            for a, p in pairs:
+                m.d.comb += a.eq(p) if outgoing else p.eq(a)
+            m.d.comb += pkt.ready.eq(axis.tready) if outgoing else axis.tready.eq(pkt.ready)
+        return m
+
+
+def niccore_verilog(**kwargs):
+    """Verilog of ``NicCore(**kwargs)`` as a module named ``nicoll_niccore``.
+
+    Ports: ``s_axil__*``, ``s_axi__*``, ``node_id``, ``clk``, ``rst`` as in NicCore, and the
+    network ports as AXI4-Stream ``net_tx__t*`` / ``net_rx__t*``.
+    """
+    return verilog.convert(_NicCoreVerilogTop(**kwargs), name="nicoll_niccore")

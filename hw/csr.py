@@ -1,0 +1,260 @@
+# Ref: AMBA AXI and ACE Protocol Specification (IHI0022E), B1 "AMBA AXI4-Lite";
+#      A3.3 (channel handshakes and their dependencies); A3.4.4 (RRESP/BRESP encoding).
+"""AXI4-Lite control/status register slave, generated from the register map.
+
+:class:`CSRSlave` walks a :class:`nicoll.regmap.RegisterMap` when it is built and elaborated:
+the address decoder, the reset values, the storage of software-writable fields and the ports
+of hardware-driven fields all come from the map, so no register offset appears here.  The
+access rules are those written in :mod:`nicoll.regmap`.
+
+Fields become, according to their access properties:
+
+=====================  ======================================================================
+``sw=r``, ``hw=na``    a constant, the field's reset value;
+``sw=r``, ``hw=w``     an input port of the field's width, sampled when the bus reads it;
+``sw=rw`` or ``w``     a flop initialised to the reset value, written by the bus; with
+                       ``hw=r`` it is also an output port of the same name.
+=====================  ======================================================================
+
+Any other combination is refused with :exc:`ValueError` when the slave is built.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..regmap import BusResponse, RegisterMap
+from .._regmap import REGMAP
+from .axi import AXI4LiteSignature
+
+
+__all__ = ["CSRSlave"]
+
+
+# The bus is 32 bits wide (nicoll.regmap): bits [1:0] of an address select a byte in a word.
+_WORD_BYTES = 4
+
+
+def _runs(mask, width):
+    """Yield ``(lsb, length)`` of each run of set bits in ``mask`` below bit ``width``."""
+    lsb = None
+    for bit in range(width + 1):
+        is_set = bit < width and (mask >> bit) & 1
+        if is_set and lsb is None:
+            lsb = bit
+        elif not is_set and lsb is not None:
+            yield lsb, bit - lsb
+            lsb = None
+
+
+class CSRSlave(wiring.Component):
+    """AXI4-Lite slave exposing the registers of ``regmap``.
+
+    Parameters
+    ----------
+    regmap : :class:`nicoll.regmap.RegisterMap`
+        The register map to implement; the generated ``nicoll._regmap.REGMAP`` by default.
+    addr_width : int
+        Width of the bus byte address, at least ``regmap.addr_width`` and at most 32.  Address
+        bits above the map still decode: an address beyond the map is unmapped.
+
+    Members
+    -------
+    bus : ``In(AXI4LiteSignature(addr_width))``
+        The register bus.  AW and W are accepted independently and in either order; one
+        write and one read can complete every cycle; a response is held until it is taken.
+    <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
+        One input per hardware-driven field and one output per hardware-readable storage field,
+        named by :meth:`port_name`.
+    """
+
+    @staticmethod
+    def port_name(block, register, field):
+        """Name of the port of a field: ``"<block>_<register>_<field>"`` in lower case."""
+        for what, value in (("Block", block), ("Register", register), ("Field", field)):
+            if not isinstance(value, str):
+                raise TypeError(f"{what} name must be a string, not {value!r}")
+        return f"{block}_{register}_{field}".lower()
+
+    def __init__(self, regmap=REGMAP, *, addr_width=16):
+        if not isinstance(regmap, RegisterMap):
+            raise TypeError(f"Register map must be a RegisterMap, not {regmap!r}")
+        if not isinstance(addr_width, int) or isinstance(addr_width, bool):
+            raise TypeError(f"Address width must be an integer, not {addr_width!r}")
+        if not regmap.addr_width <= addr_width <= 32:
+            raise ValueError(f"Address width must be between {regmap.addr_width} (to reach "
+                             f"every register) and 32, not {addr_width!r}")
+        self._regmap = regmap
+        self._addr_width = addr_width
+
+        members = {"bus": In(AXI4LiteSignature(addr_width))}
+        # (block, register, field, port name or None) for every field, in address order.
+        self._fields = []
+        for block in regmap.blocks:
+            for reg in block.registers:
+                if reg.width % 32 or reg.address % _WORD_BYTES:
+                    raise ValueError(f"Register {block.name}.{reg.name} must be a whole "
+                                     f"number of aligned 32-bit words")
+                for field in reg.fields:
+                    name = None
+                    if field.hw_driven:
+                        name = self.port_name(block.name, reg.name, field.name)
+                        members[name] = In(field.width)
+                    elif field.sw_writable and field.hw in ("na", "r"):
+                        if field.hw == "r":
+                            name = self.port_name(block.name, reg.name, field.name)
+                            members[name] = Out(field.width)
+                    elif field.is_constant:
+                        if field.reset is None:
+                            raise ValueError(f"Constant field {block.name}.{reg.name}."
+                                             f"{field.name} has no reset value")
+                    else:
+                        raise ValueError(f"Field {block.name}.{reg.name}.{field.name} has "
+                                         f"unsupported access sw={field.sw!r} hw={field.hw!r}")
+                    self._fields.append((block, reg, field, name))
+        super().__init__(members)
+
+    @property
+    def regmap(self):
+        return self._regmap
+
+    @property
+    def addr_width(self):
+        return self._addr_width
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.bus
+
+        # Per register: its read value (as software sees it), its storage flop (or None), and
+        # the mask of software-writable bits.
+        regs = {}
+        for block, reg, field, name in self._fields:
+            entry = regs.setdefault(reg.address, {"reg": reg, "block": block.name,
+                                                  "writable": 0, "init": 0})
+            if field.sw_writable:
+                entry["writable"] |= field.mask
+                entry["init"] |= ((field.reset or 0) << field.lsb) & field.mask
+        for entry in regs.values():
+            reg = entry["reg"]
+            storage = None
+            if entry["writable"]:
+                storage = Signal(reg.width, init=entry["init"],
+                                 name=f"{entry['block']}_{reg.name}".lower())
+            entry["storage"] = storage
+            parts = []
+            cursor = 0
+            for block, r, field, name in self._fields:
+                if r is not reg:
+                    continue
+                if field.lsb > cursor:
+                    parts.append(Const(0, field.lsb - cursor))
+                bits = slice(field.lsb, field.lsb + field.width)
+                if field.hw_driven:
+                    parts.append(getattr(self, name))
+                elif field.sw_writable:
+                    if name is not None:
+                        m.d.comb += getattr(self, name).eq(storage[bits])
+                    # A write-only field reads as zero.
+                    parts.append(storage[bits] if field.sw_readable else Const(0, field.width))
+                else:
+                    parts.append(Const(field.reset, field.width))
+                cursor = field.lsb + field.width
+            if reg.width > cursor:
+                parts.append(Const(0, reg.width - cursor))
+            entry["value"] = Cat(*parts)
+            # Upper words of a wide register, latched when its lowest word is read.
+            entry["shadow"] = (Signal(reg.width - 32,
+                                      name=f"{entry['block']}_{reg.name}_shadow".lower())
+                               if reg.words > 1 else None)
+
+        # ---- Write path -------------------------------------------------------------------
+        # AW and W each have a one-entry holding register, so either may arrive first
+        # (IHI0022E, A3.3.1: the slave may accept them in any order).  A write commits in the
+        # cycle both are available and the B channel can take a new response; a held channel
+        # refuses a second beat until then.
+        aw_held = Signal()
+        aw_addr = Signal(self._addr_width)
+        w_held  = Signal()
+        w_data  = Signal(32)
+        w_strb  = Signal(4)
+
+        wr_addr = Mux(aw_held, aw_addr, bus.awaddr)
+        wr_data = Mux(w_held, w_data, bus.wdata)
+        wr_strb = Mux(w_held, w_strb, bus.wstrb)
+        b_free  = ~bus.bvalid | bus.bready
+        commit  = (aw_held | bus.awvalid) & (w_held | bus.wvalid) & b_free
+
+        m.d.comb += [
+            bus.awready.eq(~aw_held),
+            bus.wready.eq(~w_held),
+        ]
+
+        with m.If(commit):
+            m.d.sync += [
+                aw_held.eq(0),
+                w_held.eq(0),
+                bus.bvalid.eq(1),
+                bus.bresp.eq(BusResponse.DECERR),
+            ]
+            with m.Switch(wr_addr[2:]):
+                for entry in regs.values():
+                    reg = entry["reg"]
+                    for word in range(reg.words):
+                        with m.Case((reg.address >> 2) + word):
+                            # A write to a read-only word is accepted and changes nothing.
+                            m.d.sync += bus.bresp.eq(BusResponse.OKAY)
+                            self._write_word(m, entry, word, wr_data, wr_strb)
+        with m.Else():
+            with m.If(bus.bready):
+                m.d.sync += bus.bvalid.eq(0)
+            with m.If(~aw_held & bus.awvalid):
+                m.d.sync += [aw_held.eq(1), aw_addr.eq(bus.awaddr)]
+            with m.If(~w_held & bus.wvalid):
+                m.d.sync += [w_held.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+
+        # ---- Read path --------------------------------------------------------------------
+        # The read data register is refilled in the cycle it is emptied, so back-to-back reads
+        # complete one per cycle; RVALID stays up until RREADY (A3.2.1).
+        r_free = ~bus.rvalid | bus.rready
+        m.d.comb += bus.arready.eq(r_free)
+        with m.If(bus.arvalid & r_free):
+            m.d.sync += [
+                bus.rvalid.eq(1),
+                bus.rdata.eq(0),
+                bus.rresp.eq(BusResponse.DECERR),
+            ]
+            with m.Switch(bus.araddr[2:]):
+                for entry in regs.values():
+                    reg = entry["reg"]
+                    value, shadow = entry["value"], entry["shadow"]
+                    for word in range(reg.words):
+                        with m.Case((reg.address >> 2) + word):
+                            m.d.sync += bus.rresp.eq(BusResponse.OKAY)
+                            if word == 0:
+                                m.d.sync += bus.rdata.eq(value[:32])
+                                if shadow is not None:
+                                    m.d.sync += shadow.eq(value[32:])
+                            else:
+                                m.d.sync += bus.rdata.eq(shadow[32 * (word - 1):32 * word])
+        with m.Elif(bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+
+        return m
+
+    @staticmethod
+    def _write_word(m, entry, word, wr_data, wr_strb):
+        """Update the writable bits of one 32-bit word of a register, lane by lane."""
+        storage = entry["storage"]
+        if storage is None:
+            return
+        word_mask = (entry["writable"] >> (32 * word)) & 0xffff_ffff
+        for lane in range(_WORD_BYTES):
+            lane_mask = (word_mask >> (8 * lane)) & 0xff
+            if not lane_mask:
+                continue
+            with m.If(wr_strb[lane]):
+                for lsb, length in _runs(lane_mask, 8):
+                    bit = 8 * lane + lsb
+                    m.d.sync += storage[32 * word + bit:32 * word + bit + length].eq(
+                        wr_data[bit:bit + length])

@@ -1,0 +1,269 @@
+# Ref: AMBA AXI and ACE Protocol Specification (IHI0022E): A3.2 (handshake), A3.3.1 (channel
+#      dependencies), A3.4.1 (burst length, size and type; address of each transfer),
+#      A3.4.3 (write strobes), A3.4.4 (read and write response structure).
+"""On-chip device memory behind an AXI4 subordinate port.
+
+This is the memory a node's collectives read and write; the host reaches it through the
+node's AXI4 port.  On a board it would be external DRAM behind a controller with the same
+port.
+
+Behaviour of the port:
+
+- INCR and FIXED bursts of any length (1..256 beats) and any transfer size up to the bus
+  width.  The address of each beat follows IHI0022E A3.4.1: the first beat uses the start
+  address, each later INCR beat the next multiple of the transfer size.  A beat reaches the
+  memory row ``address // (data_width // 8)`` and writes the byte lanes whose strobe is set,
+  so narrow and unaligned transfers work as long as the manager's strobes select the right
+  lanes (A3.4.3).  A read beat returns the whole row; the manager picks its lanes.
+- WRAP bursts, the reserved burst type and transfer sizes wider than the bus answer SLVERR:
+  such a write changes nothing and such a read returns zeros.
+- A beat whose address is at or beyond ``size`` is out of range.  An out-of-range write beat
+  is dropped (the burst's other beats are written) and the burst's single write response is
+  DECERR.  An out-of-range read beat returns zero data with RRESP DECERR; the other beats of
+  the burst return their data with OKAY (A3.4.4 allows a response per read beat).
+- Writes take one beat per clock after a one-cycle address phase; the next burst's address
+  is taken in the cycle its predecessor's response is taken.  Reads return one beat per
+  clock: the synchronous memory read is followed by a two-entry register slice, which
+  absorbs the beat still in flight when RREADY drops, so backpressure loses nothing, and the
+  read stage holds its beat (the memory port keeps its data) while the slice is full.
+- The write and read channels are independent; a read issued after a write's response has
+  been received sees that write.
+- AxLOCK, AxCACHE, AxPROT and AxQOS are ignored; an exclusive access is answered OKAY, which
+  tells the manager exclusive accesses are not supported (A7.2.4).
+"""
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory, MemoryData
+from amaranth.lib.wiring import In
+
+from ..regmap import BusResponse
+from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
+from .skid import SkidBuffer
+
+
+__all__ = ["DeviceMemory"]
+
+
+_DATA_WIDTHS = (32, 64, 128, 256, 512)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class DeviceMemory(wiring.Component):
+    """``size`` bytes of on-chip memory, ``data_width`` bits per row, behind an AXI4 port.
+
+    Parameters
+    ----------
+    size : int
+        Bytes of memory: a power of two and a multiple of ``data_width // 8``.
+    data_width : int
+        Width of the data bus and of a memory row: 32, 64, 128, 256 or 512.
+    addr_width : int
+        Width of the AXI byte address; must reach every byte.
+    id_width : int
+        Width of the AXI ID signals.
+
+    Members
+    -------
+    axi : ``In(AXI4Signature(addr_width, data_width, id_width))``
+
+    Attributes
+    ----------
+    data : :class:`amaranth.lib.memory.MemoryData`
+        The memory contents, for simulation testbenches (``ctx.get(mem.data[row])``).
+    """
+
+    def __init__(self, size, data_width, *, addr_width=32, id_width=8):
+        if not _is_int(data_width):
+            raise TypeError(f"Data width must be an integer, not {data_width!r}")
+        if data_width not in _DATA_WIDTHS:
+            raise ValueError(f"Data width must be one of "
+                             f"{', '.join(map(str, _DATA_WIDTHS))}, not {data_width!r}")
+        beat_bytes = data_width // 8
+        if not _is_int(size):
+            raise TypeError(f"Memory size must be an integer, not {size!r}")
+        if size <= 0 or size & (size - 1) or size % beat_bytes:
+            raise ValueError(f"Memory size must be a power of two and a multiple of "
+                             f"{beat_bytes} bytes, not {size!r}")
+        if not _is_int(addr_width):
+            raise TypeError(f"Address width must be an integer, not {addr_width!r}")
+        if not 1 <= addr_width <= 64 or size > 1 << addr_width:
+            raise ValueError(f"Address width must be between 1 and 64 and reach {size} bytes, "
+                             f"not {addr_width!r}")
+        if not _is_int(id_width):
+            raise TypeError(f"ID width must be an integer, not {id_width!r}")
+        if id_width < 1:
+            raise ValueError(f"ID width must be at least 1, not {id_width!r}")
+        self._size = size
+        self._data_width = data_width
+        self._beat_bytes = beat_bytes
+        self._depth = size // beat_bytes
+        self._addr_width = addr_width
+        self._id_width = id_width
+        self.data = MemoryData(shape=data_width, depth=self._depth, init=[])
+        super().__init__({"axi": In(AXI4Signature(addr_width, data_width, id_width))})
+
+    @property
+    def size(self):
+        return self._size
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    @property
+    def depth(self):
+        return self._depth
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        offset_bits = self._beat_bytes.bit_length() - 1     # byte-in-row bits
+        size_bits = self._size.bit_length() - 1             # bits of an in-range address
+
+        m.submodules.mem = mem = Memory(data=self.data)
+        wr_port = mem.write_port(granularity=8)
+        # Reads and writes are unordered AXI channels, so a read racing a write to the same
+        # row may see either value: no bypass logic is needed.
+        rd_port = mem.read_port(domain="sync", transparent_for=())
+
+        def row(addr):
+            return addr[offset_bits:size_bits]
+
+        def in_range(addr):
+            if size_bits >= len(addr):
+                return Const(1)
+            return addr[size_bits:] == 0
+
+        def next_address(addr, size, burst):
+            # Ref: A3.4.1 "Address_N = Aligned_Address + (N - 1) x Number_Bytes" for INCR;
+            # FIXED repeats the start address.
+            incr = ((addr >> size) + 1) << size
+            return Mux(burst == BURST_FIXED, addr, incr[:len(addr)])
+
+        def burst_error(burst, size):
+            # WRAP and the reserved type are not implemented; a size wider than the bus is
+            # illegal (A3.4.1).
+            return ((burst != BURST_INCR) & (burst != BURST_FIXED)) | (size > offset_bits)
+
+        # ---- Write channel ------------------------------------------------------------------
+        w_busy  = Signal()                      # an AW has been taken; its W beats are due
+        w_addr  = Signal(self._addr_width)
+        w_size  = Signal(3)
+        w_burst = Signal(2)
+        w_bad   = Signal()
+        w_count = Signal(8)                     # beats left after the current one
+
+        # A new burst is taken when none is running and the B slot is (or is becoming) free.
+        m.d.comb += axi.awready.eq(~w_busy & (~axi.bvalid | axi.bready))
+        with m.If(axi.bvalid & axi.bready):
+            m.d.sync += axi.bvalid.eq(0)
+        with m.If(axi.awvalid & axi.awready):
+            bad = burst_error(axi.awburst, axi.awsize)
+            m.d.sync += [
+                w_busy.eq(1),
+                w_addr.eq(axi.awaddr),
+                w_size.eq(axi.awsize),
+                w_burst.eq(axi.awburst),
+                w_count.eq(axi.awlen),
+                w_bad.eq(bad),
+                axi.bid.eq(axi.awid),
+                axi.bresp.eq(Mux(bad, BusResponse.SLVERR, BusResponse.OKAY)),
+            ]
+
+        # While a burst runs, bvalid is low (it was taken before the burst's AW), so every
+        # W beat is taken at once.  The burst ends on the beat count of AWLEN; WLAST is not
+        # needed to find it.
+        m.d.comb += [
+            axi.wready.eq(w_busy),
+            wr_port.addr.eq(row(w_addr)),
+            wr_port.data.eq(axi.wdata),
+        ]
+        with m.If(axi.wvalid & w_busy):
+            w_ok = in_range(w_addr)
+            with m.If(w_ok & ~w_bad):
+                m.d.comb += wr_port.en.eq(axi.wstrb)
+            with m.If(~w_ok & ~w_bad):
+                m.d.sync += axi.bresp.eq(BusResponse.DECERR)
+            m.d.sync += [
+                w_addr.eq(next_address(w_addr, w_size, w_burst)),
+                w_count.eq(w_count - 1),
+            ]
+            with m.If(w_count == 0):
+                m.d.sync += [w_busy.eq(0), axi.bvalid.eq(1)]
+
+        # ---- Read channel -------------------------------------------------------------------
+        r_busy  = Signal()                      # an AR has been taken; beats are being issued
+        r_addr  = Signal(self._addr_width)
+        r_size  = Signal(3)
+        r_burst = Signal(2)
+        r_bad   = Signal()
+        r_id    = Signal(self._id_width)
+        r_count = Signal(8)
+
+        # Stage 1: the beat whose row the memory read port holds.  The stage stalls when the
+        # buffer after it is full: the port is then not enabled, so it keeps its data.
+        p1_valid = Signal()
+        p1_zero  = Signal()
+        p1_resp  = Signal(2)
+        p1_last  = Signal()
+        p1_id    = Signal(self._id_width)
+
+        # Stage 2: two-entry register slice in front of the R channel.  Its ready comes from
+        # a flop, so RREADY reaches no further than the slice.
+        r_layout = data.StructLayout({
+            "data": self._data_width, "resp": 2, "last": 1, "id": self._id_width,
+        })
+        m.submodules.r_buffer = r_buffer = SkidBuffer(r_layout)
+        advance = ~p1_valid | r_buffer.i.ready
+        issue = r_busy & advance
+        last_issue = issue & (r_count == 0)
+
+        m.d.comb += [
+            axi.arready.eq(~r_busy | last_issue),
+            rd_port.addr.eq(row(r_addr)),
+            rd_port.en.eq(issue),
+        ]
+        with m.If(advance):
+            m.d.sync += p1_valid.eq(issue)
+        with m.If(issue):
+            ok = in_range(r_addr)
+            m.d.sync += [
+                p1_zero.eq(r_bad | ~ok),
+                p1_resp.eq(Mux(r_bad, BusResponse.SLVERR,
+                               Mux(ok, BusResponse.OKAY, BusResponse.DECERR))),
+                p1_last.eq(r_count == 0),
+                p1_id.eq(r_id),
+                r_addr.eq(next_address(r_addr, r_size, r_burst)),
+                r_count.eq(r_count - 1),
+            ]
+            with m.If(r_count == 0):
+                m.d.sync += r_busy.eq(0)
+        with m.If(axi.arvalid & axi.arready):
+            m.d.sync += [
+                r_busy.eq(1),
+                r_addr.eq(axi.araddr),
+                r_size.eq(axi.arsize),
+                r_burst.eq(axi.arburst),
+                r_count.eq(axi.arlen),
+                r_bad.eq(burst_error(axi.arburst, axi.arsize)),
+                r_id.eq(axi.arid),
+            ]
+
+        m.d.comb += [
+            r_buffer.i.valid.eq(p1_valid),
+            r_buffer.i.payload.data.eq(Mux(p1_zero, 0, rd_port.data)),
+            r_buffer.i.payload.resp.eq(p1_resp),
+            r_buffer.i.payload.last.eq(p1_last),
+            r_buffer.i.payload.id.eq(p1_id),
+            axi.rvalid.eq(r_buffer.o.valid),
+            axi.rdata.eq(r_buffer.o.payload.data),
+            axi.rresp.eq(r_buffer.o.payload.resp),
+            axi.rlast.eq(r_buffer.o.payload.last),
+            axi.rid.eq(r_buffer.o.payload.id),
+            r_buffer.o.ready.eq(axi.rready),
+        ]
+        return m

@@ -1,0 +1,177 @@
+# Ref: AMBA 4 AXI4-Stream Protocol Specification (IHI0051A), 2.2.1 (handshake: once TVALID is
+#      asserted it stays asserted, with stable payload, until the transfer) and 2.4.4 (TDEST
+#      routing; packets are not interleaved on one output).
+"""A crossbar switch joining the nodes of a simulated cluster.
+
+Each port ``i`` has an input ``rx_i`` (the packets node ``i`` sends) and an output ``tx_i``
+(the packets node ``i`` receives).  A packet goes to the output named by the ``dest`` field of
+its first beat and its beats stay together: each output has a round-robin arbiter that keeps
+its grant from the first beat a packet moves until that packet's ``last`` beat.
+
+- Lossless: a beat moves only when the output can take it; an input waits otherwise.
+- Fair: when a packet ends, the input after its source gets the highest priority, so every
+  input that keeps requesting an output is served within ``ports`` packets.
+- Deadlock-free: an input only waits on the one output its current packet goes to, and an
+  output only waits on its receiver, so there is no cycle of waits inside the switch.
+- Packets for the same output from different inputs are interleaved packet by packet; the
+  beats of one input keep their order, so packets between a pair of nodes arrive in order.
+- A packet whose ``dest`` is ``ports`` or more is taken at full rate and dropped; ``dropped``
+  counts such packets (wrapping at 2**32).
+
+Every output has a two-entry register slice (:class:`~nicoll.hw.skid.SkidBuffer`), so
+``tx_i.valid`` and ``tx_i.payload`` come from flops and no combinational path runs from one
+node's ready to another node's valid.  A beat crosses the switch in one cycle.
+"""
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .packet import DEST_WIDTH, packet_beat_layout, packet_stream
+from .skid import SkidBuffer
+
+
+__all__ = ["Switch"]
+
+
+#: Largest number of ports: every value of the ``dest`` field can name a port.
+MAX_PORTS = 1 << DEST_WIDTH
+
+
+class Switch(wiring.Component):
+    """Packet crossbar with ``ports`` inputs and outputs, ``data_width`` bits per beat.
+
+    Members
+    -------
+    rx_<i> : ``In(packet_stream(data_width))`` for each port
+    tx_<i> : ``Out(packet_stream(data_width))`` for each port
+    dropped : ``Out(32)``
+        Number of packets dropped because their ``dest`` names no port.
+    """
+
+    def __init__(self, ports, data_width):
+        if not isinstance(ports, int) or isinstance(ports, bool):
+            raise TypeError(f"Number of ports must be an integer, not {ports!r}")
+        if not 1 <= ports <= MAX_PORTS:
+            raise ValueError(f"Number of ports must be between 1 and {MAX_PORTS}, not {ports!r}")
+        # packet_stream() checks the data width.
+        sig = packet_stream(data_width)
+        self._ports = ports
+        self._data_width = data_width
+        members = {}
+        for i in range(ports):
+            members[f"rx_{i}"] = In(sig)
+        for i in range(ports):
+            members[f"tx_{i}"] = Out(sig)
+        members["dropped"] = Out(32)
+        super().__init__(members)
+
+    @property
+    def ports(self):
+        return self._ports
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    def rx(self, i):
+        return getattr(self, f"rx_{i}")
+
+    def tx(self, i):
+        return getattr(self, f"tx_{i}")
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._ports
+        rx = [self.rx(i) for i in range(n)]
+        tx = [self.tx(i) for i in range(n)]
+        layout = packet_beat_layout(self._data_width)
+
+        # ---- Inputs: where the packet at the head of each input goes ------------------------
+        # The first beat's dest is remembered so later beats follow it whatever they carry.
+        target = []
+        new_drops = []
+        ready_terms = [[] for _ in range(n)]
+        for i in range(n):
+            in_packet = Signal(name=f"rx{i}_in_packet")
+            held_dest = Signal(DEST_WIDTH, name=f"rx{i}_dest")
+            dest = Mux(in_packet, held_dest, rx[i].payload.dest)
+            t = Signal(DEST_WIDTH, name=f"rx{i}_target")
+            m.d.comb += t.eq(dest)
+            target.append(t)
+            drop = Signal(name=f"rx{i}_drop")
+            if n < MAX_PORTS:
+                m.d.comb += drop.eq(t >= n)
+            with m.If(rx[i].valid & rx[i].ready):
+                m.d.sync += [in_packet.eq(~rx[i].payload.last), held_dest.eq(t)]
+            # A dropped packet is counted once, on its first beat.
+            new_drops.append(rx[i].valid & drop & ~in_packet)
+            ready_terms[i].append(drop)
+
+        m.d.sync += self.dropped.eq(self.dropped + sum(new_drops))
+
+        payloads = Array(rx[i].payload.as_value() for i in range(n))
+        lasts = Array(rx[i].payload.last for i in range(n))
+
+        # ---- Outputs: one round-robin arbiter and buffer each ---------------------------------
+        for o in range(n):
+            m.submodules[f"tx{o}_buffer"] = buf = SkidBuffer(layout)
+            wiring.connect(m, buf.o, wiring.flipped(tx[o]))
+            if n == 1:
+                # One input: no arbitration.
+                req = Signal(1, name=f"tx{o}_req")
+                m.d.comb += req.eq(rx[0].valid & (target[0] == o))
+                m.d.comb += [
+                    buf.i.valid.eq(req),
+                    buf.i.payload.eq(rx[0].payload),
+                ]
+                ready_terms[0].append(req & buf.i.ready)
+                continue
+
+            req = Signal(n, name=f"tx{o}_req")
+            m.d.comb += req.eq(Cat(rx[i].valid & (target[i] == o) for i in range(n)))
+
+            locked = Signal(name=f"tx{o}_locked")       # inside a packet: grant is held
+            grant_r = Signal(range(n), name=f"tx{o}_grant_r")
+            prio = Signal(range(n), name=f"tx{o}_prio")   # input with the highest priority
+
+            # Round robin: the lowest requesting index at or above prio, else the lowest one.
+            upper = Signal(n, name=f"tx{o}_upper")
+            m.d.comb += upper.eq(req & Cat(prio <= i for i in range(n)))
+            pick_upper = Signal(range(n), name=f"tx{o}_pick_upper")
+            pick_any = Signal(range(n), name=f"tx{o}_pick_any")
+            for i in reversed(range(n)):
+                with m.If(upper[i]):
+                    m.d.comb += pick_upper.eq(i)
+                with m.If(req[i]):
+                    m.d.comb += pick_any.eq(i)
+            pick = Mux(upper.any(), pick_upper, pick_any)
+
+            grant = Signal(range(n), name=f"tx{o}_grant")
+            m.d.comb += grant.eq(Mux(locked, grant_r, pick))
+            active = req.bit_select(grant, 1)
+            move = Signal(name=f"tx{o}_move")
+            # Between packets the offer to the buffer may switch to another input while the
+            # buffer is full; that is harmless here because the buffer only samples its input
+            # when it takes it, and the inputs themselves keep their beats until they move.
+            m.d.comb += [
+                move.eq(active & buf.i.ready),
+                buf.i.valid.eq(active),
+                buf.i.payload.eq(payloads[grant]),
+            ]
+            for i in range(n):
+                ready_terms[i].append(move & (grant == i))
+
+            last = lasts[grant]
+            with m.If(move):
+                with m.If(last):
+                    m.d.sync += [
+                        locked.eq(0),
+                        prio.eq(Mux(grant == n - 1, 0, grant + 1)),
+                    ]
+                with m.Else():
+                    m.d.sync += [locked.eq(1), grant_r.eq(grant)]
+
+        for i in range(n):
+            m.d.comb += rx[i].ready.eq(Cat(ready_terms[i]).any())
+        return m

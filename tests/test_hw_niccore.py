@@ -1,0 +1,205 @@
+# amaranth: UnusedElaboratable=no
+"""NicCore and ClusterTop: registers, cycle counter and device memory through the top ports."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+import nicoll.hw
+from nicoll._regmap import REGMAP
+from nicoll.hw import cluster as cluster_mod
+from nicoll.hw import niccore as niccore_mod
+from nicoll.hw.cluster import ClusterTop, cluster_verilog, niccore_verilog
+from nicoll.hw.niccore import NicCore
+from nicoll.regmap import BusResponse
+from nicoll.sim.axi_model import axi_read, axi_write, axil_read
+
+OKAY = BusResponse.OKAY
+PERIOD = 1e-8
+GLOBAL = REGMAP.block("global")
+
+
+def reg(name):
+    return GLOBAL.register(name).address
+
+
+async def watchdog(ctx, cycles=50_000):
+    await ctx.delay(cycles * PERIOD)
+    raise TimeoutError(f"testbench still running after {cycles} cycles")
+
+
+def run(dut, *testbenches):
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog, background=True)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    sim.run()
+
+
+async def read64(ctx, bus, address):
+    low, r0 = await axil_read(ctx, bus, address)
+    high, r1 = await axil_read(ctx, bus, address + 4)
+    assert r0 == r1 == OKAY
+    return high << 32 | low
+
+
+async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
+    """The identification registers and the cycle counter of one node."""
+    for block in REGMAP.blocks:
+        assert await axil_read(ctx, bus, block.register("ID").address) == (block.id_tag, OKAY)
+    assert await axil_read(ctx, bus, reg("DATA_WIDTH")) == (data_width, OKAY)
+    assert await axil_read(ctx, bus, reg("MAX_NODES")) == (max_nodes, OKAY)
+    assert await axil_read(ctx, bus, reg("NODE_ID")) == (node_id, OKAY)
+    assert await axil_read(ctx, bus, reg("MEM_SIZE")) == (mem_size, OKAY)
+    # A read takes two cycles and the counter is sampled when the address is taken, so two
+    # consecutive low-word reads are two cycles apart; four apart across a 64-bit read.
+    c0, _ = await axil_read(ctx, bus, reg("CYCLES"))
+    c1, _ = await axil_read(ctx, bus, reg("CYCLES"))
+    assert c1 - c0 == 2
+    c2 = await read64(ctx, bus, reg("CYCLES"))
+    c3 = await read64(ctx, bus, reg("CYCLES"))
+    assert c2 - c1 == 2 and c3 - c2 == 4
+
+
+# ---------------------------------------------------------------------------------------------
+
+def test_all():
+    assert niccore_mod.__all__ == ["NicCore", "check_core_params"]
+    assert cluster_mod.__all__ == ["ClusterTop", "cluster_verilog", "niccore_verilog"]
+    for name in nicoll.hw.__all__:
+        assert hasattr(nicoll.hw, name), name
+    assert len(set(nicoll.hw.__all__)) == len(nicoll.hw.__all__)
+    assert {"CSRSlave", "DeviceMemory", "Switch", "NicCore", "ClusterTop", "cluster_verilog",
+            "niccore_verilog", "AXI4LiteSignature", "AXI4Signature", "packet_stream",
+            "packet_beat_layout"} <= set(nicoll.hw.__all__)
+
+
+def test_niccore_constructor_errors():
+    with pytest.raises(TypeError, match=r"^data_width must be an integer, not '256'$"):
+        NicCore(data_width="256")
+    with pytest.raises(ValueError, match=r"^data_width must be one of 64, 128, 256, 512, "
+                                         r"not 32$"):
+        NicCore(data_width=32)
+    with pytest.raises(TypeError, match=r"^max_nodes must be an integer, not 8\.0$"):
+        NicCore(max_nodes=8.0)
+    for bad in (0, 65536):
+        with pytest.raises(ValueError, match=rf"^max_nodes must be between 1 and 65535, "
+                                             rf"not {bad}$"):
+            NicCore(max_nodes=bad)
+    with pytest.raises(TypeError, match=r"^mem_size must be an integer, not None$"):
+        NicCore(mem_size=None)
+    for bad in (0, 1000, 16, 1 << 32):
+        with pytest.raises(ValueError, match=rf"^mem_size must be a power of two, a multiple "
+                                             rf"of 32 bytes \(data_width / 8\) and at most "
+                                             rf"2147483648, not {bad}$"):
+            NicCore(mem_size=bad)
+    with pytest.raises(TypeError, match=r"NicCore.__init__\(\) takes 1 positional argument"):
+        NicCore(256)
+
+
+def test_cluster_constructor_errors():
+    with pytest.raises(TypeError, match=r"^nodes must be an integer, not '3'$"):
+        ClusterTop(nodes="3")
+    for bad in (0, 9):
+        with pytest.raises(ValueError, match=rf"^nodes must be between 1 and max_nodes \(8\), "
+                                             rf"not {bad}$"):
+            ClusterTop(nodes=bad, max_nodes=8)
+    with pytest.raises(ValueError, match=r"^data_width must be one of"):
+        ClusterTop(nodes=2, data_width=48)
+    with pytest.raises(TypeError, match=r"missing 1 required keyword-only argument: 'nodes'"):
+        ClusterTop()
+
+
+def test_niccore_ports():
+    dut = NicCore(data_width=128, max_nodes=16, mem_size=8192)
+    members = dut.signature.members
+    assert list(members) == ["s_axil", "s_axi", "net_tx", "net_rx", "node_id"]
+    assert len(dut.s_axil.awaddr) == 16 and len(dut.s_axil.wdata) == 32
+    assert len(dut.s_axi.awaddr) == 32 and len(dut.s_axi.wdata) == 128
+    assert len(dut.s_axi.awid) == 8
+    assert len(dut.net_tx.payload.data) == 128 and len(dut.node_id) == 16
+    assert members["net_tx"].flow.name == "Out" and members["net_rx"].flow.name == "In"
+    assert (dut.data_width, dut.max_nodes, dut.mem_size) == (128, 16, 8192)
+
+
+def test_niccore_default():
+    """The default build: registers, cycle counter, memory, and an idle network port."""
+    dut = NicCore()
+    rng = random.Random(1)
+
+    async def tb(ctx):
+        ctx.set(dut.node_id, 5)
+        # Reset value, then free-running.
+        assert ctx.get(dut.net_tx.valid) == 0 and ctx.get(dut.net_rx.ready) == 0
+        await check_node(ctx, dut.s_axil, node_id=5, data_width=256, max_nodes=64,
+                         mem_size=65536)
+        ctx.set(dut.node_id, 0xbeef)
+        assert await axil_read(ctx, dut.s_axil, reg("NODE_ID")) == (0xbeef, OKAY)
+        for addr, length in ((0, 100), (65536 - 77, 77), (4000, 300)):
+            data = bytes(rng.getrandbits(8) for _ in range(length))
+            assert await axi_write(ctx, dut.s_axi, addr, data) == OKAY
+            assert await axi_read(ctx, dut.s_axi, addr, length) == (data, OKAY)
+        assert ctx.get(dut.net_tx.valid) == 0 and ctx.get(dut.net_rx.ready) == 0
+
+    run(dut, tb)
+
+
+def test_cycles_start_at_zero():
+    dut = NicCore(data_width=64, mem_size=1024)
+
+    async def tb(ctx):
+        # The AR is taken at the first clock edge, when the counter still holds its reset value.
+        assert await axil_read(ctx, dut.s_axil, reg("CYCLES")) == (0, OKAY)
+        assert await axil_read(ctx, dut.s_axil, reg("CYCLES") + 4) == (0, OKAY)
+
+    run(dut, tb)
+
+
+def test_cluster_three_nodes():
+    nodes, data_width, max_nodes, mem_size = 3, 64, 8, 4096
+    dut = ClusterTop(nodes=nodes, data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+    assert dut.nodes == nodes and len(dut.cores) == nodes
+    rng = random.Random(3)
+    images = [bytes(rng.getrandbits(8) for _ in range(512)) for _ in range(nodes)]
+    done = []
+
+    def node_tb(i):
+        async def tb(ctx):
+            bus = dut.s_axil(i)
+            await check_node(ctx, bus, node_id=i, data_width=data_width, max_nodes=max_nodes,
+                             mem_size=mem_size)
+            assert await axi_write(ctx, dut.s_axi(i), 64 * i + 3, images[i]) == OKAY
+            done.append(i)
+        return tb
+
+    async def check(ctx):
+        # The nodes run at the same time; wait until every node has written its image.
+        while len(done) < nodes:
+            await ctx.tick()
+        for i in range(nodes):
+            # Each node's memory holds its own image only.
+            assert await axi_read(ctx, dut.s_axi(i), 64 * i + 3, 512) == (images[i], OKAY)
+            assert await axi_read(ctx, dut.s_axi(i), 0, 64 * i + 3) == (bytes(64 * i + 3), OKAY)
+        assert ctx.get(dut.switch_dropped) == 0
+
+    run(dut, *(node_tb(i) for i in range(nodes)), check)
+
+
+def test_cluster_verilog():
+    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024)
+    assert "module nicoll_cluster(" in text
+    for name in ("n1_s_axil__awaddr", "n0_s_axil__rdata", "n1_s_axi__wdata", "n1_s_axi__awid",
+                 "n0_s_axi__rlast", "switch_dropped"):
+        assert f" {name};" in text, name
+    assert "n2_s_axil" not in text
+
+
+def test_niccore_verilog():
+    text = niccore_verilog(data_width=64, max_nodes=4, mem_size=1024)
+    assert "module nicoll_niccore(" in text
+    for name in ("s_axil__awaddr", "s_axi__arlen", "net_tx__tdata", "net_tx__tkeep",
+                 "net_tx__tlast", "net_tx__tdest", "net_tx__tvalid", "net_rx__tready",
+                 "node_id"):
+        assert f" {name};" in text, name

