@@ -13,7 +13,9 @@ network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, 
 drives them unchanged; inside the gateware they are packet streams.
 """
 
-from amaranth.back import verilog
+import contextlib
+
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -126,9 +128,35 @@ class ClusterTop(wiring.Component):
         return m
 
 
+@contextlib.contextmanager
+def _without_zero_memory_init():
+    """Convert memories whose initial contents are all zero without an init cell.
+
+    Amaranth 0.5 writes a memory's initial contents as one constant net per bit, so a 1 MiB
+    device memory costs 8 M Python objects and minutes of Yosys time, only to say "zero".
+    Verilator starts every variable at zero anyway (unless told to randomize), so for
+    simulation builds the zero init is dropped.  Only used for the simulation Verilog below;
+    synthesis keeps Amaranth's own conversion.  Tied to amaranth 0.5's RTLIL emitter
+    (pinned in pyproject.toml); checked by tests/test_hw_niccore.py.
+    """
+    emitter = rtlil.ModuleEmitter
+    original = emitter.emit_memory
+
+    def emit_memory(self, cell_idx, cell):
+        if any(cell.init):
+            original(self, cell_idx, cell)
+
+    emitter.emit_memory = emit_memory
+    try:
+        yield
+    finally:
+        emitter.emit_memory = original
+
+
 def cluster_verilog(**kwargs):
-    """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``."""
-    return verilog.convert(ClusterTop(**kwargs), name="nicoll_cluster")
+    """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``, for simulation."""
+    with _without_zero_memory_init():
+        return verilog.convert(ClusterTop(**kwargs), name="nicoll_cluster")
 
 
 class _NicCoreVerilogTop(wiring.Component):
@@ -165,4 +193,5 @@ def niccore_verilog(**kwargs):
     Ports: ``s_axil__*``, ``s_axi__*``, ``node_id``, ``clk``, ``rst`` as in NicCore, and the
     network ports as AXI4-Stream ``net_tx__t*`` / ``net_rx__t*``.
     """
-    return verilog.convert(_NicCoreVerilogTop(**kwargs), name="nicoll_niccore")
+    with _without_zero_memory_init():
+        return verilog.convert(_NicCoreVerilogTop(**kwargs), name="nicoll_niccore")

@@ -27,6 +27,7 @@ def _console():
 def _demo(args):
     from rich.table import Table
     from . import Cluster
+    from .device import tag_text
     console = _console()
     failures = 0
     for backend in args.backend:
@@ -40,8 +41,9 @@ def _demo(args):
                 table = Table(title=f"{backend}: {cluster.nodes} nodes, data_width "
                                     f"{cluster.data_width} (opened in {opened:.1f} s)")
                 for column in ("rank", "NODE_ID", "DATA_WIDTH", "MAX_NODES", "MEM_SIZE",
-                               "block versions", "SCRATCH", "memory", "CYCLES"):
+                               "SCRATCH", "memory", "CYCLES"):
                     table.add_column(column, justify="right")
+                versions = set()
                 for rank in range(cluster.nodes):
                     status.update(f"[bold]{backend}[/]: reading node {rank}")
                     dev = cluster.device(rank)
@@ -52,12 +54,14 @@ def _demo(args):
                     dev.mem_write(0x40, payload)
                     memory_ok = dev.mem_read(0x40, len(payload)) == payload
                     failures += (not scratch_ok) + (not memory_ok) + (dev.node_id != rank)
-                    versions = " ".join(f"{b.spec.name}={b.VERSION.major.read()}."
-                                        f"{b.VERSION.minor.read()}" for b in dev.regs)
+                    versions.add(" ".join(f"{b.spec.name} {tag_text(b.ID.read())!r} "
+                                          f"v{b.VERSION.major.read()}.{b.VERSION.minor.read()}"
+                                          for b in dev.regs))
                     table.add_row(str(rank), str(dev.node_id), str(dev.data_width),
-                                  str(dev.max_nodes), f"{dev.mem_size:,}", versions,
+                                  str(dev.max_nodes), f"{dev.mem_size // 1024} KiB",
                                   "✓" if scratch_ok else "✗", "✓" if memory_ok else "✗",
                                   f"{dev.cycles():,}")
+                table.caption = "blocks: " + " | ".join(sorted(versions))
         console.print(table)
     if failures:
         console.print(f"[red]{failures} check(s) failed[/]")

@@ -203,3 +203,34 @@ def test_niccore_verilog():
                  "net_tx__tlast", "net_tx__tdest", "net_tx__tvalid", "net_rx__tready",
                  "node_id"):
         assert f" {name};" in text, name
+
+
+def test_simulation_verilog_drops_only_all_zero_memory_init():
+    from amaranth.back import rtlil, verilog
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
+
+    original = rtlil.ModuleEmitter.emit_memory
+
+    class Two(wiring.Component):
+        addr: In(4)
+        zero: Out(8)
+        nonzero: Out(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.z = z = Memory(shape=8, depth=16, init=[])
+            m.submodules.n = n = Memory(shape=8, depth=16, init=[0xA5] * 16)
+            rz, rn = z.read_port(domain="comb"), n.read_port(domain="comb")
+            m.d.comb += [rz.addr.eq(self.addr), rn.addr.eq(self.addr),
+                         self.zero.eq(rz.data), self.nonzero.eq(rn.data)]
+            return m
+
+    with cluster_mod._without_zero_memory_init():
+        text = verilog.convert(Two(), name="two")
+    assert rtlil.ModuleEmitter.emit_memory is original
+    assert "8'ha5" in text                    # the non-zero memory keeps its contents
+    plain = verilog.convert(Two(), name="two")
+    assert plain.count("8'h00") > text.count("8'h00")   # the zero one lost its 16 init words
