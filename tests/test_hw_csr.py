@@ -4,12 +4,12 @@
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from nicoll._regmap import REGMAP
 from nicoll.hw import csr as csr_mod
 from nicoll.hw.csr import CSRSlave
 from nicoll.regmap import Block, BusResponse, Field, Register, RegisterMap
+from nicoll.sim.testbench import run_testbenches
 from nicoll.sim.axi_model import axil_read, axil_write
 
 OKAY, DECERR = BusResponse.OKAY, BusResponse.DECERR
@@ -80,22 +80,10 @@ def random_inputs(rng):
     return {name: rng.getrandbits(width) for name, width in hw_driven_ports().items()}
 
 
-PERIOD = 1e-8
 
 
-async def watchdog(ctx, cycles=100_000):
-    """Fail instead of hanging when a handshake never comes."""
-    await ctx.delay(cycles * PERIOD)
-    raise TimeoutError(f"testbench still running after {cycles} cycles")
 
 
-def run(dut, *testbenches):
-    sim = Simulator(dut)
-    sim.add_clock(PERIOD)
-    sim.add_testbench(watchdog, background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
 
 
 def mapped_words():
@@ -191,7 +179,7 @@ def test_other_map():
             assert ctx.get(dut.blk_ctrl_go) == storage & 1
             assert ctx.get(dut.blk_ctrl_mode) == (storage >> 4) & 0x3f
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_every_register_reads_its_value():
@@ -217,7 +205,7 @@ def test_every_register_reads_its_value():
         for addr in mapped_words():
             assert await axil_read(ctx, dut.bus, addr | rng.randrange(1, 4)) == model.read(addr)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_scratch_round_trip_and_strobes():
@@ -237,7 +225,7 @@ def test_scratch_round_trip_and_strobes():
             model.write(SCRATCH.address, data, strb)
             assert await axil_read(ctx, dut.bus, SCRATCH.address) == model.read(SCRATCH.address)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_unmapped_and_read_only():
@@ -265,7 +253,7 @@ def test_unmapped_and_read_only():
             assert await axil_write(ctx, dut.bus, addr, rng.getrandbits(32)) == OKAY, hex(addr)
         assert await snapshot(ctx) == before
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_wide_register_latch():
@@ -287,7 +275,7 @@ def test_wide_register_latch():
         assert await axil_read(ctx, dut.bus, low) == (0xdddd_0004, OKAY)
         assert await axil_read(ctx, dut.bus, high) == (0xcccc_0003, OKAY)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 @pytest.mark.parametrize("aw_delay,w_delay", [(0, 0), (0, 3), (3, 0), (1, 2), (2, 1)])
@@ -324,7 +312,7 @@ def test_write_channel_order(aw_delay, w_delay):
             assert got_b == (max(aw_delay, w_delay) + 1, OKAY)
             assert await axil_read(ctx, bus, SCRATCH.address) == (value, OKAY)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_held_channel_refuses_second_beat():
@@ -358,7 +346,7 @@ def test_held_channel_refuses_second_beat():
         assert not ctx.get(bus.bvalid)
         assert await axil_read(ctx, bus, SCRATCH.address) == (0xabcd_ef01, OKAY)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def _stream_test(seed, stall, n_writes=60, n_reads=60):
@@ -441,7 +429,7 @@ def _stream_test(seed, stall, n_writes=60, n_reads=60):
             await ctx.tick()
         assert await axil_read(ctx, bus, SCRATCH.address) == model.read(SCRATCH.address)
 
-    run(dut, aw, w, b, ar, r, final)
+    run_testbenches(dut, aw, w, b, ar, r, final)
     assert got_b == expect_b
     assert got_r == expect_r
     return cycles

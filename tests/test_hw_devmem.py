@@ -6,6 +6,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
+from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
+
 from nicoll.hw import devmem as devmem_mod
 from nicoll.hw.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
 from nicoll.hw.devmem import DeviceMemory
@@ -145,22 +147,10 @@ def random_burst(rng, model, *, max_beats=16, in_range=True):
     return addr, size, burst, data
 
 
-PERIOD = 1e-8
 
 
-async def watchdog(ctx, cycles=100_000):
-    """Fail instead of hanging when a handshake never comes."""
-    await ctx.delay(cycles * PERIOD)
-    raise TimeoutError(f"testbench still running after {cycles} cycles")
 
 
-def run(dut, *testbenches):
-    sim = Simulator(dut)
-    sim.add_clock(PERIOD)
-    sim.add_testbench(watchdog, background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
 
 
 def memory_image(ctx, dut):
@@ -230,7 +220,7 @@ def test_random_bursts(data_width):
             assert got == model.read(addr, sz, burst, len(beats))
         assert memory_image(ctx, dut) == bytes(model.mem)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_bulk_model_functions():
@@ -252,7 +242,7 @@ def test_bulk_model_functions():
                                                                   OKAY)
         assert memory_image(ctx, dut) == bytes(ref)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_concurrent_read_and_write():
@@ -291,7 +281,7 @@ def test_concurrent_read_and_write():
             await ctx.tick()
         assert memory_image(ctx, dut) == bytes(model.mem)
 
-    run(dut, writer, reader, check)
+    run_testbenches(dut, writer, reader, check)
 
 
 def test_out_of_range_and_unsupported():
@@ -323,7 +313,7 @@ def test_out_of_range_and_unsupported():
         data, resp = await axi_read(ctx, dut.axi, size - 8, 16)
         assert (data, resp) == (bytes(range(8)) + bytes(8), DECERR)
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_read_backpressure_loses_nothing():
@@ -355,7 +345,7 @@ def test_read_backpressure_loses_nothing():
             ctx.set(dut.axi.rready, 0)
             assert got == [(32 + i) * 0x01010101 ^ 0xa5a5a5a5 for i in range(64)]
 
-    run(dut, tb)
+    run_testbenches(dut, tb)
 
 
 def test_throughput_one_beat_per_clock():
@@ -433,6 +423,6 @@ def test_throughput_one_beat_per_clock():
     sim = Simulator(dut)
     sim.add_clock(PERIOD)
     sim.add_testbench(clock, background=True)
-    sim.add_testbench(watchdog, background=True)
+    sim.add_testbench(watchdog(100_000), background=True)
     sim.add_testbench(tb)
     sim.run()

@@ -4,7 +4,6 @@
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 import nicoll.hw
 from nicoll._regmap import REGMAP
@@ -13,10 +12,10 @@ from nicoll.hw import niccore as niccore_mod
 from nicoll.hw.cluster import ClusterTop, cluster_verilog, niccore_verilog
 from nicoll.hw.niccore import NicCore
 from nicoll.regmap import BusResponse
+from nicoll.sim.testbench import run_testbenches
 from nicoll.sim.axi_model import axi_read, axi_write, axil_read
 
 OKAY = BusResponse.OKAY
-PERIOD = 1e-8
 GLOBAL = REGMAP.block("global")
 
 
@@ -24,18 +23,8 @@ def reg(name):
     return GLOBAL.register(name).address
 
 
-async def watchdog(ctx, cycles=50_000):
-    await ctx.delay(cycles * PERIOD)
-    raise TimeoutError(f"testbench still running after {cycles} cycles")
 
 
-def run(dut, *testbenches):
-    sim = Simulator(dut)
-    sim.add_clock(PERIOD)
-    sim.add_testbench(watchdog, background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
 
 
 async def read64(ctx, bus, address):
@@ -143,7 +132,7 @@ def test_niccore_default():
             assert await axi_read(ctx, dut.s_axi, addr, length) == (data, OKAY)
         assert ctx.get(dut.net_tx.valid) == 0 and ctx.get(dut.net_rx.ready) == 0
 
-    run(dut, tb)
+    run_testbenches(dut, tb, watchdog_cycles=50000)
 
 
 def test_cycles_start_at_zero():
@@ -154,7 +143,7 @@ def test_cycles_start_at_zero():
         assert await axil_read(ctx, dut.s_axil, reg("CYCLES")) == (0, OKAY)
         assert await axil_read(ctx, dut.s_axil, reg("CYCLES") + 4) == (0, OKAY)
 
-    run(dut, tb)
+    run_testbenches(dut, tb, watchdog_cycles=50000)
 
 
 def test_cluster_three_nodes():
@@ -184,7 +173,7 @@ def test_cluster_three_nodes():
             assert await axi_read(ctx, dut.s_axi(i), 0, 64 * i + 3) == (bytes(64 * i + 3), OKAY)
         assert ctx.get(dut.switch_dropped) == 0
 
-    run(dut, *(node_tb(i) for i in range(nodes)), check)
+    run_testbenches(dut, *(node_tb(i) for i in range(nodes)), check, watchdog_cycles=50000)
 
 
 def test_cluster_verilog():
