@@ -132,7 +132,8 @@ def test_bus_error_names_the_register(cluster):
             return b"", BusResponse.SLVERR
 
     from nicoll.regs import Registers
-    with pytest.raises(NicollError, match=r"SLVERR on read of global\.SCRATCH at 0x0018"):
+    address = REGMAP.block("global").register("SCRATCH").address
+    with pytest.raises(NicollError, match=rf"SLVERR on read of global\.SCRATCH at {address:#06x}"):
         Registers(Failing()).global_.SCRATCH.read()
 
 
