@@ -86,11 +86,11 @@ typedef struct __attribute__ ((__packed__)) {
 #define NICOLL_REGS__ALU__HEADER__VERSION__MINOR_bm 0xffff
 #define NICOLL_REGS__ALU__HEADER__VERSION__MINOR_bp 0
 #define NICOLL_REGS__ALU__HEADER__VERSION__MINOR_bw 16
-#define NICOLL_REGS__ALU__HEADER__VERSION__MINOR_reset 0x1
+#define NICOLL_REGS__ALU__HEADER__VERSION__MINOR_reset 0x0
 #define NICOLL_REGS__ALU__HEADER__VERSION__MAJOR_bm 0xffff0000
 #define NICOLL_REGS__ALU__HEADER__VERSION__MAJOR_bp 16
 #define NICOLL_REGS__ALU__HEADER__VERSION__MAJOR_bw 16
-#define NICOLL_REGS__ALU__HEADER__VERSION__MAJOR_reset 0x0
+#define NICOLL_REGS__ALU__HEADER__VERSION__MAJOR_reset 0x1
 
 // regfile - nicoll_regs.alu.header
 typedef struct __attribute__ ((__packed__)) {
@@ -98,9 +98,82 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t VERSION;
 } nicoll_regs__alu__header_t;
 
+// reg - nicoll_regs.alu.OPS_INT8
+#define NICOLL_REGS__ALU__OPS_INT8__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_INT8__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_INT8__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_INT16
+#define NICOLL_REGS__ALU__OPS_INT16__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_INT16__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_INT16__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_INT32
+#define NICOLL_REGS__ALU__OPS_INT32__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_INT32__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_INT32__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_INT64
+#define NICOLL_REGS__ALU__OPS_INT64__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_INT64__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_INT64__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_UINT8
+#define NICOLL_REGS__ALU__OPS_UINT8__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_UINT8__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_UINT8__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_UINT16
+#define NICOLL_REGS__ALU__OPS_UINT16__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_UINT16__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_UINT16__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_UINT32
+#define NICOLL_REGS__ALU__OPS_UINT32__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_UINT32__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_UINT32__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_UINT64
+#define NICOLL_REGS__ALU__OPS_UINT64__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_UINT64__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_UINT64__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_FLOAT16
+#define NICOLL_REGS__ALU__OPS_FLOAT16__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_FLOAT16__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_FLOAT16__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_BFLOAT16
+#define NICOLL_REGS__ALU__OPS_BFLOAT16__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_BFLOAT16__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_BFLOAT16__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_FLOAT32
+#define NICOLL_REGS__ALU__OPS_FLOAT32__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_FLOAT32__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_FLOAT32__OPS_bw 10
+
+// reg - nicoll_regs.alu.OPS_FLOAT64
+#define NICOLL_REGS__ALU__OPS_FLOAT64__OPS_bm 0x3ff
+#define NICOLL_REGS__ALU__OPS_FLOAT64__OPS_bp 0
+#define NICOLL_REGS__ALU__OPS_FLOAT64__OPS_bw 10
+
 // regfile - nicoll_regs.alu
 typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__alu__header_t header;
+    uint8_t RESERVED_8_f[0x8];
+    uint32_t OPS_INT8;
+    uint32_t OPS_INT16;
+    uint32_t OPS_INT32;
+    uint32_t OPS_INT64;
+    uint32_t OPS_UINT8;
+    uint32_t OPS_UINT16;
+    uint32_t OPS_UINT32;
+    uint32_t OPS_UINT64;
+    uint32_t OPS_FLOAT16;
+    uint32_t OPS_BFLOAT16;
+    uint32_t OPS_FLOAT32;
+    uint32_t OPS_FLOAT64;
 } nicoll_regs__alu_t;
 
 // reg - nicoll_regs.engine.header.ID
@@ -189,7 +262,7 @@ typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__global_t global;
     uint8_t RESERVED_28_ff[0xd8];
     nicoll_regs__alu_t alu;
-    uint8_t RESERVED_108_1ff[0xf8];
+    uint8_t RESERVED_140_1ff[0xc0];
     nicoll_regs__engine_t engine;
     uint8_t RESERVED_208_2ff[0xf8];
     nicoll_regs__repack_t repack;

@@ -34,7 +34,7 @@ from .ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
 from .skid import SkidBuffer
 
 __all__ = ["ReductionALU", "operand_layout", "result_layout", "all_capabilities",
-           "LANE_BITS"]
+           "check_capabilities", "capability_masks", "LANE_BITS"]
 
 LANE_BITS = 64
 _DATA_WIDTHS = (64, 128, 256, 512)
@@ -53,6 +53,29 @@ def all_capabilities():
     """Every (op, dtype) pair MPI defines: 10 ops on 8 integer types, 4 on 4 float types."""
     return frozenset((op, dtype) for dtype in DType for op in ReduceOp
                      if op_supported_for(op, dtype))
+
+
+def check_capabilities(capabilities):
+    """``capabilities`` as a frozenset of (ReduceOp, DType), checked; None means all."""
+    if capabilities is None:
+        return all_capabilities()
+    capabilities = frozenset(capabilities)
+    for pair in capabilities:
+        if (not isinstance(pair, tuple) or len(pair) != 2
+                or not isinstance(pair[0], ReduceOp) or not isinstance(pair[1], DType)):
+            raise TypeError(f"capabilities must hold (ReduceOp, DType) pairs, not {pair!r}")
+        if not op_supported_for(*pair):
+            raise ValueError(f"capability {pair!r} is undefined in MPI: floating-point types "
+                             f"take only sum, prod, min and max")
+    return capabilities
+
+
+def capability_masks(capabilities):
+    """Per DType, the mask of ops computed on it (bit k = ReduceOp k): the ALU block's
+    OPS_<TYPE> registers."""
+    capabilities = check_capabilities(capabilities)
+    return {dtype: sum(1 << op.value for op in ReduceOp if (op, dtype) in capabilities)
+            for dtype in DType}
 
 
 def _float_format(dtype):
@@ -94,16 +117,7 @@ class ReductionALU(wiring.Component):
     def __init__(self, data_width=256, *, capabilities=None):
         if not isinstance(data_width, int) or data_width not in _DATA_WIDTHS:
             raise ValueError(f"data_width must be one of 64, 128, 256, 512, not {data_width!r}")
-        if capabilities is None:
-            capabilities = all_capabilities()
-        capabilities = frozenset(capabilities)
-        for pair in capabilities:
-            if (not isinstance(pair, tuple) or len(pair) != 2
-                    or not isinstance(pair[0], ReduceOp) or not isinstance(pair[1], DType)):
-                raise TypeError(f"capabilities must hold (ReduceOp, DType) pairs, not {pair!r}")
-            if not op_supported_for(*pair):
-                raise ValueError(f"capability {pair!r} is undefined in MPI: floating-point types "
-                                 f"take only sum, prod, min and max")
+        capabilities = check_capabilities(capabilities)
         self.data_width = data_width
         self.capabilities = capabilities
         self.lanes = data_width // LANE_BITS
@@ -135,7 +149,7 @@ class ReductionALU(wiring.Component):
 
     def op_mask(self, dtype):
         """Bit k set when op k is computed on ``dtype`` (the ALU block's capability register)."""
-        return sum(1 << op.value for op in ReduceOp if (op, dtype) in self.capabilities)
+        return capability_masks(self.capabilities)[dtype]
 
     # -- integer and compare unit, one stage -------------------------------------------
 

@@ -20,6 +20,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .alu import check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from .niccore import AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, NicCore, check_core_params
 from .packet import DEST_WIDTH
@@ -36,7 +37,7 @@ class ClusterTop(wiring.Component):
     ----------
     nodes : int
         Number of nodes, 1..``max_nodes``.
-    data_width, max_nodes, mem_size :
+    data_width, max_nodes, mem_size, alu_capabilities :
         As for :class:`~nicoll.hw.niccore.NicCore`; every node is built alike.
 
     Members
@@ -55,8 +56,10 @@ class ClusterTop(wiring.Component):
     Both are built on first use (at the latest by :meth:`elaborate`).
     """
 
-    def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536):
+    def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
+                 alu_capabilities=None):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+        self._alu_capabilities = check_capabilities(alu_capabilities)
         if not isinstance(nodes, int) or isinstance(nodes, bool):
             raise TypeError(f"nodes must be an integer, not {nodes!r}")
         if not 1 <= nodes <= max_nodes:
@@ -81,7 +84,9 @@ class ClusterTop(wiring.Component):
     def cores(self):
         if self._cores is None:
             self._cores = [NicCore(data_width=self._data_width, max_nodes=self._max_nodes,
-                                   mem_size=self._mem_size) for _ in range(self._nodes)]
+                                   mem_size=self._mem_size,
+                                   alu_capabilities=self._alu_capabilities)
+                           for _ in range(self._nodes)]
         return self._cores
 
     @property

@@ -14,6 +14,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .._regmap import REGMAP
+from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
 from .csr import CSRSlave
 from .devmem import DeviceMemory
@@ -71,6 +72,9 @@ class NicCore(wiring.Component):
         Largest cluster this build joins, 1..65535 (reported in MAX_NODES).
     mem_size : int
         Bytes of device memory (reported in MEM_SIZE).
+    alu_capabilities : set of (ReduceOp, DType) or None
+        The pairs the reduction ALU of this build computes (reported in the ALU block's
+        OPS_<TYPE> registers); None for every pair MPI defines.
 
     Members
     -------
@@ -94,8 +98,9 @@ class NicCore(wiring.Component):
         inspected leaves no unused elaboratable behind.
     """
 
-    def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536):
+    def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+        self.alu_capabilities = check_capabilities(alu_capabilities)
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._mem_size = mem_size
@@ -156,6 +161,8 @@ class NicCore(wiring.Component):
             ("global", "MEM_SIZE", "bytes"):   self._mem_size,
             ("global", "CYCLES", "count"):     cycles,
         }
+        for dtype, mask in capability_masks(self.alu_capabilities).items():
+            values["alu", f"OPS_{dtype.name}", "ops"] = mask
         for block in REGMAP.blocks:
             for reg in block.registers:
                 for field in reg.fields:

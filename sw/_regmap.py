@@ -39,13 +39,49 @@ REGMAP = RegisterMap(
                 Field(name='count', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
-        Block(name='alu', offset=0x100, desc='Header reserved for the reduction ALU (seed 000).', registers=(
+        Block(name='alu', offset=0x100, desc='The element-wise reduction ALU (seed 000) and which (op, type) pairs this build computes.', registers=(
             Register(name='ID', address=0x100, offset=0x00, width=32, desc='Constant tag naming the block (four ASCII characters, first character in the top byte).', fields=(
                 Field(name='tag', lsb=0, width=32, sw='r', hw='na', reset=0x414c5520, desc=''),
             )),
             Register(name='VERSION', address=0x104, offset=0x04, width=32, desc='The driver refuses a block whose major version differs from the one it was written for.', fields=(
-                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on compatible additions.'),
-                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on incompatible changes.'),
+                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on compatible additions.'),
+                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on incompatible changes.'),
+            )),
+            Register(name='OPS_INT8', address=0x110, offset=0x10, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_INT16', address=0x114, offset=0x14, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_INT32', address=0x118, offset=0x18, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_INT64', address=0x11c, offset=0x1c, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_UINT8', address=0x120, offset=0x20, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_UINT16', address=0x124, offset=0x24, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_UINT32', address=0x128, offset=0x28, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_UINT64', address=0x12c, offset=0x2c, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_FLOAT16', address=0x130, offset=0x30, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_BFLOAT16', address=0x134, offset=0x34, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_FLOAT32', address=0x138, offset=0x38, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS_FLOAT64', address=0x13c, offset=0x3c, width=32, desc='Bit k set: op k is computed on this type (0 sum, 1 prod, 2 min, 3 max, 4 band, 5 bor, 6 bxor, 7 land, 8 lor, 9 lxor).', fields=(
+                Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
         Block(name='engine', offset=0x200, desc='Header reserved for the schedule engine (seeds 000, 001, 002).', registers=(

@@ -18,7 +18,8 @@ class _ModelBackend:
     def __init__(self, config):
         from .model import ModelNode
         self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
-                                 max_nodes=config.max_nodes, mem_size=config.mem_size)
+                                 max_nodes=config.max_nodes, mem_size=config.mem_size,
+                                 alu_capabilities=config.alu_capabilities)
                        for rank in range(config.nodes)]
 
     def transports(self):
@@ -49,17 +50,19 @@ class Cluster:
     :param data_width: width of the network streams and memory beats (64, 128, 256, 512).
     :param max_nodes: the largest cluster the gateware is built for.
     :param mem_size: bytes of device memory per node (a power of two).
+    :param alu_capabilities: the (op, dtype) pairs the reduction ALU is built with, e.g.
+        everything but ``("prod", "float64")`` to save DSPs; None for every pair MPI defines.
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=DEFAULT_MAX_NODES,
-                 mem_size=DEFAULT_MEM_SIZE, progress=None):
+                 mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
-                                    mem_size=mem_size)
+                                    mem_size=mem_size, alu_capabilities=alu_capabilities)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:

@@ -1,6 +1,7 @@
 """Build parameters of a cluster, checked once for every backend."""
 
 from dataclasses import dataclass
+import hashlib
 
 from .errors import NicollError
 
@@ -29,8 +30,20 @@ class ClusterConfig:
     data_width: int = 256
     max_nodes: int = DEFAULT_MAX_NODES
     mem_size: int = DEFAULT_MEM_SIZE
+    #: (op, dtype) pairs the ALU computes, as a sorted tuple of (ReduceOp, DType); None: all
+    #: pairs MPI defines.  Given as any iterable of (op name, numpy dtype) pairs.
+    alu_capabilities: tuple | None = None
 
     def __post_init__(self):
+        if self.alu_capabilities is not None:
+            from .ops import check_op_dtype
+            try:
+                pairs = {check_op_dtype(op, dtype) for op, dtype in self.alu_capabilities}
+            except (TypeError, ValueError) as exc:
+                raise NicollError(f"alu_capabilities must be (op, dtype) pairs such as "
+                                  f"('sum', 'float32'): {exc}") from None
+            object.__setattr__(self, "alu_capabilities",
+                               tuple(sorted(pairs, key=lambda p: (p[1].value, p[0].value))))
         _int("max_nodes", self.max_nodes)
         if not 1 <= self.max_nodes <= _MAX_NODES_LIMIT:
             raise NicollError(f"max_nodes must be between 1 and {_MAX_NODES_LIMIT}, "
@@ -52,8 +65,13 @@ class ClusterConfig:
     def hw_kwargs(self):
         """Keyword arguments for the gateware constructors."""
         return dict(nodes=self.nodes, data_width=self.data_width,
-                    max_nodes=self.max_nodes, mem_size=self.mem_size)
+                    max_nodes=self.max_nodes, mem_size=self.mem_size,
+                    alu_capabilities=self.alu_capabilities)
 
     def slug(self):
         """A short name for build folders."""
-        return f"n{self.nodes}_w{self.data_width}_m{self.max_nodes}_mem{self.mem_size}"
+        slug = f"n{self.nodes}_w{self.data_width}_m{self.max_nodes}_mem{self.mem_size}"
+        if self.alu_capabilities is not None:
+            names = repr([(op.name, dtype.name) for op, dtype in self.alu_capabilities])
+            slug += "_alu" + hashlib.sha256(names.encode()).hexdigest()[:8]
+        return slug

@@ -55,6 +55,30 @@ class Device:
                     f"found {found['major']}.{found['minor']}; rebuild the gateware or the driver "
                     f"from the same register map")
 
+    # -- reduction ALU ----------------------------------------------------------------------
+
+    def alu_capabilities(self):
+        """The (ReduceOp, DType) pairs this build's ALU computes, read from its registers."""
+        from nicoll.hw.ops import DType, ReduceOp
+        pairs = set()
+        for dtype in DType:
+            mask = self.regs.alu[f"OPS_{dtype.name}"].ops.read()
+            pairs |= {(op, dtype) for op in ReduceOp if mask >> op.value & 1}
+        return frozenset(pairs)
+
+    def check_reduction(self, op, dtype):
+        """Refuse an op/dtype pair MPI leaves undefined or this build's ALU lacks; returns
+        the (ReduceOp, DType) pair."""
+        from .ops import check_op_dtype
+        op, dtype = check_op_dtype(op, dtype)
+        register = self.regs.alu[f"OPS_{dtype.name}"]
+        mask = register.ops.read()
+        if not mask >> op.value & 1:
+            raise NicollError(f"op {op.mpi_name!r} on {dtype.numpy_name} is not in this build: "
+                              f"the ALU block's {register.spec.name} register reads {mask:#05x} "
+                              f"(bit {op.value} clear)")
+        return op, dtype
+
     # -- counters -------------------------------------------------------------------------
 
     def cycles(self):

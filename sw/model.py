@@ -21,7 +21,9 @@ REGISTER_ACCESS_CYCLES = 4
 class ModelNode(Transport):
     """One node: register file + device memory, reached through the Transport interface."""
 
-    def __init__(self, *, node_id, data_width, max_nodes, mem_size, regmap=REGMAP):
+    def __init__(self, *, node_id, data_width, max_nodes, mem_size, alu_capabilities=None,
+                 regmap=REGMAP):
+        from nicoll.hw.alu import capability_masks
         self.regmap = regmap
         self.data_width = data_width
         self.memory = bytearray(mem_size)
@@ -34,6 +36,8 @@ class ModelNode(Transport):
             ("global", "MEM_SIZE", "bytes"): lambda: mem_size,
             ("global", "CYCLES", "count"): lambda: self.cycles,
         }
+        for dtype, mask in capability_masks(alu_capabilities).items():
+            self._hw_values["alu", f"OPS_{dtype.name}", "ops"] = lambda mask=mask: mask
         self._storage = {}      # (register address, field name) -> value
         self._latched = {}      # register address -> value latched by the low-word read
         self._owner = {}        # register address -> block name

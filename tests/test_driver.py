@@ -12,11 +12,15 @@ import pytest
 import nicoll
 from nicoll import NicollError
 from nicoll._regmap import REGMAP
+from nicoll.hw.alu import all_capabilities
+from nicoll.hw.ops import DType, ReduceOp
 from nicoll.regmap import BusResponse
 from nicoll.transport import Transport
 
 NODES = 3
 MEM_SIZE = 4096
+# A build without float64 prod, as a small FPGA would be configured to save DSPs.
+ALU_CAPABILITIES = all_capabilities() - {(ReduceOp.PROD, DType.FLOAT64)}
 
 # One xdist group per backend, so each parallel worker starts one simulator, not three.
 BACKEND_PARAMS = [
@@ -28,7 +32,8 @@ BACKEND_PARAMS = [
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def cluster(request):
-    with nicoll.Cluster(nodes=NODES, backend=request.param, mem_size=MEM_SIZE) as cl:
+    with nicoll.Cluster(nodes=NODES, backend=request.param, mem_size=MEM_SIZE,
+                        alu_capabilities=ALU_CAPABILITIES) as cl:
         yield cl
 
 
@@ -246,3 +251,19 @@ def test_device_rank_lookup(cluster):
     with pytest.raises(NicollError, match=r"rank must be an int between 0 and 2, not 3"):
         cluster.device(NODES)
     assert repr(cluster).startswith(f"<nicoll.Cluster {NODES} nodes on {cluster.backend}")
+
+
+def test_alu_capabilities_are_read_from_the_registers(cluster):
+    for rank in range(NODES):
+        assert cluster.device(rank).alu_capabilities() == ALU_CAPABILITIES
+
+
+def test_a_pair_the_build_lacks_is_refused_naming_op_and_dtype(cluster):
+    dev = cluster.device(0)
+    assert dev.check_reduction("prod", "float32") == (ReduceOp.PROD, DType.FLOAT32)
+    assert dev.check_reduction("lxor", "uint8") == (ReduceOp.LXOR, DType.UINT8)
+    with pytest.raises(NicollError, match=r"op 'prod' on float64 is not in this build: "
+                                          r"the ALU block's OPS_FLOAT64 register reads 0x00d"):
+        dev.check_reduction("prod", "float64")
+    with pytest.raises(NicollError, match=r"op 'bor' is not defined on float16"):
+        dev.check_reduction("bor", "float16")

@@ -89,3 +89,12 @@ def test_c_header_compiles(tmp_path):
 def test_outputs_name_the_source():
     for path, text in generated_outputs(REPO).items():
         assert "Generated from hw/regmap/nicoll.rdl" in text, path
+
+
+def test_alu_block_has_one_capability_register_per_dtype_in_enum_order():
+    from nicoll.hw.ops import DType, ReduceOp
+    alu = REGMAP.block("alu")
+    addresses = [alu.register(f"OPS_{dtype.name}").address for dtype in DType]
+    assert addresses == sorted(addresses)
+    for dtype in DType:
+        assert alu.register(f"OPS_{dtype.name}").field("ops").width == len(ReduceOp)
