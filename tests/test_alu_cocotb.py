@@ -1,0 +1,55 @@
+"""cocotb + Verilator bench of the ReductionALU (sim/benches/alu.py), one build per configuration.
+
+Default sample: NICOLL_ALU_VECTORS element pairs per (op, dtype) (default 2000, so the suite
+stays quick).  The long run, at least 100 000 per pair:
+
+    NICOLL_ALU_VECTORS=100000 .venv/bin/pytest tests/test_alu_cocotb.py
+"""
+
+import os
+
+import pytest
+
+from nicoll.hw.alu import all_capabilities, alu_verilog
+from nicoll.hw.ops import DType, ReduceOp
+from nicoll.sim.benches.alu import format_pairs
+from nicoll.sim.verilator_backend import build_design, run_bench
+
+pytestmark = pytest.mark.verilator
+
+INTEGER_AND_COMPARE = frozenset(p for p in all_capabilities()
+                                if not p[1].is_float or p[0] in (ReduceOp.MIN, ReduceOp.MAX))
+FULL = all_capabilities()
+
+
+def _float_units_present():
+    try:
+        import nicoll.hw.fpadd  # noqa: F401
+        import nicoll.hw.fpmul  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+CONFIGS = [
+    pytest.param(64, INTEGER_AND_COMPARE, id="w64-int-minmax"),
+    pytest.param(256, INTEGER_AND_COMPARE - {(ReduceOp.PROD, DType.INT64)},
+                 id="w256-int-minmax-without-int64-prod"),
+]
+if _float_units_present():
+    CONFIGS.append(pytest.param(256, FULL, id="w256-full"))
+
+
+@pytest.mark.parametrize("data_width, capabilities", CONFIGS)
+def test_alu_bench(data_width, capabilities, tmp_path):
+    key = ("alu", data_width, format_pairs(sorted(capabilities, key=lambda p: (p[1].value, p[0].value))))
+    folder = build_design(name=f"alu_w{data_width}_{len(capabilities)}pairs", key=key,
+                          toplevel="nicoll_alu",
+                          make_verilog=lambda: alu_verilog(data_width, capabilities)[0])
+    env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_SEED": str(data_width),
+           "NICOLL_ALU_VECTORS": os.environ.get("NICOLL_ALU_VECTORS", "2000"),
+           "NICOLL_ALU_CAPS": format_pairs(capabilities)}
+    tests, failed = run_bench(folder, toplevel="nicoll_alu", module="nicoll.sim.benches.alu",
+                              test_dir=tmp_path, env=env)
+    assert tests == 1, f"expected the bench's test to run, results show {tests}"
+    assert failed == 0, f"the ALU bench failed; see {tmp_path / 'sim.log'}"
