@@ -3,7 +3,7 @@
     nicoll demo [--nodes N] [--backend B ...]   open a cluster on each backend, print what it reads
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
-    nicoll synth --board versa_ecp5             utilization and Fmax of the NIC core
+    nicoll synth --board versa_ecp5 [--block alu]   utilization and Fmax of the NIC core / ALU
 """
 
 import argparse
@@ -96,17 +96,22 @@ def _regmap(args):
 
 def _synth(args):
     from nicoll.hw.synth import synthesize
-    from nicoll.hw.niccore import NicCore
     from nicoll.sim.toolchain import apply_tool_env, build_root
     apply_tool_env()
     console = _console()
-    name = f"niccore_w{args.data_width}_mem{args.mem_size}"
+    if args.block == "alu":
+        from nicoll.hw.alu import ReductionALU
+        name = f"alu_w{args.data_width}"
+        factory = lambda: ReductionALU(args.data_width)     # noqa: E731
+    else:
+        from nicoll.hw.niccore import NicCore
+        name = f"niccore_w{args.data_width}_mem{args.mem_size}"
+        factory = lambda: NicCore(data_width=args.data_width,           # noqa: E731
+                                  max_nodes=args.max_nodes, mem_size=args.mem_size)
     build_dir = build_root() / "synth" / args.board / name
     with console.status(f"synthesizing {name} for {args.board}") as status:
-        result = synthesize(lambda: NicCore(data_width=args.data_width, max_nodes=args.max_nodes,
-                                            mem_size=args.mem_size),
-                            name=name, board=args.board, build_dir=build_dir,
-                            progress=lambda message: status.update(message))
+        result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
+                            seed=args.seed, progress=lambda message: status.update(message))
     text = result.to_text()
     report = build_root() / "synth" / f"{args.board}_{name}.txt"
     report.parent.mkdir(parents=True, exist_ok=True)
@@ -143,6 +148,9 @@ def _parser():
 
     synth = sub.add_parser("synth", help="synthesize the NIC core and report utilization and Fmax")
     synth.add_argument("--board", default="versa_ecp5")
+    synth.add_argument("--block", choices=("niccore", "alu"), default="niccore",
+                       help="what to synthesize: the whole NIC core or the reduction ALU alone")
+    synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     synth.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
     synth.add_argument("--max-nodes", type=int, default=64)
     synth.add_argument("--mem-size", type=_size, default=16 << 10,
