@@ -160,3 +160,12 @@ def test_constructor_errors():
         ReductionALU(64, capabilities={(ReduceOp.BAND, DType.FLOAT32)})
     with pytest.raises(TypeError, match=r"capabilities must hold \(ReduceOp, DType\) pairs, not 'sum'"):
         ReductionALU(64, capabilities={"sum"})
+
+
+def test_float_sums_every_type():
+    rng = random.Random(11)
+    caps = INT_ONLY | {(ReduceOp.SUM, d) for d in FLOAT_TYPES}
+    alu = ReductionALU(64, capabilities=caps)
+    pairs = [(ReduceOp.SUM, d) for d in FLOAT_TYPES]
+    beats, expected = make_beats(pairs, 64, rng, per_pair=24)
+    check(run_alu(alu, beats, stall_out=0.3, seed=2), beats, expected, caps)
