@@ -84,6 +84,15 @@ def _float_format(dtype):
             DType.FLOAT64: FP64}[dtype]
 
 
+def _unit_latency(cls, fmt):
+    """A float unit's latency without building one (a built, unused unit draws a warning)."""
+    if hasattr(cls, "latency_for"):
+        return cls.latency_for(fmt)
+    unit = cls(fmt)
+    unit._MustUse__silence = True       # only asked for its latency; never elaborated
+    return unit.latency
+
+
 class _Pipeline:
     """Stage registers that load only while the pipeline advances (``en``)."""
 
@@ -126,7 +135,7 @@ class ReductionALU(wiring.Component):
         for dtype in FLOAT_TYPES:
             for op, cls in ((ReduceOp.SUM, "FloatAdder"), (ReduceOp.PROD, "FloatMultiplier")):
                 if (op, dtype) in capabilities:
-                    latency_units.append(self._unit_class(cls)(_float_format(dtype)).latency)
+                    latency_units.append(_unit_latency(self._unit_class(cls), _float_format(dtype)))
         #: Cycles the longest unit takes; every result is aligned to it.
         self.unit_latency = max(latency_units)
         #: Clock edges from the edge that takes an input beat to the edge at which its result

@@ -169,3 +169,12 @@ def test_float_sums_every_type():
     pairs = [(ReduceOp.SUM, d) for d in FLOAT_TYPES]
     beats, expected = make_beats(pairs, 64, rng, per_pair=24)
     check(run_alu(alu, beats, stall_out=0.3, seed=2), beats, expected, caps)
+
+
+def test_float_products_every_type():
+    rng = random.Random(12)
+    caps = all_capabilities()
+    alu = ReductionALU(64, capabilities=caps)
+    pairs = [(ReduceOp.PROD, d) for d in FLOAT_TYPES] + [(ReduceOp.SUM, DType.FLOAT64)]
+    beats, expected = make_beats(pairs, 64, rng, per_pair=24)
+    check(run_alu(alu, beats, stall_a=0.2, stall_out=0.3, seed=4), beats, expected, caps)
