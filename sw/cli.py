@@ -100,9 +100,15 @@ def _synth(args):
     apply_tool_env()
     console = _console()
     if args.block == "alu":
-        from nicoll.hw.alu import ReductionALU
-        name = f"alu_w{args.data_width}"
-        factory = lambda: ReductionALU(args.data_width)     # noqa: E731
+        from nicoll.hw.alu import ReductionALU, all_capabilities
+        from .ops import check_op_dtype
+        left_out = set()
+        for item in filter(None, (args.without or "").split(",")):
+            op, _, dtype = item.partition(":")
+            left_out.add(check_op_dtype(op, dtype))
+        capabilities = all_capabilities() - left_out
+        name = f"alu_w{args.data_width}_{len(capabilities)}pairs"
+        factory = lambda: ReductionALU(args.data_width, capabilities=capabilities)  # noqa: E731
     else:
         from nicoll.hw.niccore import NicCore
         name = f"niccore_w{args.data_width}_mem{args.mem_size}"
@@ -151,6 +157,8 @@ def _parser():
     synth.add_argument("--block", choices=("niccore", "alu"), default="niccore",
                        help="what to synthesize: the whole NIC core or the reduction ALU alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    synth.add_argument("--without", metavar="OP:DTYPE,...",
+                       help="ALU pairs to leave out, e.g. prod:float64,prod:int64")
     synth.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
     synth.add_argument("--max-nodes", type=int, default=64)
     synth.add_argument("--mem-size", type=_size, default=16 << 10,
