@@ -32,9 +32,8 @@ tracks which stages hold valid operations and stalls the whole pipeline on backp
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
-from .fpformat import FloatFormat
+from .fpformat import FloatFormat, binary_unit_signature
 
 
 __all__ = ["FloatAdder"]
@@ -119,12 +118,7 @@ class FloatAdder(wiring.Component):
         self._fmt = fmt
         self._geometry = _Geometry(fmt)
         self.latency = self._geometry.latency
-        super().__init__({
-            "a": In(fmt.width),
-            "b": In(fmt.width),
-            "en": In(1),
-            "result": Out(fmt.width),
-        })
+        super().__init__(binary_unit_signature(fmt))
 
     @property
     def fmt(self):

@@ -16,7 +16,7 @@ bfloat16) is imported only when they are called.
 import dataclasses
 
 
-__all__ = ["FloatFormat", "FP16", "BF16", "FP32", "FP64"]
+__all__ = ["FloatFormat", "FP16", "BF16", "FP32", "FP64", "binary_unit_signature"]
 
 
 _KNOWN_NAMES = {(5, 10): "fp16", (8, 7): "bf16", (8, 23): "fp32", (11, 52): "fp64"}
@@ -175,3 +175,12 @@ FP16 = FloatFormat(5, 10)
 BF16 = FloatFormat(8, 7)
 FP32 = FloatFormat(8, 23)
 FP64 = FloatFormat(11, 52)
+
+
+def binary_unit_signature(fmt):
+    """Ports of a pipelined two-operand float unit: operands ``a``, ``b``, the pipeline
+    enable ``en`` (every stage loads when it is 1, holds when 0) and ``result``."""
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    return wiring.Signature({"a": In(fmt.width), "b": In(fmt.width), "en": In(1),
+                             "result": Out(fmt.width)})

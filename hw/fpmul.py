@@ -49,7 +49,7 @@ from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, 
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .fpformat import FloatFormat
+from .fpformat import FloatFormat, binary_unit_signature
 
 
 __all__ = ["FloatMultiplier"]
@@ -234,12 +234,7 @@ class FloatMultiplier(wiring.Component):
         # products (two stages), the adder tree, coarse and fine right shift, round and pack,
         # specials.
         self.latency = 7 + _sum_levels(len(self._limbs)) + 4
-        super().__init__({
-            "a": In(fmt.width),
-            "b": In(fmt.width),
-            "en": In(1),
-            "result": Out(fmt.width),
-        })
+        super().__init__(binary_unit_signature(fmt))
 
     @property
     def fmt(self):

@@ -22,7 +22,8 @@ IDS = [fmt.name for fmt in FORMATS]
 
 def test_all():
     assert fpadd_mod.__all__ == ["FloatAdder"]
-    assert fpformat_mod.__all__ == ["FloatFormat", "FP16", "BF16", "FP32", "FP64"]
+    assert fpformat_mod.__all__ == ["FloatFormat", "FP16", "BF16", "FP32", "FP64",
+                                    "binary_unit_signature"]
 
 
 # Reference models -------------------------------------------------------------------------
