@@ -48,11 +48,16 @@ def round_to_bits(value, exp_bits, man_bits, zero_sign=0):
     return (sign << (exp_bits + man_bits)) | ((exponent + bias) << man_bits) | (q - (1 << man_bits))
 
 
+def _is_finite(array):
+    with np.errstate(invalid="ignore"):      # casting a signalling NaN warns; it is dropped here
+        return bool(np.isfinite(array.astype(np.float64))[0])
+
+
 def finite_values(dtype, bits):
     np_dtype = numpy_dtype(dtype)
     return (st.integers(0, (1 << bits) - 1)
             .map(lambda raw: np.array([raw], dtype=UINT[bits]).view(np_dtype))
-            .filter(lambda arr: bool(np.isfinite(arr.astype(np.float64))[0])))
+            .filter(_is_finite))
 
 
 def as_bits(array, bits):
