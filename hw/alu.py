@@ -10,17 +10,26 @@ is bits ``[k·w, (k+1)·w)``.
 
 The datapath is split into 64-bit lanes.  Each lane holds
 
-- an integer unit: sum, min, max, the bitwise and the logical ops for 8/16/32/64-bit
-  elements, and the floating-point min/max (an order-preserving integer compare);
-- a two-stage integer multiplier for the low half of each product (MPI prod wraps);
+- a two-stage unit for sum, min, max, the bitwise and the logical ops on 8/16/32/64-bit
+  integers and for the floating-point min/max (an order-preserving integer compare): the
+  first stage holds the carry chains (sums, compares) reduced to per-byte masks for the
+  beat's type, the second picks each byte;
+- integer multipliers for the low half of each product (MPI prod wraps): 16-bit limb
+  products in MULT18X18D blocks, then an adder tree with one adder level per stage;
 - IEEE adders and multipliers (:mod:`nicoll.hw.fpadd`, :mod:`nicoll.hw.fpmul`) for each
   float type the build contains, one per element of the lane.
 
-Every unit sits in one pipeline that advances only when its last stage can move on (the
-``en`` of every stage register), so backpressure never loses, duplicates or reorders a
-beat; results leave through a :class:`SkidBuffer` that keeps ``result.ready`` off the
-long enable net.  Latency is :attr:`ReductionALU.latency` cycles from an accepted input
-beat to its result beat being valid, whatever op and type.
+The units' results are merged into a single 64-bit delay line per lane as they become
+ready (each beat selects one source, one-hot), so a lane costs one word of delay per stage
+whatever the number of types.
+
+Flow control: the pipeline never stalls.  A beat is accepted only while the output FIFO
+(:attr:`ReductionALU.fifo_depth` entries) has room for it and for every beat accepted
+before it that has not been taken from ``result`` yet; the ALU counts those beats.  So
+backpressure on any stream never loses, duplicates or reorders a beat, no enable signal
+fans out to the thousands of stage registers, and one beat per clock flows while both
+inputs are valid and ``result`` is ready.  Latency is :attr:`ReductionALU.latency` clock
+edges from taking an input beat to its result being taken, whatever op and type.
 
 A pair (op, type) that MPI leaves undefined (bitwise or logical ops on floats) or that the
 build leaves out gives ``error = 1`` with data 0 for that beat: never a computed value.
@@ -30,8 +39,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from amaranth.lib.fifo import SyncFIFOBuffered
+
+from .fpmul import LimbProduct
 from .ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
-from .skid import SkidBuffer
 
 __all__ = ["ReductionALU", "operand_layout", "result_layout", "all_capabilities",
            "check_capabilities", "capability_masks", "alu_verilog", "LANE_BITS"]
@@ -93,26 +104,115 @@ def _unit_latency(cls, fmt):
     return unit.latency
 
 
-class _Pipeline:
-    """Stage registers that load only while the pipeline advances (``en``)."""
-
-    def __init__(self, m, en):
-        self.m, self.en = m, en
-
-    def stage(self, value, name):
-        reg = Signal(Value.cast(value).shape(), name=name)
-        with self.m.If(self.en):
-            self.m.d.sync += reg.eq(value)
-        return reg
-
-    def delay(self, value, cycles, name):
-        for k in range(cycles):
-            value = self.stage(value, f"{name}_d{k}")
-        return value
+def _unit_class(name):
+    if name == "FloatAdder":
+        from .fpadd import FloatAdder
+        return FloatAdder
+    from .fpmul import FloatMultiplier
+    return FloatMultiplier
 
 
 def _elements(value, width):
     return [value[k:k + width] for k in range(0, len(value), width)]
+
+
+def _stage(m, value, name, *, reset_less=True):
+    """One pipeline register.  The pipeline never stalls (see the module docstring), so
+    stage registers have no enable; data registers need no reset either, only valid bits."""
+    value = Value.cast(value)
+    reg = Signal(value.shape(), name=name, reset_less=reset_less)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
+def _delay(m, value, cycles, name, *, reset_less=True):
+    for k in range(cycles):
+        value = _stage(m, value, f"{name}_d{k}", reset_less=reset_less)
+    return value
+
+
+def _any_of(values, width):
+    """OR of ``values`` (each zero unless selected): the multiplexer of one-hot sources."""
+    result = Const(0, width)
+    for value in values:
+        result = result | value
+    return result
+
+
+# -- integer products --------------------------------------------------------------------
+#
+# MPI prod on integers wraps (the low ``w`` bits of the product).  A 16-, 32- or 64-bit
+# element is cut into 16-bit limbs; the low half of its product is the sum of the limb
+# products x_i·y_j with 16·(i + j) < w, each shifted by 16·(i + j).  Every product is one
+# MULT18X18D with its input and output registers inside (LimbProduct), and the terms are
+# added two at a time, one adder level per stage, so no stage holds more than one carry
+# chain.  Terms whose bit ranges do not overlap are first concatenated into one (at most
+# w bits wide), which shortens the tree.  An 8-bit product needs only 36 partial-product
+# bits: it is added up in the fabric and keeps the multiplier blocks for the wide types.
+
+_LIMB = 16
+
+
+def _limb_terms(width):
+    """(i, j, shift, bits) of the limb products contributing to a ``width``-bit low half."""
+    limbs = width // _LIMB
+    return [(i, j, _LIMB * (i + j), min(2 * _LIMB, width - _LIMB * (i + j)))
+            for i in range(limbs) for j in range(limbs) if i + j < limbs]
+
+
+def _pack_rows(terms):
+    """Greedy packing of (shift, bits, item) terms into rows of non-overlapping terms."""
+    rows = []
+    for term in sorted(terms, key=lambda t: t[0]):
+        for row in rows:
+            if row[-1][0] + row[-1][1] <= term[0]:
+                row.append(term)
+                break
+        else:
+            rows.append([term])
+    return rows
+
+
+def _tree_levels(count):
+    levels = 0
+    while count > 1:
+        count = -(-count // 2)
+        levels += 1
+    return levels
+
+
+def _int_product_latency(width):
+    """Stages from the operand register to the ``width``-bit product."""
+    if width == 8:
+        return _tree_levels(8)
+    rows = _pack_rows([(shift, bits, None) for _, _, shift, bits in _limb_terms(width)])
+    return 2 + _tree_levels(len(rows))      # LimbProduct's two registers, then the tree
+
+
+def _add_tree(m, terms, width, name):
+    """Sum of ``(value, shift)`` terms modulo 2**width, one registered adder level per stage.
+
+    Only the bits where two terms overlap go through a carry chain: below the higher
+    shift the lower term's bits pass unchanged."""
+    level = 0
+    terms = sorted(((Value.cast(v)[:width - sh], sh) for v, sh in terms), key=lambda t: t[1])
+    while len(terms) > 1:
+        merged = []
+        for k in range(0, len(terms) - 1, 2):
+            (a, sa), (b, sb) = terms[k], terms[k + 1]
+            gap = sb - sa
+            low = a[:gap]
+            if len(low) < gap:
+                low = Cat(low, Const(0, gap - len(low)))
+            high = (a[gap:] + b)[:width - sb]
+            merged.append((_stage(m, Cat(low, high), f"{name}_t{level}_{k // 2}"), sa))
+        if len(terms) % 2:
+            a, sa = terms[-1]
+            merged.append((_stage(m, a, f"{name}_t{level}_{len(terms) // 2}"), sa))
+        terms = merged
+        level += 1
+    value, shift = terms[0]
+    return Cat(Const(0, shift), value)[:width] if shift else value
 
 
 class ReductionALU(wiring.Component):
@@ -130,209 +230,259 @@ class ReductionALU(wiring.Component):
         self.data_width = data_width
         self.capabilities = capabilities
         self.lanes = data_width // LANE_BITS
-        self._float_units = {}
-        latency_units = [2]         # the integer multiplier
+        # Every source of a lane result and the stage (counted from the operand register)
+        # at which it is ready; results are merged into one delay line as they become ready.
+        self._sources = {"simple": self._SIMPLE_LATENCY}
+        for width in self._product_widths():
+            self._sources["int", width] = _int_product_latency(width)
         for dtype in FLOAT_TYPES:
             for op, cls in ((ReduceOp.SUM, "FloatAdder"), (ReduceOp.PROD, "FloatMultiplier")):
                 if (op, dtype) in capabilities:
-                    latency_units.append(_unit_latency(self._unit_class(cls), _float_format(dtype)))
-        #: Cycles the longest unit takes; every result is aligned to it.
-        self.unit_latency = max(latency_units)
+                    self._sources[op, dtype] = _unit_latency(_unit_class(cls), _float_format(dtype))
+        #: Stages from the operand register to the last unit's result.
+        self.unit_latency = max(self._sources.values())
         #: Clock edges from the edge that takes an input beat to the edge at which its result
-        #: can be taken from ``result``: input register + units + select register + skid
-        #: buffer output register.
-        self.latency = 1 + self.unit_latency + 1 + 1
+        #: is taken from ``result`` (output always ready): operand register, units, result
+        #: register, then two through the output FIFO (write, read register).
+        self.latency = 1 + self.unit_latency + 1 + 2
+        #: Beats the output FIFO holds: every beat in flight fits, and one per clock flows
+        #: while ``result`` is ready (a beat occupies a place from acceptance until taken).
+        self.fifo_depth = self.latency + 2
         super().__init__({
             "a": In(stream.Signature(operand_layout(data_width))),
             "b": In(stream.Signature(operand_layout(data_width))),
             "result": Out(stream.Signature(result_layout(data_width))),
         })
 
-    @staticmethod
-    def _unit_class(name):
-        if name == "FloatAdder":
-            from .fpadd import FloatAdder
-            return FloatAdder
-        from .fpmul import FloatMultiplier
-        return FloatMultiplier
+    #: Stages of the one-cycle-class ops (all but prod and float sum): compare, then select.
+    _SIMPLE_LATENCY = 2
+
+    def _product_widths(self):
+        return sorted({d.bits for d in INTEGER_TYPES if (ReduceOp.PROD, d) in self.capabilities})
+
+    def _source_of(self, op, dtype):
+        if op is ReduceOp.PROD:
+            return ("int", dtype.bits) if not dtype.is_float else (op, dtype)
+        if op is ReduceOp.SUM and dtype.is_float:
+            return (op, dtype)
+        return "simple"
 
     def op_mask(self, dtype):
         """Bit k set when op k is computed on ``dtype`` (the ALU block's capability register)."""
         return capability_masks(self.capabilities)[dtype]
 
-    # -- integer and compare unit, one stage -------------------------------------------
+    # -- integer, bitwise, logical and compare ops: two stages --------------------------
 
-    def _simple_results(self, m, a, b, op, dtype):
-        """Per dtype, the 64-bit lane result of the one-stage ops (all but prod, sum of floats)."""
-        results = {}
-        for dtype_member in DType:
-            width = dtype_member.bits
-            out = []
-            for x, y in zip(_elements(a, width), _elements(b, width)):
-                if dtype_member.is_float:
-                    # Order-preserving map of IEEE bits onto unsigned integers: negative values
-                    # reversed, positive ones above them; −0 sorts just below +0 (§9.6).
-                    sx, sy = x[width - 1], y[width - 1]
-                    kx = Mux(sx, ~x, x ^ (1 << (width - 1)))
-                    ky = Mux(sy, ~y, y ^ (1 << (width - 1)))
-                    fmt = _float_format(dtype_member)
-                    exp_all_ones = (1 << fmt.exp_bits) - 1
-                    nan_x = (x[fmt.man_bits:width - 1] == exp_all_ones) & (x[:fmt.man_bits] != 0)
-                    nan_y = (y[fmt.man_bits:width - 1] == exp_all_ones) & (y[:fmt.man_bits] != 0)
-                    qnan = Const((exp_all_ones << fmt.man_bits) | (1 << (fmt.man_bits - 1)), width)
-                    lt = kx < ky
-                    picked = Signal(width, name=f"minmax_{dtype_member.name.lower()}")
-                    with m.Switch(op):
-                        with m.Case(ReduceOp.MIN):
-                            m.d.comb += picked.eq(Mux(lt, x, y))
-                        with m.Default():
-                            m.d.comb += picked.eq(Mux(lt, y, x))
-                    out.append(Mux(nan_x | nan_y, qnan, picked))
-                    continue
-                signed = dtype_member.is_signed
-                xs, ys = (x.as_signed(), y.as_signed()) if signed else (x, y)
-                lt = xs < ys
-                nz_x, nz_y = x.any(), y.any()
-                r = Signal(width, name=f"int_{dtype_member.name.lower()}")
-                with m.Switch(op):
-                    with m.Case(ReduceOp.SUM):
-                        m.d.comb += r.eq(x + y)
-                    with m.Case(ReduceOp.MIN):
-                        m.d.comb += r.eq(Mux(lt, x, y))
-                    with m.Case(ReduceOp.MAX):
-                        m.d.comb += r.eq(Mux(lt, y, x))
-                    with m.Case(ReduceOp.BAND):
-                        m.d.comb += r.eq(x & y)
-                    with m.Case(ReduceOp.BOR):
-                        m.d.comb += r.eq(x | y)
-                    with m.Case(ReduceOp.BXOR):
-                        m.d.comb += r.eq(x ^ y)
-                    with m.Case(ReduceOp.LAND):
-                        m.d.comb += r.eq(nz_x & nz_y)
-                    with m.Case(ReduceOp.LOR):
-                        m.d.comb += r.eq(nz_x | nz_y)
-                    with m.Case(ReduceOp.LXOR):
-                        m.d.comb += r.eq(nz_x ^ nz_y)
-                out.append(r)
-            results[dtype_member] = Cat(*out)
-        return results
+    def _simple_result(self, m, x, y, op, dtype, lane):
+        """The lane result of every op but prod and float sum, two stages after ``x``/``y``.
 
-    def _int_products(self, m, pipe, a, b, lane):
-        """Low halves of the products of 8/16/32/64-bit elements, two stages."""
-        results = {}
-        for width in (8, 16, 32, 64):
-            needed = [d for d in INTEGER_TYPES if d.bits == width
-                      and (ReduceOp.PROD, d) in self.capabilities]
-            if not needed:
+        Stage 1 holds what needs a carry chain (sums per element width, compares) reduced
+        to per-byte masks for the beat's type; stage 2 picks each byte from them."""
+        tag = f"l{lane}"
+        is_dtype = {d: dtype == d for d in DType}
+        is_op = {o: op == o for o in ReduceOp}
+        by_width = {w: _any_of([is_dtype[d] for d in INTEGER_TYPES if d.bits == w], 1)
+                    for w in (8, 16, 32, 64)}
+
+        # Stage 1 -----------------------------------------------------------------------
+        sums = [Cat(*[(a + b)[:w] for a, b in zip(_elements(x, w), _elements(y, w))])
+                & by_width[w].replicate(LANE_BITS) for w in (8, 16, 32, 64)]
+        # Per type, per element: does min/max pick y; is the result a NaN; the 0/1 of a
+        # logical op.  Then per byte, the value for the beat's type.
+        take_y_of, nan_of, logic_of = {}, {}, {}
+        for d in DType:
+            w = d.bits
+            take_y_of[d], nan_of[d], logic_of[d] = [], [], []
+            for a, b in zip(_elements(x, w), _elements(y, w)):
+                if d.is_float:
+                    # Order-preserving map of IEEE bits onto unsigned integers: negative
+                    # values reversed, positive ones above them; −0 sorts just below +0
+                    # (IEEE 754-2019 §9.6, as numpy.minimum/maximum order zeros).
+                    ka = Mux(a[w - 1], ~a, a ^ (1 << (w - 1)))
+                    kb = Mux(b[w - 1], ~b, b ^ (1 << (w - 1)))
+                    lt = ka < kb
+                    fmt = _float_format(d)
+                    ones = (1 << fmt.exp_bits) - 1
+                    nan_a = (a[fmt.man_bits:w - 1] == ones) & a[:fmt.man_bits].any()
+                    nan_b = (b[fmt.man_bits:w - 1] == ones) & b[:fmt.man_bits].any()
+                    nan_of[d].append(nan_a | nan_b)
+                else:
+                    lt = (a.as_signed() < b.as_signed()) if d.is_signed else (a < b)
+                    nz_a, nz_b = a.any(), b.any()
+                    logic_of[d].append((is_op[ReduceOp.LAND] & nz_a & nz_b)
+                                       | (is_op[ReduceOp.LOR] & (nz_a | nz_b))
+                                       | (is_op[ReduceOp.LXOR] & (nz_a ^ nz_b)))
+                # MIN keeps x when x < y; MAX keeps y then.
+                take_y_of[d].append(lt ^ is_op[ReduceOp.MIN])
+        take_y, nan, logic = [], [], []
+        for byte in range(LANE_BITS // 8):
+            def per_byte(table, first_byte_only=False):
+                return _any_of([is_dtype[d] & table[d][byte * 8 // d.bits] for d in DType
+                                if table[d] and not (first_byte_only and byte * 8 % d.bits)], 1)
+            take_y.append(per_byte(take_y_of))
+            nan.append(per_byte(nan_of))
+            logic.append(per_byte(logic_of, first_byte_only=True))
+        qnan = _any_of([is_dtype[d].replicate(LANE_BITS) & Const(
+            ((((1 << _float_format(d).exp_bits) - 1) << _float_format(d).man_bits)
+             | (1 << (_float_format(d).man_bits - 1))) * sum(
+                1 << (k * d.bits) for k in range(LANE_BITS // d.bits)), LANE_BITS)
+            for d in FLOAT_TYPES], LANE_BITS)
+        is_minmax = is_op[ReduceOp.MIN] | is_op[ReduceOp.MAX]
+        is_logic = is_op[ReduceOp.LAND] | is_op[ReduceOp.LOR] | is_op[ReduceOp.LXOR]
+        s1 = {name: _stage(m, value, f"simple_{tag}_{name}") for name, value in {
+            "x": x, "y": y, "sum": _any_of(sums, LANE_BITS),
+            "take_y": Cat(*take_y), "nan": Cat(*nan), "logic": Cat(*logic), "qnan": qnan,
+            "sel_sum": is_op[ReduceOp.SUM], "sel_minmax": is_minmax,
+            "sel_band": is_op[ReduceOp.BAND], "sel_bor": is_op[ReduceOp.BOR],
+            "sel_bxor": is_op[ReduceOp.BXOR], "sel_logic": is_logic}.items()}
+
+        # Stage 2 -----------------------------------------------------------------------
+        out = []
+        for byte in range(LANE_BITS // 8):
+            sl = slice(byte * 8, byte * 8 + 8)
+            xb, yb = s1["x"][sl], s1["y"][sl]
+            picked = Mux(s1["nan"][byte], s1["qnan"][sl], Mux(s1["take_y"][byte], yb, xb))
+            out.append(_any_of([
+                s1["sel_sum"].replicate(8) & s1["sum"][sl],
+                s1["sel_minmax"].replicate(8) & picked,
+                s1["sel_band"].replicate(8) & (xb & yb),
+                s1["sel_bor"].replicate(8) & (xb | yb),
+                s1["sel_bxor"].replicate(8) & (xb ^ yb),
+                Cat(s1["sel_logic"] & s1["logic"][byte], Const(0, 7)),
+            ], 8))
+        return _stage(m, Cat(*out), f"simple_{tag}")
+
+    def _int_product(self, m, x, y, width, lane, limb_product):
+        """The ``width``-bit low halves of the element products of one lane.
+
+        ``limb_product(i, j)`` gives the registered product of the lane's 16-bit limbs i of
+        ``x`` and j of ``y``: the 16-, 32- and 64-bit products share them (a lane needs 14
+        distinct ones for the three widths, not 4 + 6 + 10)."""
+        tag = f"mul{width}_l{lane}"
+        products = []
+        for k, (a, b) in enumerate(zip(_elements(x, width), _elements(y, width))):
+            name = f"{tag}_{k}"
+            if width == 8:
+                terms = [(Mux(b[i], a, 0)[:8 - i], i) for i in range(8)]
+                products.append(_add_tree(m, terms, 8, name))
                 continue
-            out = []
-            for k, (x, y) in enumerate(zip(_elements(a, width), _elements(b, width))):
-                if width <= 16:
-                    # One partial product fits a DSP; register it, pass it on.
-                    p = pipe.stage((x * y)[:width], f"mul{width}_l{lane}_{k}_p")
-                    out.append(pipe.stage(p, f"mul{width}_l{lane}_{k}"))
-                    continue
-                # Split into halves: the high×high term only affects bits ≥ width.
-                h = width // 2
-                xl, xh, yl, yh = x[:h], x[h:], y[:h], y[h:]
-                low = pipe.stage(xl * yl, f"mul{width}_l{lane}_{k}_ll")
-                cross = pipe.stage((xl * yh + xh * yl)[:h], f"mul{width}_l{lane}_{k}_x")
-                out.append(pipe.stage((low + (cross << h))[:width], f"mul{width}_l{lane}_{k}"))
-            product = Cat(*out)
-            for d in needed:
-                results[d] = product
-        return results
+            base = k * width // _LIMB
+            terms = [(shift, bits, limb_product(base + i, base + j)[:bits])
+                     for i, j, shift, bits in _limb_terms(width)]
+            rows = [(Cat(*[Cat(Const(0, sh - (prev[0] + prev[1])), v) if prev else v
+                           for prev, (sh, _, v) in zip([None] + row[:-1], row)]), row[0][0])
+                    for row in _pack_rows(terms)]
+            products.append(_add_tree(m, rows, width, name))
+        return Cat(*products)
 
-    def _float_results(self, m, en, a, b, lane, unit_name, op):
-        results = {}
-        cls = None
-        for dtype in FLOAT_TYPES:
-            if (op, dtype) not in self.capabilities:
-                continue
-            cls = cls or self._unit_class(unit_name)
-            fmt = _float_format(dtype)
-            out = []
-            for k, (x, y) in enumerate(zip(_elements(a, fmt.width), _elements(b, fmt.width))):
-                unit = cls(fmt)
-                m.submodules[f"{unit_name.lower()}_{dtype.name.lower()}_l{lane}_{k}"] = unit
-                m.d.comb += [unit.a.eq(x), unit.b.eq(y), unit.en.eq(en)]
-                pipe = _Pipeline(m, en)
-                out.append(pipe.delay(unit.result, self.unit_latency - unit.latency,
-                                      f"{unit_name.lower()}_{dtype.name.lower()}_l{lane}_{k}"))
-            results[dtype] = Cat(*out)
-        return results
+    @staticmethod
+    def _limb_products(m, x, y, lane):
+        """A cached ``limb_product(i, j)`` for :meth:`_int_product`."""
+        cache = {}
+
+        def limb_product(i, j):
+            if (i, j) not in cache:
+                unit = LimbProduct(_LIMB, _LIMB)
+                m.submodules[f"limb_l{lane}_x{i}_y{j}"] = unit
+                m.d.comb += [unit.a.eq(x[i * _LIMB:(i + 1) * _LIMB]),
+                             unit.b.eq(y[j * _LIMB:(j + 1) * _LIMB]), unit.en.eq(1)]
+                cache[i, j] = unit.p
+            return cache[i, j]
+        return limb_product
+
+    def _float_unit(self, m, x, y, op, dtype, lane):
+        cls = _unit_class("FloatAdder" if op is ReduceOp.SUM else "FloatMultiplier")
+        fmt = _float_format(dtype)
+        out = []
+        for k, (a, b) in enumerate(zip(_elements(x, fmt.width), _elements(y, fmt.width))):
+            unit = cls(fmt)
+            m.submodules[f"{cls.__name__.lower()}_{dtype.name.lower()}_l{lane}_{k}"] = unit
+            m.d.comb += [unit.a.eq(a), unit.b.eq(b), unit.en.eq(1)]
+            out.append(unit.result)
+        return Cat(*out)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.skid = skid = SkidBuffer(result_layout(self.data_width))
-        wiring.connect(m, skid.o, wiring.flipped(self.result))
+        depth = self.unit_latency
 
-        # Ref: §"flow control" of the module docstring: one enable for every stage.
-        out_valid = Signal()
-        en = Signal()
-        m.d.comb += en.eq(~out_valid | skid.i.ready)
-        pipe = _Pipeline(m, en)
+        # Ref: module docstring, "flow control".  A beat is accepted only while the output
+        # FIFO has room for it and for every beat before it that has not left yet, so the
+        # pipeline itself never has to stop: no enable fans out to its registers.
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.data_width + 2,
+                                                    depth=self.fifo_depth)
+        in_flight = Signal(range(self.fifo_depth + 1))
+        room = Signal()
+        m.d.comb += room.eq(in_flight < self.fifo_depth)
+        take = self.a.valid & self.b.valid & room
+        pop = self.result.valid & self.result.ready
+        m.d.comb += [self.a.ready.eq(room & self.b.valid), self.b.ready.eq(room & self.a.valid)]
+        m.d.sync += in_flight.eq(in_flight + take - pop)
 
-        both = self.a.valid & self.b.valid
-        m.d.comb += [self.a.ready.eq(en & both), self.b.ready.eq(en & both)]
-
-        # Stage 0: input registers.
+        # Stage 0: operand registers.
         supported = Signal()
         with m.Switch(Cat(self.a.payload.op, self.a.payload.dtype)):
             for op, dtype in sorted(self.capabilities, key=lambda p: (p[1].value, p[0].value)):
                 with m.Case(op.value | dtype.value << 4):
                     m.d.comb += supported.eq(1)
-        v0 = pipe.stage(both, "v0")
-        a0 = pipe.stage(self.a.payload.data, "a0")
-        b0 = pipe.stage(self.b.payload.data, "b0")
-        op0 = pipe.stage(self.a.payload.op, "op0")
-        dtype0 = pipe.stage(self.a.payload.dtype, "dtype0")
-        last0 = pipe.stage(self.a.payload.last, "last0")
-        err0 = pipe.stage(~supported, "err0")
+        v0 = _stage(m, take, "v0", reset_less=False)
+        a0 = _stage(m, self.a.payload.data, "a0")
+        b0 = _stage(m, self.b.payload.data, "b0")
+        op0 = _stage(m, self.a.payload.op, "op0")
+        dtype0 = _stage(m, self.a.payload.dtype, "dtype0")
+        last0 = _stage(m, self.a.payload.last, "last0")
+        err0 = _stage(m, ~supported, "err0")
 
-        # Control travels beside the data; it is valid at the unit outputs.
-        depth = self.unit_latency
-        v_u = pipe.delay(v0, depth, "v")
-        op_u = pipe.delay(op0, depth, "op")
-        dtype_u = pipe.delay(dtype0, depth, "dtype")
-        last_u = pipe.delay(last0, depth, "last")
-        err_u = pipe.delay(err0, depth, "err")
+        # Which source gives the beat's result, one hot (none for an error: data 0).
+        keys = list(self._sources)
+        select = Signal(len(keys), name="select0")
+        with m.Switch(Cat(op0, dtype0)):
+            for op, dtype in self.capabilities:
+                with m.Case(op.value | dtype.value << 4):
+                    m.d.comb += select.eq(1 << keys.index(self._source_of(op, dtype)))
+        selects = [None, _stage(m, select, "select1")]
+        for t in range(2, depth + 1):
+            selects.append(_stage(m, selects[-1], f"select{t}"))
 
-        selected_lanes = []
+        ready_at = {}
         for lane in range(self.lanes):
             sl = slice(lane * LANE_BITS, (lane + 1) * LANE_BITS)
-            a, b = a0[sl], b0[sl]
-            simple = {d: pipe.delay(pipe.stage(v, f"simple_{d.name.lower()}_l{lane}"),
-                                    depth - 1, f"simple_{d.name.lower()}_l{lane}")
-                      for d, v in self._simple_results(m, a, b, op0, dtype0).items()}
-            products = {d: pipe.delay(v, depth - 2, f"prod_{d.name.lower()}_l{lane}")
-                        for d, v in self._int_products(m, pipe, a, b, lane).items()}
-            sums = self._float_results(m, en, a, b, lane, "FloatAdder", ReduceOp.SUM)
-            fprods = self._float_results(m, en, a, b, lane, "FloatMultiplier", ReduceOp.PROD)
+            x, y = a0[sl], b0[sl]
+            values = {"simple": self._simple_result(m, x, y, op0, dtype0, lane)}
+            limb_product = self._limb_products(m, x, y, lane)
+            for width in self._product_widths():
+                values["int", width] = self._int_product(m, x, y, width, lane, limb_product)
+            for key in keys:
+                if isinstance(key[0], ReduceOp):
+                    values[key] = self._float_unit(m, x, y, *key, lane)
+            ready_at[lane] = values
 
-            lane_out = Signal(LANE_BITS, name=f"lane{lane}")
-            with m.Switch(Cat(op_u, dtype_u)):
-                for op, dtype in self.capabilities:
-                    if dtype.is_float and op is ReduceOp.SUM:
-                        value = sums[dtype]
-                    elif op is ReduceOp.PROD:
-                        value = (fprods if dtype.is_float else products)[dtype]
-                    else:
-                        value = simple[dtype]
-                    with m.Case(op.value | dtype.value << 4):
-                        m.d.comb += lane_out.eq(value)
-            selected_lanes.append(lane_out)
+        # One delay line per lane: at each stage the sources ready there are merged in.
+        lanes_out = []
+        for lane, values in ready_at.items():
+            acc = None
+            for t in range(min(self._sources.values()), depth + 1):
+                merged = [selects[t][keys.index(k)].replicate(LANE_BITS) & values[k]
+                          for k in keys if self._sources[k] == t]
+                if acc is not None:
+                    merged.append(acc)
+                acc = _any_of(merged, LANE_BITS)
+                if t < depth:
+                    acc = _stage(m, acc, f"lane{lane}_s{t + 1}")
+            lanes_out.append(acc)
 
-        # Select register: the output of the pipeline, drained into the skid buffer.
-        out_data = pipe.stage(Mux(err_u, 0, Cat(*selected_lanes)), "out_data")
-        out_last = pipe.stage(last_u, "out_last")
-        out_err = pipe.stage(err_u, "out_err")
-        m.d.sync += out_valid.eq(Mux(en, v_u, out_valid))
+        # Result register, then the FIFO.
+        v_out = _delay(m, v0, depth + 1, "v", reset_less=False)
+        last_out = _delay(m, last0, depth + 1, "last")
+        err_out = _delay(m, err0, depth + 1, "err")
+        data_out = _stage(m, Cat(*lanes_out), "out_data")
         m.d.comb += [
-            skid.i.valid.eq(out_valid),
-            skid.i.payload.data.eq(out_data),
-            skid.i.payload.last.eq(out_last),
-            skid.i.payload.error.eq(out_err),
+            fifo.w_data.eq(Cat(data_out, last_out, err_out)),
+            fifo.w_en.eq(v_out),
+            self.result.valid.eq(fifo.r_rdy),
+            self.result.payload.data.eq(fifo.r_data[:self.data_width]),
+            self.result.payload.last.eq(fifo.r_data[self.data_width]),
+            self.result.payload.error.eq(fifo.r_data[self.data_width + 1]),
+            fifo.r_en.eq(self.result.ready),
         ]
         return m
 

@@ -52,11 +52,11 @@ from amaranth.lib.wiring import In, Out
 from .fpformat import FloatFormat, binary_unit_signature
 
 
-__all__ = ["FloatMultiplier"]
+__all__ = ["FloatMultiplier", "LimbProduct", "LIMB_MAX"]
 
 
 #: Widest unsigned operand of one ECP5 MULT18X18D: significands are cut into limbs no wider.
-_LIMB_MAX = 18
+LIMB_MAX = 18
 #: Granularity of the two-step shifts: a coarse step moves whole groups of this many bits,
 #: a fine step moves 0..7 bits, so each step is one 8:1 multiplexer deep.
 _GROUP = 8
@@ -66,7 +66,7 @@ _GROUP_BITS = 3
 def _limb_widths(precision):
     """Widths of the limbs a ``precision``-bit significand is cut into, least significant
     first: as few as the multiplier blocks allow, as equal as possible."""
-    count = -(-precision // _LIMB_MAX)
+    count = -(-precision // LIMB_MAX)
     width = -(-precision // count)
     widths = [width] * (count - 1)
     widths.append(precision - width * (count - 1))
@@ -123,7 +123,7 @@ def _first_set(bits, width):
     return index
 
 
-class _Product(wiring.Component):
+class LimbProduct(wiring.Component):
     """Unsigned ``p = a × b`` of operands at most 18 bits wide, with a register before and
     after the multiplication, both loaded when ``en`` is high.
 
@@ -135,7 +135,10 @@ class _Product(wiring.Component):
     """
 
     def __init__(self, a_width, b_width):
-        assert 1 <= a_width <= _LIMB_MAX and 1 <= b_width <= _LIMB_MAX
+        for width in (a_width, b_width):
+            if not isinstance(width, int) or not 1 <= width <= LIMB_MAX:
+                raise ValueError(f"operand widths must be integers from 1 to {LIMB_MAX}, "
+                                 f"not {width!r}")
         super().__init__({
             "a": In(a_width),
             "b": In(b_width),
@@ -147,12 +150,12 @@ class _Product(wiring.Component):
         m = Module()
         if _is_ecp5(platform):
             ports = {}
-            for k in range(_LIMB_MAX):
+            for k in range(LIMB_MAX):
                 ports[f"i_A{k}"] = self.a[k] if k < len(self.a) else Const(0)
                 ports[f"i_B{k}"] = self.b[k] if k < len(self.b) else Const(0)
                 ports[f"i_C{k}"] = Const(0)
-            product = Signal(2 * _LIMB_MAX)
-            for k in range(2 * _LIMB_MAX):
+            product = Signal(2 * LIMB_MAX)
+            for k in range(2 * LIMB_MAX):
                 ports[f"o_P{k}"] = product[k]
             for k in range(4):
                 ports[f"i_CLK{k}"] = ClockSignal("sync") if k == 0 else Const(0)
@@ -346,7 +349,7 @@ class FloatMultiplier(wiring.Component):
         partial = {}
         for i in range(n):
             for j in range(n):
-                partial[i, j] = product = _Product(self._limbs[i], self._limbs[j])
+                partial[i, j] = product = LimbProduct(self._limbs[i], self._limbs[j])
                 m.submodules[f"product_{i}_{j}"] = product
                 m.d.comb += [
                     product.a.eq(limbs["a"][i]),

@@ -51,6 +51,12 @@ def resolve_dtype(dtype):
     """A DType from a numpy dtype (or anything np.dtype accepts, or a DType)."""
     if isinstance(dtype, DType):
         return dtype
+    if isinstance(dtype, str):
+        # "bfloat16" is a numpy dtype name only once ml_dtypes is imported: take names first.
+        try:
+            return dtype_by_name(dtype)
+        except ValueError:
+            pass
     try:
         name = np.dtype(dtype).name
     except TypeError:

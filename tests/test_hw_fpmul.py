@@ -28,7 +28,14 @@ E5M2 = FloatFormat(5, 2)
 
 
 def test_all():
-    assert fpmul_mod.__all__ == ["FloatMultiplier"]
+    assert fpmul_mod.__all__ == ["FloatMultiplier", "LimbProduct", "LIMB_MAX"]
+
+
+def test_limb_product_widths_checked():
+    with pytest.raises(ValueError, match=r"operand widths must be integers from 1 to 18, not 19"):
+        fpmul_mod.LimbProduct(16, 19)
+    with pytest.raises(ValueError, match=r"operand widths must be integers from 1 to 18, not 0"):
+        fpmul_mod.LimbProduct(0, 16)
 
 
 def test_format_type_checked():

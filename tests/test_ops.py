@@ -160,6 +160,8 @@ def test_bitwise_and_logical_ops_on_floats_are_refused(op, dtype):
 def test_names_resolve_and_bad_names_are_refused():
     assert resolve_op("sum") is ReduceOp.SUM
     assert resolve_dtype(np.float32) is DType.FLOAT32
+    assert resolve_dtype("bfloat16") is DType.BFLOAT16    # by name, before ml_dtypes registers it
+    assert resolve_dtype("int16") is DType.INT16
     import ml_dtypes
     assert resolve_dtype(ml_dtypes.bfloat16) is DType.BFLOAT16
     assert check_op_dtype("lxor", np.uint16) == (ReduceOp.LXOR, DType.UINT16)
