@@ -207,24 +207,31 @@ class AXI4StreamSignature(wiring.Signature):
         bytes); ``tkeep`` has one bit per byte.
     dest_width : int
         Width of ``tdest``, at least 1.
+    user_width : int
+        Width of ``tuser`` (IHI0051A, 2.1: sideband user information); 0 (default) leaves
+        ``tuser`` out.  nicoll's network ports carry the packet's ``control`` bit in it.
     """
 
-    def __init__(self, data_width, dest_width):
+    def __init__(self, data_width, dest_width, user_width=0):
         if not isinstance(data_width, int) or isinstance(data_width, bool):
             raise TypeError(f"Data width must be an integer, not {data_width!r}")
         if data_width <= 0 or data_width % 8:
             raise ValueError(f"Data width must be a positive multiple of 8, not {data_width!r}")
         _check_width("Destination width", dest_width, minimum=1)
+        _check_width("User width", user_width, minimum=0)
         self._data_width = data_width
         self._dest_width = dest_width
-        super().__init__({
+        self._user_width = user_width
+        members = {
             "tdata":  Out(data_width),
             "tkeep":  Out(data_width // 8),
             "tlast":  Out(1),
             "tdest":  Out(dest_width),
-            "tvalid": Out(1),
-            "tready": In(1),
-        })
+        }
+        if user_width:
+            members["tuser"] = Out(user_width)
+        members.update({"tvalid": Out(1), "tready": In(1)})
+        super().__init__(members)
 
     @property
     def data_width(self):
@@ -233,6 +240,10 @@ class AXI4StreamSignature(wiring.Signature):
     @property
     def dest_width(self):
         return self._dest_width
+
+    @property
+    def user_width(self):
+        return self._user_width
 
     def __eq__(self, other):
         return (type(other) is type(self) and

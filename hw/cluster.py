@@ -9,7 +9,7 @@ becomes ``<port>__<member>`` (``n0_s_axil__awaddr``, ``s_axi__wdata``), next to 
 ``rst`` (active high, synchronous).  cocotbext-axi finds a port by its prefix:
 ``AxiLiteBus.from_prefix(dut, "n0_s_axil", bus_separator="__")``.  The single core's
 network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, ``tdest``,
-``tvalid``, ``tready``) so ``AxiStreamBus.from_prefix(dut, "net_tx", bus_separator="__")``
+``tuser`` = the packet's ``control`` bit, ``tvalid``, ``tready``) so ``AxiStreamBus.from_prefix(dut, "net_tx", bus_separator="__")``
 drives them unchanged; inside the gateware they are packet streams.
 """
 
@@ -170,7 +170,7 @@ class _NicCoreVerilogTop(wiring.Component):
     def __init__(self, **kwargs):
         self.core = NicCore(**kwargs)
         members = dict(self.core.signature.members)
-        axis = AXI4StreamSignature(self.core.data_width, DEST_WIDTH)
+        axis = AXI4StreamSignature(self.core.data_width, DEST_WIDTH, user_width=1)
         members["net_tx"] = Out(axis)
         members["net_rx"] = In(axis)
         super().__init__(members)
@@ -185,7 +185,7 @@ class _NicCoreVerilogTop(wiring.Component):
                                     (self.net_rx, core.net_rx, False)):
             pairs = [(axis.tdata, pkt.payload.data), (axis.tkeep, pkt.payload.keep),
                      (axis.tlast, pkt.payload.last), (axis.tdest, pkt.payload.dest),
-                     (axis.tvalid, pkt.valid)]
+                     (axis.tuser, pkt.payload.control), (axis.tvalid, pkt.valid)]
             for a, p in pairs:
                 m.d.comb += a.eq(p) if outgoing else p.eq(a)
             m.d.comb += pkt.ready.eq(axis.tready) if outgoing else axis.tready.eq(pkt.ready)

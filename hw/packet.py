@@ -10,15 +10,27 @@ A packet is a run of beats on an :class:`amaranth.lib.stream` interface; its las
 - ``last``: set on the final beat of a packet;
 - ``dest``: the destination node id, the routing field.  It is the same on every beat of a
   packet; the switch routes on the first beat's value.
+- ``control``: set on every beat of a control packet (barrier notices, registrations).  At
+  every arbitration, in the NIC's transmit path and in the switch, a waiting control packet
+  goes before any waiting bulk packet, so control traffic never queues behind bulk data;
+  it waits at most for the one packet already moving on its link.
+
+Every packet starts with a header (:func:`packet_header_layout`) spread over the first
+:func:`header_beats` beats, low bits first, as the host packs it with the same layout.
+Control packets are a header alone; :class:`HeaderSender` and :class:`HeaderReceiver`
+turn header streams into such packets and back.
 
 The stream carries only ``payload``, ``valid`` and ``ready`` (Amaranth RFC 61), so framing
 lives in the payload layout.
 """
 
-from amaranth.lib import data, stream
+from amaranth.hdl import Const, Module, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream"]
+__all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream", "PacketKind",
+           "packet_header_layout", "header_beats", "HeaderSender", "HeaderReceiver"]
 
 
 #: Width of the ``dest`` field: node ids are 16 bits throughout the register map.
@@ -40,6 +52,7 @@ def packet_beat_layout(data_width):
         "keep": data_width // 8,
         "last": 1,
         "dest": DEST_WIDTH,
+        "control": 1,
     })
 
 
@@ -49,3 +62,143 @@ def packet_stream(data_width):
     Like every stream signature it is the sender's view: a receiving port is ``In(...)``.
     """
     return stream.Signature(packet_beat_layout(data_width))
+
+
+class PacketKind(enum.Enum, shape=4):
+    """What a packet is; the ``kind`` field of its header.  0 is never sent."""
+    #: A barrier notice (seed 004): header only, ``code`` = the notice kind.
+    BARRIER = 1
+
+    @property
+    def is_control(self):
+        return self in (PacketKind.BARRIER,)
+
+
+def packet_header_layout():
+    """The header every packet starts with (200 bits).
+
+    - ``kind``: :class:`PacketKind`; ``code``: a kind-specific sub-kind;
+    - ``src``, ``dst``: sending and receiving node ids;
+    - ``seq``: the sequence number of the operation the packet belongs to (a barrier's
+      epoch), so a late packet from an earlier operation is recognised and dropped;
+    - ``arg``: a node id or index the packet is about (a barrier notice's subject);
+    - ``length``: payload bytes after the header (0 for a control packet);
+    - ``addr``: where the payload goes in the receiver's buffer;
+    - ``value``: a 64-bit operand (a forced abort's estimate).
+    """
+    return data.StructLayout({
+        "kind": PacketKind, "code": 4, "src": DEST_WIDTH, "dst": DEST_WIDTH,
+        "seq": 16, "arg": DEST_WIDTH, "length": 32, "addr": 32, "value": 64,
+    })
+
+
+def header_beats(data_width):
+    """Beats the header takes at ``data_width`` bits per beat."""
+    _check_data_width(data_width)
+    return -(-packet_header_layout().size // data_width)
+
+
+class HeaderSender(wiring.Component):
+    """Sends each header of ``header`` as a header-only packet on ``packets``.
+
+    ``dest`` is the header's ``dst``; ``control`` is set for control kinds; ``keep`` marks
+    the bytes the header occupies.  One beat per clock.
+    """
+
+    def __init__(self, data_width):
+        _check_data_width(data_width)
+        self._data_width = data_width
+        super().__init__({
+            "header": In(stream.Signature(packet_header_layout())),
+            "packets": Out(packet_stream(data_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._data_width
+        beats = header_beats(width)
+        size = packet_header_layout().size
+        bits = Const(0, beats * width) | self.header.payload.as_value()
+        index = Signal(range(max(beats, 2)))
+        out = self.packets.payload
+        kind = self.header.payload.kind
+        m.d.comb += [
+            self.packets.valid.eq(self.header.valid),
+            out.dest.eq(self.header.payload.dst),
+            out.control.eq(_is_control(kind)),
+            out.last.eq(index == beats - 1),
+        ]
+        with m.Switch(index):
+            for k in range(beats):
+                with m.Case(k):
+                    used = min(width, size - k * width)
+                    m.d.comb += [out.data.eq(bits[k * width:(k + 1) * width]),
+                                 out.keep.eq((1 << -(-used // 8)) - 1)]
+        with m.If(self.packets.valid & self.packets.ready):
+            with m.If(out.last):
+                m.d.sync += index.eq(0)
+                m.d.comb += self.header.ready.eq(1)
+            with m.Else():
+                m.d.sync += index.eq(index + 1)
+        return m
+
+
+def _is_control(kind):
+    return kind.as_value().matches(*[k.value for k in PacketKind if k.is_control])
+
+
+class HeaderReceiver(wiring.Component):
+    """Collects the header of each packet on ``packets`` and gives it on ``header``.
+
+    Beats after the header (a payload no control packet has) are dropped and counted in
+    ``extra_beats``; a packet that ends before its header is complete is dropped and
+    counted in ``short_packets``.  Both counters wrap at 2**32.  One beat per clock.
+    """
+
+    def __init__(self, data_width):
+        _check_data_width(data_width)
+        self._data_width = data_width
+        super().__init__({
+            "packets": In(packet_stream(data_width)),
+            "header": Out(stream.Signature(packet_header_layout())),
+            "extra_beats": Out(32),
+            "short_packets": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._data_width
+        beats = header_beats(width)
+        size = packet_header_layout().size
+        collected = Signal(beats * width)
+        index = Signal(range(beats + 1))
+        held = Signal()                 # a complete header waits on ``header``
+        m.d.comb += [self.header.valid.eq(held),
+                     self.header.payload.eq(collected[:size])]
+        with m.If(self.header.valid & self.header.ready):
+            m.d.sync += held.eq(0)
+
+        # A beat is taken unless it would complete a header while the previous one waits.
+        beat = self.packets.payload
+        completes = index == beats - 1
+        m.d.comb += self.packets.ready.eq(~(held & ~self.header.ready) | (index >= beats))
+        with m.If(self.packets.valid & self.packets.ready):
+            with m.If(index < beats):
+                with m.Switch(index):
+                    for k in range(beats):
+                        with m.Case(k):
+                            m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
+            with m.Else():
+                m.d.sync += self.extra_beats.eq(self.extra_beats + 1)
+            with m.If(beat.last):
+                m.d.sync += index.eq(0)
+                with m.If(completes):
+                    m.d.sync += held.eq(1)
+                with m.Elif(index < beats - 1):
+                    m.d.sync += self.short_packets.eq(self.short_packets + 1)
+            with m.Else():
+                with m.If(index < beats):
+                    m.d.sync += index.eq(index + 1)
+                with m.If(completes):
+                    m.d.sync += held.eq(1)
+        return m

@@ -9,8 +9,11 @@ its first beat and its beats stay together: each output has a round-robin arbite
 its grant from the first beat a packet moves until that packet's ``last`` beat.
 
 - Lossless: a beat moves only when the output can take it; an input waits otherwise.
+- Control first: a packet whose first beat has ``control`` set wins the arbitration over
+  bulk packets waiting for the same output (it still waits for the packet already moving).
 - Fair: when a packet ends, the input after its source gets the highest priority, so every
-  input that keeps requesting an output is served within ``ports`` packets.
+  input that keeps requesting an output is served within ``ports`` packets (bulk packets:
+  within ``ports`` packets plus the control packets that overtake them).
 - Deadlock-free: an input only waits on the one output its current packet goes to, and an
   output only waits on its receiver, so there is no cycle of waits inside the switch.
 - Packets for the same output from different inputs are interleaved packet by packet; the
@@ -135,15 +138,21 @@ class Switch(wiring.Component):
             grant_r = Signal(range(n), name=f"tx{o}_grant_r")
             prio = Signal(range(n), name=f"tx{o}_prio")   # input with the highest priority
 
-            # Round robin: the lowest requesting index at or above prio, else the lowest one.
+            # Control packets first: when any waits, only they take part in the round.
+            control = Signal(n, name=f"tx{o}_control")
+            m.d.comb += control.eq(req & Cat(rx[i].payload.control for i in range(n)))
+            cand = Signal(n, name=f"tx{o}_cand")
+            m.d.comb += cand.eq(Mux(control.any(), control, req))
+
+            # Round robin: the lowest candidate index at or above prio, else the lowest one.
             upper = Signal(n, name=f"tx{o}_upper")
-            m.d.comb += upper.eq(req & Cat(prio <= i for i in range(n)))
+            m.d.comb += upper.eq(cand & Cat(prio <= i for i in range(n)))
             pick_upper = Signal(range(n), name=f"tx{o}_pick_upper")
             pick_any = Signal(range(n), name=f"tx{o}_pick_any")
             for i in reversed(range(n)):
                 with m.If(upper[i]):
                     m.d.comb += pick_upper.eq(i)
-                with m.If(req[i]):
+                with m.If(cand[i]):
                     m.d.comb += pick_any.eq(i)
             pick = Mux(upper.any(), pick_upper, pick_any)
 

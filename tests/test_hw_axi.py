@@ -59,6 +59,10 @@ def test_axi4stream_members():
     assert flows(sig) == {"tdata": ("Out", 64), "tkeep": ("Out", 8), "tlast": ("Out", 1),
                           "tdest": ("Out", 16), "tvalid": ("Out", 1), "tready": ("In", 1)}
     assert sig == AXI4StreamSignature(64, 16) and sig != AXI4StreamSignature(64, 8)
+    with_user = AXI4StreamSignature(64, 16, user_width=1)
+    assert flows(with_user)["tuser"] == ("Out", 1) and with_user.user_width == 1
+    with pytest.raises(ValueError, match=r"User width must be at least 0, not -1"):
+        AXI4StreamSignature(64, 16, user_width=-1)
 
 
 def test_slave_port_direction():
