@@ -65,7 +65,10 @@ class CSRSlave(wiring.Component):
         write and one read can complete every cycle; a response is held until it is taken.
     <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
         One input per hardware-driven field and one output per hardware-readable storage field,
-        named by :meth:`port_name`.
+        named by :meth:`port_name`.  A ``singlepulse`` field's output is high for the one
+        cycle after a write of 1.
+    <block>_<register>_<field>_swmod : ``Out(1)``
+        For a ``swmod`` field: high for the one cycle after software wrote a byte of it.
     """
 
     @staticmethod
@@ -104,6 +107,12 @@ class CSRSlave(wiring.Component):
                         if field.hw == "r":
                             name = self.port_name(block.name, reg.name, field.name)
                             members[name] = Out(field.width)
+                        elif field.singlepulse:
+                            raise ValueError(f"Single-pulse field {block.name}.{reg.name}."
+                                             f"{field.name} must be readable by hardware")
+                        if field.swmod:
+                            members[self.port_name(block.name, reg.name, field.name)
+                                    + "_swmod"] = Out(1)
                     elif field.is_constant:
                         if field.reset is None:
                             raise ValueError(f"Constant field {block.name}.{reg.name}."
@@ -168,6 +177,18 @@ class CSRSlave(wiring.Component):
                                       name=f"{entry['block']}_{reg.name}_shadow".lower())
                                if reg.words > 1 else None)
 
+        # Single-pulse fields fall back to 0 the cycle after a write; swmod pulses likewise.
+        # (These defaults come first: a write in the same cycle overrides them.)
+        self._pulses = {}
+        for block, reg, field, name in self._fields:
+            entry = regs[reg.address]
+            if field.singlepulse:
+                m.d.sync += entry["storage"][field.lsb:field.lsb + field.width].eq(0)
+            if field.swmod:
+                pulse = getattr(self, self.port_name(block.name, reg.name, field.name) + "_swmod")
+                m.d.sync += pulse.eq(0)
+                self._pulses.setdefault(reg.address, []).append((field, pulse))
+
         # ---- Write path -------------------------------------------------------------------
         # AW and W each have a one-entry holding register, so either may arrive first
         # (IHI0022E, A3.3.1: the slave may accept them in any order).  A write commits in the
@@ -205,6 +226,11 @@ class CSRSlave(wiring.Component):
                             # A write to a read-only word is accepted and changes nothing.
                             m.d.sync += bus.bresp.eq(BusResponse.OKAY)
                             self._write_word(m, entry, word, wr_data, wr_strb)
+                            for field, pulse in self._pulses.get(reg.address, ()):
+                                lanes = [lane for lane in range(_WORD_BYTES)
+                                         if (field.mask >> (32 * word + 8 * lane)) & 0xff]
+                                if lanes:
+                                    m.d.sync += pulse.eq(Cat(wr_strb[k] for k in lanes).any())
         with m.Else():
             with m.If(bus.bready):
                 m.d.sync += bus.bvalid.eq(0)

@@ -38,6 +38,7 @@ class ModelNode(Transport):
         }
         for dtype, mask in capability_masks(alu_capabilities).items():
             self._hw_values["alu", f"OPS_{dtype.name}", "ops"] = lambda mask=mask: mask
+        self._on_write = {}     # (block, register) -> callables run after a write
         self._storage = {}      # (register address, field name) -> value
         self._latched = {}      # register address -> value latched by the low-word read
         self._owner = {}        # register address -> block name
@@ -100,7 +101,32 @@ class ModelNode(Transport):
             old = self._storage[reg.address, f.name] << f.lsb
             new = (old & ~write_mask) | ((data << shift) & write_mask)
             self._storage[reg.address, f.name] = (new & f.mask) >> f.lsb
+        for callback in self._on_write.get((self._owner[reg.address], reg.name), ()):
+            callback()
+        for f in reg.fields:
+            if f.singlepulse:
+                self._storage[reg.address, f.name] = 0     # the pulse is over
         return BusResponse.OKAY
+
+    # -- hooks for the blocks the model implements ------------------------------------------
+
+    def on_write(self, block, register, callback):
+        """Run ``callback()`` after every bus write to ``block.register`` (while a single-pulse
+        field still holds what was written: the model's view of the hardware's pulse)."""
+        self.regmap.block(block).register(register)        # KeyError names a bad name
+        self._on_write.setdefault((block, register), []).append(callback)
+
+    def field(self, block, register, field):
+        """The value software last wrote to a storage field."""
+        reg = self.regmap.block(block).register(register)
+        return self._storage[reg.address, reg.field(field).name]
+
+    def drive(self, block, register, field, source):
+        """Make the hardware-driven field read ``source()``."""
+        reg = self.regmap.block(block).register(register)
+        if not reg.field(field).hw_driven:
+            raise ValueError(f"{block}.{register}.{field} is not driven by hardware")
+        self._hw_values[block, register, field] = source
 
     def _beats(self, address, length):
         width = self.data_width // 8

@@ -17,6 +17,9 @@ The access rules every backend implements (the Amaranth CSR slave, the Python de
   A write to a read-only register answers OKAY and changes nothing.
 - A register wider than 32 bits is read as 32-bit words, lowest first; reading the lowest
   word latches the upper words, so a low-then-high read sequence is one consistent value.
+- A ``singlepulse`` field reads 0; writing 1 to it gives hardware a one-cycle pulse (the cycle
+  after the write).  A ``swmod`` field tells hardware, by a one-cycle pulse in the cycle after
+  the write, that software wrote a byte of it; the field already holds the new value then.
 """
 
 from dataclasses import dataclass
@@ -61,6 +64,10 @@ class Field:
     hw: str             # "na" (constant or pure storage), "w" (hardware drives it), "r" (hardware reads it)
     reset: int | None   # reset value; None for values hardware drives
     desc: str = ""
+    #: SystemRDL ``singlepulse``: a write of 1 gives hardware a one-cycle pulse; reads 0.
+    singlepulse: bool = False
+    #: SystemRDL ``swmod``: hardware is told (a one-cycle pulse) when software writes it.
+    swmod: bool = False
 
     @property
     def mask(self):
@@ -68,7 +75,8 @@ class Field:
 
     @property
     def sw_readable(self):
-        return "r" in self.sw
+        """Software reads the field's value (a single-pulse field always reads 0)."""
+        return "r" in self.sw and not self.singlepulse
 
     @property
     def sw_writable(self):
@@ -203,7 +211,9 @@ def compile_rdl(path=RDL_PATH):
             fields = tuple(
                 Field(name=f.inst_name, lsb=f.lsb, width=f.width,
                       sw=f.get_property("sw").name, hw=f.get_property("hw").name,
-                      reset=f.get_property("reset"), desc=_text(f, "desc"))
+                      reset=f.get_property("reset"), desc=_text(f, "desc"),
+                      singlepulse=bool(f.get_property("singlepulse")),
+                      swmod=bool(f.get_property("swmod")))
                 for f in sorted(node.fields(), key=lambda f: f.lsb))
             regs.append(Register(name=node.inst_name, address=node.absolute_address,
                                  offset=node.absolute_address - child.absolute_address,
@@ -246,8 +256,10 @@ def emit_python(regmap):
                        f"offset={r.offset:#04x}, width={r.width}, desc={r.desc!r}, fields=(")
             for f in r.fields:
                 reset = "None" if f.reset is None else f"{f.reset:#x}"
+                flags = "".join(f", {flag}=True" for flag in ("singlepulse", "swmod")
+                                if getattr(f, flag))
                 out.append(f"                Field(name={f.name!r}, lsb={f.lsb}, width={f.width}, "
-                           f"sw={f.sw!r}, hw={f.hw!r}, reset={reset}, desc={f.desc!r}),")
+                           f"sw={f.sw!r}, hw={f.hw!r}, reset={reset}, desc={f.desc!r}{flags}),")
             out.append("            )),")
         out.append("        )),")
     out += ["    ),", ")", ""]

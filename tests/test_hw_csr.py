@@ -9,7 +9,9 @@ from nicoll._regmap import REGMAP
 from nicoll.hw import csr as csr_mod
 from nicoll.hw.csr import CSRSlave
 from nicoll.regmap import Block, BusResponse, Field, Register, RegisterMap
-from nicoll.sim.testbench import run_testbenches
+from amaranth.sim import Simulator
+
+from nicoll.sim.testbench import PERIOD, run_testbenches
 from nicoll.sim.axi_model import axil_read, axil_write
 
 OKAY, DECERR = BusResponse.OKAY, BusResponse.DECERR
@@ -180,6 +182,56 @@ def test_other_map():
             assert ctx.get(dut.blk_ctrl_mode) == (storage >> 4) & 0x3f
 
     run_testbenches(dut, tb)
+
+
+def test_single_pulse_and_swmod_fields():
+    """A single-pulse field pulses for one cycle and reads 0; a swmod field pulses the cycle
+    after a write that touches one of its bytes, when it already holds the new value."""
+    other = RegisterMap(name="other", desc="", size=0x10, blocks=(
+        Block(name="blk", offset=0, desc="", registers=(
+            Register(name="CTRL", address=0x0, offset=0x0, width=32, desc="", fields=(
+                Field(name="go", lsb=0, width=1, sw="w", hw="r", reset=0, singlepulse=True),
+                Field(name="sel", lsb=8, width=8, sw="rw", hw="r", reset=0, swmod=True),
+            )),
+            Register(name="DATA", address=0x8, offset=0x8, width=64, desc="", fields=(
+                Field(name="value", lsb=0, width=64, sw="rw", hw="r", reset=0, swmod=True),
+            )),
+        )),
+    ))
+    dut = CSRSlave(other, addr_width=4)
+    seen = []
+
+    async def watch(ctx):
+        async for _, _, go, sel_mod, sel, data_mod, data in ctx.tick().sample(
+                dut.blk_ctrl_go, dut.blk_ctrl_sel_swmod, dut.blk_ctrl_sel,
+                dut.blk_data_value_swmod, dut.blk_data_value):
+            if go or sel_mod or data_mod:
+                seen.append((go, sel_mod, sel if sel_mod else None,
+                             data_mod, data if data_mod else None))
+
+    async def tb(ctx):
+        await axil_write(ctx, dut.bus, 0x0, 0x0000_2A01, 0b0011)    # go and sel = 42
+        await axil_write(ctx, dut.bus, 0x0, 0x0000_0001, 0b0001)    # go only: sel untouched
+        await axil_write(ctx, dut.bus, 0x0, 0x0000_0000, 0b0001)    # go = 0: no pulse
+        await axil_write(ctx, dut.bus, 0xC, 0x1234_5678, 0b1111)    # upper word of DATA
+        for _ in range(4):
+            await ctx.tick()
+        assert await axil_read(ctx, dut.bus, 0x0) == (42 << 8, OKAY)   # go reads 0
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watch, background=True)
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen == [(1, 1, 42, 0, None), (1, 0, None, 0, None),
+                    (0, 0, None, 1, 0x1234_5678 << 32)], seen
+    with pytest.raises(ValueError, match=r"Single-pulse field b\.R\.p must be readable by "
+                                         r"hardware"):
+        CSRSlave(RegisterMap(name="bad", desc="", size=8, blocks=(
+            Block(name="b", offset=0, desc="", registers=(
+                Register(name="R", address=0, offset=0, width=32, desc="", fields=(
+                    Field(name="p", lsb=0, width=1, sw="w", hw="na", reset=0,
+                          singlepulse=True),)),)),)))
 
 
 def test_every_register_reads_its_value():

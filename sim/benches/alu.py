@@ -13,6 +13,7 @@ NICOLL_ALU_PAIRS (optional: only these "op:dtype" pairs).
 """
 
 import itertools
+import logging
 import os
 import random
 
@@ -53,6 +54,9 @@ class TB:
         self.a = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_a"), dut.clk, dut.rst)
         self.b = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_b"), dut.clk, dut.rst)
         self.out = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_result"), dut.clk, dut.rst)
+        # cocotbext-axi logs every frame at INFO: gigabytes over a long run.
+        for port in (self.a, self.b, self.out):
+            port.log.setLevel(logging.WARNING)
 
     async def reset(self):
         self.dut.rst.value = 1
