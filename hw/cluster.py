@@ -9,8 +9,9 @@ becomes ``<port>__<member>`` (``n0_s_axil__awaddr``, ``s_axi__wdata``), next to 
 ``rst`` (active high, synchronous).  cocotbext-axi finds a port by its prefix:
 ``AxiLiteBus.from_prefix(dut, "n0_s_axil", bus_separator="__")``.  The single core's
 network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, ``tdest``,
-``tuser`` = the packet's ``control`` bit, ``tvalid``, ``tready``) so ``AxiStreamBus.from_prefix(dut, "net_tx", bus_separator="__")``
-drives them unchanged; inside the gateware they are packet streams.
+``tuser`` = the packet's ``control`` bit, ``tvalid``, ``tready``) so
+``AxiStreamBus.from_prefix(dut, "net_tx", bus_separator="__")`` drives them unchanged;
+inside the gateware they are packet streams.
 """
 
 import contextlib

@@ -1,0 +1,1513 @@
+# Ref: seed 003 (CN111614581, Mellanox): in-network data repack circuits for small all-to-all
+#      and all-to-all-v.  The N×N block matrix is cut into dh×dv sub-matrices (fig. 8); a repack
+#      unit takes one message from each source of a sub-matrix, regroups the blocks by
+#      destination and sends one message to each destination (fig. 9); a control tree registers
+#      the ranks, marks subgroups ready, pairs them, hands the pair to a free unit and reports
+#      completion (steps 7.1-7.6).
+# Ref: Amaranth RFC 61 / amaranth.lib.stream (a transfer happens in a cycle where valid and
+#      ready are both high; valid never waits for ready).
+"""Repack (aggregator) units and their control tree.
+
+Message format
+--------------
+A *repack message* is a run of ``data_width``-bit beats on a :func:`message_stream`; the beat
+with ``last`` set ends it.  Byte ``i`` of a beat is ``data`` bits ``8*i .. 8*i+7``.
+
+1. **Header beat.**  :data:`HEADER_LAYOUT` in the low 48 bits (``rank``, ``tag``, ``count``),
+   the rest of the beat zero.  ``rank`` is the sender's rank (a message into a unit) or the
+   receiver's (a message out of a unit); ``tag`` names the sub-matrix; ``count`` is the number
+   of blocks (dv into a unit, dh out of it).
+2. **Length table.**  ``ceil(count / E)`` beats of :func:`length_table_layout` (``E =
+   data_width // 16`` little-endian 16-bit byte lengths per beat): block ``k``'s length is entry
+   ``k % E`` of table beat ``k // E``.  Entries past ``count`` are zero.  Lengths may be zero.
+3. **Data.**  The blocks' bytes back to back, in table order, with no padding between blocks,
+   starting on the beat after the table: ``ceil(sum(lengths) / (data_width // 8))`` beats.
+   The final beat is partial; its unused bytes are zero.  A message whose blocks are all empty
+   ends on its last table beat.
+
+``keep`` marks the bytes that belong to the message, as on an AXI4-Stream port: all ones on
+every beat except a partial final beat, where it marks that beat's low ``sum(lengths) % B``
+bytes.  The unit checks it on its input (so a message one byte short of its table is caught)
+and sets it on its output.  The ``rank`` field of every beat is the source rank into a unit (the
+transport's sender; it must equal the header's) and the destination rank out of it (the
+routing field).
+
+:class:`RepackUnit` transposes one sub-matrix at a time: it takes one message from each source
+of S (its blocks for D, in D order) and sends one message to each destination of D (its blocks
+from S, in S order).  :class:`RepackControl` is the control tree; :class:`RepackEngine` joins a
+control tree and several units.  ``docs/repack.md`` describes the protocol.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .packet import DEST_WIDTH
+from .skid import SkidBuffer
+
+
+__all__ = [
+    "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
+    "DATA_WIDTHS",
+    "RepackError", "UnitEvent", "NoticeKind", "OrderList",
+    "HEADER_LAYOUT", "length_table_layout", "message_beat_layout", "message_stream",
+    "unit_config_layout", "UNIT_EVENT_LAYOUT",
+    "ORDER_WRITE_LAYOUT", "START_LAYOUT", "REGISTRATION_LAYOUT", "NOTICE_LAYOUT",
+    "buffer_bytes_needed", "table_beats",
+    "RepackUnit", "RepackControl", "RepackEngine",
+]
+
+
+#: Width of every rank field: node ids are 16 bits throughout (the packet ``dest`` field).
+RANK_WIDTH = DEST_WIDTH
+#: Width of a sub-matrix tag.  The control tree tags sub-matrix (a, b) as ``a << 8 | b``.
+TAG_WIDTH = 16
+#: Width of one length-table entry: a block holds at most 65535 bytes.  Blocks that large are
+#: far above the size where direct exchange wins (``docs/repack.md``).
+LENGTH_WIDTH = 16
+MAX_BLOCK_BYTES = (1 << LENGTH_WIDTH) - 1
+#: Largest group the control tree handles: subgroup indices fit the 8-bit halves of a tag.
+MAX_RANKS = 256
+#: Largest subgroup a unit handles (the ``count`` field is 16 bits, comparators grow with it).
+MAX_GROUP = 256
+DATA_WIDTHS = (64, 128, 256, 512)
+
+
+class RepackError(enum.Enum, shape=4):
+    """Error codes of units and control tree (``status``, ``last_error``, DONE events)."""
+    OK = 0
+    #: A configuration out of range: dh or dv of 0 or above the unit's max_group, a timeout of
+    #: 0, N of 0 or above max_ranks, rank lists that are not permutations of 0..N-1, a group
+    #: larger than max_group, an order write past max_ranks.
+    BAD_CONFIG = 1
+    #: The sub-matrix's byte budget does not fit the unit's buffer: refused at configuration.
+    CAPACITY = 2
+    #: A wait ran out of its cycle budget (a missing rank or message).
+    TIMEOUT = 3
+    #: A message arrived while the unit collected no sub-matrix (dropped).
+    STRAY = 4
+    #: A message for another sub-matrix (dropped; the current one goes on).
+    WRONG_TAG = 5
+    #: A message from a rank not in S, or whose header and transport ranks differ (dropped).
+    UNKNOWN_SOURCE = 6
+    #: A second message from one source, or a second registration of one rank.
+    DUPLICATE = 7
+    #: A block addressed outside D: a block count other than dv, or a length past the count.
+    OUTSIDE_D = 8
+    #: A length table that disagrees with the message length (its beats or its ``keep``).
+    LENGTH = 9
+    #: The sub-matrix's messages hold more bytes than its configured budget.
+    OVER_BUDGET = 10
+    #: A registration from a rank outside the group (rank >= N).
+    OUTSIDE_GROUP = 11
+
+
+class UnitEvent(enum.Enum, shape=2):
+    """What a unit reports to the control tree."""
+    #: A source's message was taken whole and checked (``rank`` = the source).
+    TAKEN = 0
+    #: A destination took the last beat of its message (``rank`` = the destination).
+    DELIVERED = 1
+    #: The sub-matrix is finished (``code`` OK) or dropped, or a configuration was refused.
+    DONE = 2
+
+
+class NoticeKind(enum.Enum, shape=2):
+    """What the control tree tells a rank."""
+    #: Send your blocks for destination group ``group`` to unit ``unit`` with tag ``tag``.
+    SEND = 0
+    #: Your message for destination group ``group`` was taken by the unit.
+    TAKEN = 1
+    #: Your blocks from source group ``group`` were delivered to you.
+    DELIVERED = 2
+    #: All your sends and receives are complete.
+    DONE = 3
+
+
+class OrderList(enum.Enum, shape=1):
+    """Which rank list an order write goes to."""
+    SRC = 0
+    DST = 1
+
+
+#: The header beat of a repack message (low bits of ``data``; the rest of the beat is zero).
+HEADER_LAYOUT = data.StructLayout({
+    "rank": RANK_WIDTH,
+    "tag": TAG_WIDTH,
+    "count": 16,
+})
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_data_width(data_width):
+    if not _is_int(data_width):
+        raise TypeError(f"Data width must be an integer, not {data_width!r}")
+    if data_width not in DATA_WIDTHS:
+        raise ValueError(f"Data width must be one of {', '.join(map(str, DATA_WIDTHS))}, "
+                         f"not {data_width!r}")
+
+
+def _check_max_group(max_group):
+    if not _is_int(max_group):
+        raise TypeError(f"Largest group must be an integer, not {max_group!r}")
+    if not 1 <= max_group <= MAX_GROUP:
+        raise ValueError(f"Largest group must be between 1 and {MAX_GROUP}, not {max_group!r}")
+
+
+def _check_capacity(capacity_bytes, data_width):
+    beat_bytes = data_width // 8
+    if not _is_int(capacity_bytes):
+        raise TypeError(f"Buffer capacity must be an integer, not {capacity_bytes!r}")
+    if capacity_bytes <= 0 or capacity_bytes % beat_bytes or capacity_bytes > 1 << 30:
+        raise ValueError(f"Buffer capacity must be a positive multiple of {beat_bytes} bytes "
+                         f"up to 2**30, not {capacity_bytes!r}")
+
+
+def length_table_layout(data_width):
+    """One beat of a length table: ``data_width // 16`` block lengths of 16 bits."""
+    _check_data_width(data_width)
+    return data.ArrayLayout(LENGTH_WIDTH, data_width // LENGTH_WIDTH)
+
+
+def table_beats(count, data_width):
+    """Number of length-table beats of a message with ``count`` blocks."""
+    per_beat = data_width // LENGTH_WIDTH
+    return -(-count // per_beat)
+
+
+def message_beat_layout(data_width):
+    """Payload of one beat of a repack message stream."""
+    _check_data_width(data_width)
+    return data.StructLayout({
+        "data": data_width,
+        "keep": data_width // 8,
+        "last": 1,
+        "rank": RANK_WIDTH,
+    })
+
+
+def message_stream(data_width):
+    """Stream signature of repack messages (the sender's view)."""
+    return stream.Signature(message_beat_layout(data_width))
+
+
+def unit_config_layout(max_group):
+    """One sub-matrix configuration of a :class:`RepackUnit` (its ``cfg`` stream payload).
+
+    - ``tag``: the sub-matrix tag its messages carry;
+    - ``dh``, ``dv``: the sizes of S and D (1 .. max_group);
+    - ``src``, ``dst``: the ranks of S and D in block order; entries past dh / dv are unused;
+    - ``total_bytes``: the byte budget, at least the sum of the sub-matrix's block lengths;
+    - ``timeout``: cycles the unit waits for the next input beat before it drops the
+      sub-matrix with TIMEOUT (at least 1).
+    """
+    _check_max_group(max_group)
+    return data.StructLayout({
+        "tag": TAG_WIDTH,
+        "dh": 16,
+        "dv": 16,
+        "src": data.ArrayLayout(RANK_WIDTH, max_group),
+        "dst": data.ArrayLayout(RANK_WIDTH, max_group),
+        "total_bytes": 32,
+        "timeout": 32,
+    })
+
+
+#: Payload of a unit's ``event`` stream.
+UNIT_EVENT_LAYOUT = data.StructLayout({
+    "kind": UnitEvent,
+    "rank": RANK_WIDTH,
+    "tag": TAG_WIDTH,
+    "code": RepackError,
+})
+
+#: Payload of the control tree's ``order`` port: entry ``index`` of the SRC or DST rank list.
+#: ``end`` marks the last rank of a subgroup (the entry at N-1 always ends one).
+ORDER_WRITE_LAYOUT = data.StructLayout({
+    "list": OrderList,
+    "index": 16,
+    "rank": RANK_WIDTH,
+    "end": 1,
+})
+
+#: Payload of the control tree's ``start`` port: begins one all-to-all(-v) over ranks 0..n-1.
+#: ``budget`` is the byte budget of every sub-matrix (the largest sub-matrix total);
+#: ``timeout`` the cycle budget of every wait.
+START_LAYOUT = data.StructLayout({
+    "n": 16,
+    "budget": 32,
+    "timeout": 32,
+})
+
+#: Payload of the control tree's ``reg`` port: a rank has arrived.
+REGISTRATION_LAYOUT = data.StructLayout({
+    "rank": RANK_WIDTH,
+})
+
+#: Payload of the control tree's ``notice`` stream: what one rank is told.
+NOTICE_LAYOUT = data.StructLayout({
+    "kind": NoticeKind,
+    "rank": RANK_WIDTH,
+    "unit": 8,
+    "tag": TAG_WIDTH,
+    "group": 16,
+})
+
+
+def buffer_bytes_needed(total_bytes, dh, data_width):
+    """Buffer bytes a unit reserves for a sub-matrix of ``total_bytes`` from ``dh`` sources.
+
+    Each source's data starts on a new buffer row, so up to ``data_width // 8 - 1`` bytes per
+    source are lost to alignment; the unit learns each source's share only from its message, so
+    it reserves the worst case.  A unit refuses (CAPACITY) a sub-matrix for which this exceeds
+    its ``capacity_bytes``.
+    """
+    return total_bytes + dh * (data_width // 8 - 1)
+
+
+def _priority(m, bits, name):
+    """Index of the lowest set bit of ``bits`` (0 when none is set)."""
+    index = Signal(range(max(2, len(bits))), name=name)
+    for k in reversed(range(len(bits))):
+        with m.If(bits[k]):
+            m.d.comb += index.eq(k)
+    return index
+
+
+class RepackUnit(wiring.Component):
+    """Transposes one dh×dv sub-matrix of blocks at a time.
+
+    Parameters
+    ----------
+    data_width : int
+        Beat width, 64, 128, 256 or 512.
+    capacity_bytes : int
+        Bytes of the data buffer (a :class:`~amaranth.lib.memory.Memory` of
+        ``capacity_bytes // (data_width // 8)`` rows); a positive multiple of the beat bytes.
+    max_group : int
+        Largest dh and dv, 1 .. 256.
+
+    Members
+    -------
+    cfg : ``In(stream.Signature(unit_config_layout(max_group)))``
+        A sub-matrix to transpose; taken only while the unit is idle.  A configuration out of
+        range (BAD_CONFIG) or too large for the buffer (CAPACITY, see
+        :func:`buffer_bytes_needed`) is refused with a DONE event carrying the code.
+    i : ``In(message_stream(data_width))``
+        Messages from the sources of S, in any order, one at a time.
+    o : ``Out(message_stream(data_width))``
+        One message per destination of D, in D order.
+    event : ``Out(stream.Signature(UNIT_EVENT_LAYOUT))``
+        TAKEN per good source message, DELIVERED per destination message, then DONE.
+    busy : ``Out(1)``
+        A sub-matrix is configured and not yet finished.
+    errors : ``Out(32)``
+        Number of errors seen (bad messages, refused configurations, timeouts); wraps.
+    last_error : ``Out(RepackError)``
+        Code of the latest of those.
+    busy_cycles : ``Out(32)``
+        Cycles with ``busy`` set; wraps.
+
+    Behaviour
+    ---------
+    - Store and forward: every source message of the sub-matrix is stored before the first
+      output beat leaves, so a bad message drops the whole sub-matrix and nothing is half
+      delivered.
+    - Rate: one input beat per cycle.  Output: one header beat, one table beat and one
+      buffer row per cycle; a block costs one cycle per buffer row its bytes touch (blocks
+      of whole beats move one beat per cycle; a small block straddling two rows costs two
+      cycles), an empty block one cycle unless the message has ended.  The length tables
+      sit in ``min(data_width // 16, max_group)`` banks so a table beat is read in a cycle.
+    - While collecting, a message with another tag (WRONG_TAG), from a rank not in S
+      (UNKNOWN_SOURCE), or arriving while no sub-matrix is configured (STRAY) is dropped and
+      counted; the sub-matrix goes on.  A second message from one source (DUPLICATE), a block
+      count other than dv or a non-zero length past it (OUTSIDE_D), a table that disagrees with
+      the message's beats or ``keep`` (LENGTH), bytes beyond the budget (OVER_BUDGET) and
+      ``timeout``
+      cycles without an input beat (TIMEOUT) drop the sub-matrix: the unit drains the other
+      sources' messages (or stops waiting, on TIMEOUT) and ends with DONE(code) and no
+      output.  A message cut short by TIMEOUT has its remaining beats dropped.
+    - Input is not taken while the unit sends; output waits for the receiver without a time
+      limit (the control tree's budget covers a receiver that never drains).
+    """
+
+    def __init__(self, data_width, capacity_bytes, max_group):
+        _check_data_width(data_width)
+        _check_capacity(capacity_bytes, data_width)
+        _check_max_group(max_group)
+        self._data_width = data_width
+        self._capacity = capacity_bytes
+        self._max_group = max_group
+        super().__init__({
+            "cfg": In(stream.Signature(unit_config_layout(max_group))),
+            "i": In(message_stream(data_width)),
+            "o": Out(message_stream(data_width)),
+            "event": Out(stream.Signature(UNIT_EVENT_LAYOUT)),
+            "busy": Out(1),
+            "errors": Out(32),
+            "last_error": Out(RepackError),
+            "busy_cycles": Out(32),
+        })
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    @property
+    def capacity_bytes(self):
+        return self._capacity
+
+    @property
+    def max_group(self):
+        return self._max_group
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self._data_width
+        B = W // 8                              # bytes per beat
+        LB = B.bit_length() - 1                 # byte-in-beat bits
+        E = W // LENGTH_WIDTH                   # length entries per table beat
+        LE = E.bit_length() - 1
+        G = self._max_group
+        TBMAX = -(-G // E)                      # table beats per source, at most
+        depth = self._capacity // B
+        AB = self._capacity.bit_length()        # byte addresses 0 .. capacity
+
+        # Data buffer: each source's data from a row boundary on (buffer_bytes_needed).
+        m.submodules.buffer = buf = Memory(shape=W, depth=depth, init=[])
+        wr = buf.write_port()
+        # Collecting and sending never overlap, so reads need no bypass of writes.
+        rd = buf.read_port(domain="sync", transparent_for=())
+        # Length tables, stored as they arrive, in NB banks so that one output table beat (the
+        # lengths of NB consecutive sources for one destination) is read in one cycle: table
+        # beat t of source i is row (i // NB) * TBMAX + t of bank i % NB.  Small, read
+        # combinationally (distributed RAM).
+        NB = min(E, G)
+        BROWS = -(-G // NB) * TBMAX
+        bank_w, bank_r = [], []
+        for b in range(NB):
+            m.submodules[f"tables{b}"] = bank = Memory(shape=W, depth=BROWS, init=[])
+            bank_w.append(bank.write_port())
+            bank_r.append(bank.read_port(domain="comb"))
+
+        c = Signal(unit_config_layout(G))       # the sub-matrix being transposed
+        tb = Signal(range(TBMAX + 1))           # table beats of an input message: ceil(dv/E)
+
+        # ---- Events: a FIFO deep enough for one sub-matrix's events (dh TAKEN, dv DELIVERED,
+        # DONE), so the unit does not wait for the control tree to take each one.  At most one
+        # event is posted per cycle: TAKEN only while collecting, DELIVERED only while
+        # sending, DONE only once both are over.  A producer waits while the FIFO is full.
+        m.submodules.events = events = SyncFIFOBuffered(width=UNIT_EVENT_LAYOUT.size,
+                                                        depth=2 * G + 2)
+        ev_free = events.w_rdy
+        m.d.comb += [
+            self.event.valid.eq(events.r_rdy),
+            self.event.payload.eq(events.r_data),
+            events.r_en.eq(self.event.ready),
+        ]
+        ev_data = Signal(UNIT_EVENT_LAYOUT)
+        m.d.comb += events.w_data.eq(ev_data)
+
+        def post(kind, rank, tag, code):
+            return [
+                events.w_en.eq(1),
+                ev_data.kind.eq(kind),
+                ev_data.rank.eq(rank),
+                ev_data.tag.eq(tag),
+                ev_data.code.eq(code),
+            ]
+
+        # ---- Errors -------------------------------------------------------------------------
+        err = Signal()
+        err_code = Signal(RepackError)
+        err_fails = Signal()                    # the error drops the current sub-matrix
+        failed = Signal()
+        fail_code = Signal(RepackError)
+        with m.If(err):
+            m.d.sync += [self.errors.eq(self.errors + 1), self.last_error.eq(err_code)]
+        with m.If(err & err_fails & ~failed):
+            m.d.sync += [failed.eq(1), fail_code.eq(err_code)]
+
+        def count(code, fails):
+            return [err.eq(1), err_code.eq(code), err_fails.eq(fails)]
+
+        st_idle = Signal()
+        st_collect = Signal()
+        m.d.comb += self.busy.eq(~st_idle)
+        with m.If(~st_idle):
+            m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
+
+        # ---- Input: parse, check and store source messages ----------------------------------
+        IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
+        in_state = Signal(2)
+        beat = self.i.payload
+        # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
+        m.d.comb += self.i.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
+        take = Signal()
+        m.d.comb += take.eq(self.i.valid & self.i.ready)
+
+        hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
+        entries = length_table_layout(W)(beat.data)
+
+        hit = Signal(G)
+        m.d.comb += hit.eq(Cat((c.dh > k) & (c.src[k] == hdr.rank) for k in range(G)))
+        idx = _priority(m, hit, "src_index")
+
+        received = Signal(G)                    # sources whose message has begun
+        arrived = Signal(range(G + 1))
+        used_bytes = Signal(33)
+        alloc_row = Signal(range(depth + 1))
+        cur_addr = Array(Signal(AB, name=f"cursor{k}") for k in range(G))   # byte addresses
+
+        cur = Signal(range(max(2, G)))          # index in S of the message being taken
+        cur_rank = Signal(RANK_WIDTH)
+        t = Signal(range(TBMAX + 1))
+        t_base = Signal(range(G + E + 1))       # index of the first block of table beat t
+        msg_bytes = Signal(32)
+        data_left = Signal(range(depth + 1))
+        wr_row = Signal(range(max(2, depth)))
+        tab_wrow = Signal(range(max(2, BROWS)))
+        tab_wbank = Signal(range(max(2, NB)))
+
+        def head_or_drop():
+            return in_state.eq(Mux(beat.last, IN_HEAD, IN_DROP))
+
+        full_keep = beat.keep == (1 << B) - 1
+        tail_keep = Signal(B)                   # keep of the final data beat
+
+        def taken():
+            # Ref: seed 003, step 7.5: each source is told its data was taken.
+            return post(UnitEvent.TAKEN, cur_rank, c.tag, RepackError.OK)
+
+        with m.If(take):
+            with m.Switch(in_state):
+                with m.Case(IN_HEAD):
+                    with m.If(~st_collect):
+                        m.d.comb += count(RepackError.STRAY, False)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(hdr.tag != c.tag):
+                        m.d.comb += count(RepackError.WRONG_TAG, False)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(~hit.any() | (hdr.rank != beat.rank)):
+                        m.d.comb += count(RepackError.UNKNOWN_SOURCE, False)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(received.bit_select(idx, 1)):
+                        m.d.comb += count(RepackError.DUPLICATE, True)
+                        m.d.sync += head_or_drop()
+                    with m.Else():
+                        # The source has arrived, whatever its message turns out to be.
+                        m.d.sync += [
+                            received.eq(received | (Const(1, G) << idx)),
+                            arrived.eq(arrived + 1),
+                        ]
+                        with m.If(hdr.count != c.dv):
+                            m.d.comb += count(RepackError.OUTSIDE_D, True)
+                            m.d.sync += head_or_drop()
+                        with m.Elif(beat.last | ~full_keep):
+                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.sync += head_or_drop()
+                        with m.Else():
+                            m.d.sync += [
+                                cur.eq(idx),
+                                cur_rank.eq(hdr.rank),
+                                t.eq(0),
+                                t_base.eq(0),
+                                msg_bytes.eq(0),
+                                tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
+                                tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
+                                in_state.eq(IN_TABLE),
+                            ]
+
+                with m.Case(IN_TABLE):
+                    valid_e = [(t_base + e) < c.dv for e in range(E)]
+                    tsum = sum(Mux(valid_e[e], entries[e], 0) for e in range(E))
+                    pad_bad = Cat(~valid_e[e] & (entries[e] != 0) for e in range(E)).any()
+                    new_bytes = Signal(32)
+                    m.d.comb += new_bytes.eq(msg_bytes + tsum)
+                    rows = Signal(32)
+                    m.d.comb += rows.eq((new_bytes + (B - 1)) >> LB)
+                    for b in range(NB):
+                        m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
+                                     bank_w[b].en.eq(tab_wbank == b)]
+                    m.d.sync += [
+                        tab_wrow.eq(tab_wrow + 1),
+                        t.eq(t + 1),
+                        t_base.eq(t_base + E),
+                        msg_bytes.eq(new_bytes),
+                    ]
+                    with m.If(pad_bad):
+                        m.d.comb += count(RepackError.OUTSIDE_D, True)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(~full_keep):
+                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(t == tb - 1):
+                        with m.If(used_bytes + new_bytes > c.total_bytes):
+                            # Never written: the buffer holds only what was reserved.
+                            m.d.comb += count(RepackError.OVER_BUDGET, True)
+                            m.d.sync += head_or_drop()
+                        with m.Elif(rows == 0):
+                            with m.If(beat.last):
+                                m.d.comb += taken()
+                                m.d.sync += in_state.eq(IN_HEAD)
+                            with m.Else():
+                                m.d.comb += count(RepackError.LENGTH, True)
+                                m.d.sync += in_state.eq(IN_DROP)
+                        with m.Elif(beat.last):
+                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.sync += in_state.eq(IN_HEAD)
+                        with m.Else():
+                            m.d.sync += [
+                                cur_addr[cur].eq(alloc_row << LB),
+                                wr_row.eq(alloc_row),
+                                alloc_row.eq(alloc_row + rows),
+                                used_bytes.eq(used_bytes + new_bytes),
+                                data_left.eq(rows),
+                                tail_keep.eq(Mux(new_bytes[:LB] == 0, (1 << B) - 1,
+                                                 (Const(1, B + 1) << new_bytes[:LB]) - 1)),
+                                in_state.eq(IN_DATA),
+                            ]
+                    with m.Elif(beat.last):
+                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.sync += in_state.eq(IN_HEAD)
+
+                with m.Case(IN_DATA):
+                    m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
+                    m.d.sync += [wr_row.eq(wr_row + 1), data_left.eq(data_left - 1)]
+                    with m.If(beat.keep != Mux(data_left == 1, tail_keep, (1 << B) - 1)):
+                        # Ref: issue 5: a length table that disagrees with the message length.
+                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.sync += head_or_drop()
+                    with m.Elif(data_left == 1):
+                        with m.If(beat.last):
+                            m.d.comb += taken()
+                            m.d.sync += in_state.eq(IN_HEAD)
+                        with m.Else():
+                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.sync += in_state.eq(IN_DROP)
+                    with m.Elif(beat.last):
+                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.sync += in_state.eq(IN_HEAD)
+
+                with m.Case(IN_DROP):
+                    with m.If(beat.last):
+                        m.d.sync += in_state.eq(IN_HEAD)
+
+        # ---- Output pipeline: issue (stage A) -> buffer read + p1 -> merge -> skid -> o -----
+        # Stage A issues one operation per cycle: a literal beat (header or table), a buffer
+        # row holding `k` bytes of a block from byte `off`, or a flush of the accumulator.
+        KIND_LIT, KIND_ROW, KIND_FLUSH = range(3)
+        issue = Signal()
+        iss_kind = Signal(2)
+        iss_lit = Signal(W)
+        iss_row = Signal(range(max(2, depth)))
+        iss_off = Signal(LB)
+        iss_p = Signal(LB)
+        iss_emit = Signal()
+        iss_last = Signal()
+
+        p1_valid = Signal()
+        p1_kind = Signal(2)
+        p1_lit = Signal(W)
+        p1_off = Signal(LB)
+        p1_p = Signal(LB)                       # bytes already in the accumulator
+        p1_emit = Signal()                      # this operation sends a beat
+        p1_last = Signal()
+        p1_rank = Signal(RANK_WIDTH)
+        acc = Signal(W)                         # bytes of the beat being assembled
+
+        m.submodules.out_buffer = skid = SkidBuffer(message_beat_layout(W))
+        consume = Signal()
+        advance = Signal()
+        m.d.comb += [
+            consume.eq(p1_valid & (~p1_emit | skid.i.ready)),
+            advance.eq(~p1_valid | consume),
+            rd.addr.eq(iss_row),
+            # The read port keeps its data while p1 waits.
+            rd.en.eq(advance),
+        ]
+        emit_rank = Signal(RANK_WIDTH)
+        with m.If(advance):
+            m.d.sync += [
+                p1_valid.eq(issue),
+                p1_kind.eq(iss_kind),
+                p1_lit.eq(iss_lit),
+                p1_off.eq(iss_off),
+                p1_p.eq(iss_p),
+                p1_emit.eq(iss_emit),
+                p1_last.eq(iss_last),
+                p1_rank.eq(emit_rank),
+            ]
+
+        # Merge: rotate the row so its byte `off` lands at byte `p`; bytes below `p` come from
+        # the accumulator.  A full beat leaves; the rotated row's later bytes stay behind.
+        shift = Signal(LB)
+        m.d.comb += shift.eq(p1_p - p1_off)
+        rot_at = Signal(range(W + 1))
+        m.d.comb += rot_at.eq(W - (shift << 3))
+        rot = Signal(W)
+        m.d.comb += rot.eq(Cat(rd.data, rd.data).bit_select(rot_at, W))
+        low_bytes = Signal(B)
+        m.d.comb += low_bytes.eq(Cat(p1_p > q for q in range(B)))
+        low_mask = Cat(low_bytes[q].replicate(8) for q in range(B))
+        merged = Signal(W)
+        m.d.comb += merged.eq((acc & low_mask) | (rot & ~low_mask))
+        with m.If(consume & (p1_kind == KIND_ROW)):
+            m.d.sync += acc.eq(Mux(p1_emit, rot, merged))
+
+        out_data = Signal(W)
+        out_keep = Signal(B)
+        with m.Switch(p1_kind):
+            with m.Case(KIND_LIT):
+                m.d.comb += [out_data.eq(p1_lit), out_keep.eq(~0)]
+            with m.Case(KIND_FLUSH):
+                m.d.comb += [out_data.eq(acc & low_mask), out_keep.eq(low_bytes)]
+            with m.Default():
+                m.d.comb += [out_data.eq(merged), out_keep.eq(~0)]
+        m.d.comb += [
+            skid.i.valid.eq(p1_valid & p1_emit),
+            skid.i.payload.data.eq(out_data),
+            skid.i.payload.keep.eq(out_keep),
+            skid.i.payload.last.eq(p1_last),
+            skid.i.payload.rank.eq(p1_rank),
+        ]
+
+        # A message's last beat waits while the event FIFO is full, so its DELIVERED event is
+        # never lost.  Ref: seed 003, step 7.5.
+        hold = Signal()
+        m.d.comb += [
+            hold.eq(skid.o.payload.last & ~ev_free),
+            self.o.valid.eq(skid.o.valid & ~hold),
+            self.o.payload.eq(skid.o.payload),
+            skid.o.ready.eq(self.o.ready & ~hold),
+        ]
+        with m.If(self.o.valid & self.o.ready & skid.o.payload.last):
+            m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
+
+        # ---- Sending state ------------------------------------------------------------------
+        j = Signal(range(max(2, G)))            # destination index in D
+        ei = Signal(range(max(2, G)))           # source index in S
+        tab_row = Signal(range(max(2, BROWS)))  # row of the table banks being read
+        bsel = Signal(range(max(2, NB)))        # bank of source ei
+        out_total = Signal(32)
+        msg_left = Signal(32)
+        fill = Signal(LB)
+        in_block = Signal()
+        rd_addr = Signal(AB)
+        rd_left = Signal(LENGTH_WIDTH)
+
+        bank_len = []                           # lengths of sources at tab_row, destination j
+        for b in range(NB):
+            m.d.comb += bank_r[b].addr.eq(tab_row)
+            bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
+        length = Signal(LENGTH_WIDTH)           # length of block (source ei, destination j)
+        m.d.comb += length.eq(Array(bank_len)[bsel])
+
+        def next_source():
+            m.d.sync += ei.eq(ei + 1)
+            if NB == 1:
+                m.d.sync += tab_row.eq(tab_row + TBMAX)
+            else:
+                with m.If(bsel == NB - 1):
+                    m.d.sync += [bsel.eq(0), tab_row.eq(tab_row + TBMAX)]
+                with m.Else():
+                    m.d.sync += bsel.eq(bsel + 1)
+        m.d.comb += emit_rank.eq(c.dst[j])
+
+        idle_cnt = Signal(32)
+        timeout_fire = Signal()
+        m.d.comb += timeout_fire.eq((idle_cnt >= c.timeout) & ~take)
+
+        header_beat = Signal(HEADER_LAYOUT)
+        m.d.comb += [
+            header_beat.rank.eq(c.dst[j]),
+            header_beat.tag.eq(c.tag),
+            header_beat.count.eq(c.dh),
+        ]
+
+        with m.FSM(name="unit"):
+            with m.State("IDLE"):
+                m.d.comb += [st_idle.eq(1), self.cfg.ready.eq(ev_free)]
+                p = self.cfg.payload
+                with m.If(self.cfg.valid & self.cfg.ready):
+                    bad = ((p.dh == 0) | (p.dh > G) | (p.dv == 0) | (p.dv > G) |
+                           (p.timeout == 0))
+                    need = p.total_bytes + p.dh * (B - 1)
+                    m.d.sync += c.eq(p)
+                    with m.If(bad):
+                        m.d.comb += count(RepackError.BAD_CONFIG, False)
+                        m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.BAD_CONFIG)
+                    with m.Elif(need > self._capacity):
+                        # Ref: issue 5: a sub-matrix that does not fit is refused when it is
+                        # configured, never overflowed.
+                        m.d.comb += count(RepackError.CAPACITY, False)
+                        m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
+                    with m.Else():
+                        m.d.sync += [
+                            tb.eq((p.dv + (E - 1)) >> LE),
+                            received.eq(0),
+                            arrived.eq(0),
+                            failed.eq(0),
+                            fail_code.eq(RepackError.OK),
+                            used_bytes.eq(0),
+                            alloc_row.eq(0),
+                            idle_cnt.eq(0),
+                        ]
+                        m.next = "COLLECT"
+
+            with m.State("COLLECT"):
+                m.d.comb += st_collect.eq(1)
+                m.d.sync += idle_cnt.eq(Mux(take, 0, idle_cnt + 1))
+                with m.If(timeout_fire):
+                    m.d.comb += count(RepackError.TIMEOUT, True)
+                    with m.If(in_state != IN_HEAD):
+                        m.d.sync += in_state.eq(IN_DROP)
+                    m.next = "REPORT"
+                with m.Elif((arrived == c.dh) & (in_state == IN_HEAD)):
+                    with m.If(failed):
+                        m.next = "REPORT"
+                    with m.Else():
+                        m.d.sync += j.eq(0)
+                        m.next = "HEADER"
+
+            with m.State("REPORT"):
+                # The sub-matrix is dropped whole: DONE carries the first error.
+                with m.If(ev_free):
+                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, fail_code)
+                    m.next = "IDLE"
+
+            def next_destination():
+                with m.If(j == c.dv - 1):
+                    m.next = "DRAIN"
+                with m.Else():
+                    m.d.sync += j.eq(j + 1)
+                    m.next = "HEADER"
+
+            with m.State("HEADER"):
+                with m.If(advance):
+                    m.d.comb += [
+                        issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
+                        iss_emit.eq(1),
+                    ]
+                    m.d.sync += [
+                        ei.eq(0),
+                        bsel.eq(0),
+                        tab_row.eq(j >> LE),
+                        out_total.eq(0),
+                    ]
+                    m.next = "TABLE"
+
+            with m.State("TABLE"):
+                # The destination's table, one beat a cycle: entry i = length of block
+                # (S[i], D[j]), read from all banks at once (sources ei .. ei + NB - 1).
+                valid_b = [(ei + b) < c.dh for b in range(NB)]
+                beat_now = Cat(Mux(valid_b[b], bank_len[b], 0) for b in range(NB))
+                new_total = Signal(32)
+                m.d.comb += new_total.eq(
+                    out_total + sum(Mux(valid_b[b], bank_len[b], 0) for b in range(NB)))
+                last_beat = (ei + NB) >= c.dh
+                with m.If(advance):
+                    m.d.comb += [
+                        issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(beat_now), iss_emit.eq(1),
+                        iss_last.eq(last_beat & (new_total == 0)),
+                    ]
+                    m.d.sync += out_total.eq(new_total)
+                    with m.If(last_beat):
+                        m.d.sync += [
+                            ei.eq(0),
+                            bsel.eq(0),
+                            tab_row.eq(j >> LE),
+                            fill.eq(0),
+                            in_block.eq(0),
+                            msg_left.eq(new_total),
+                        ]
+                        with m.If(new_total == 0):
+                            next_destination()
+                        with m.Else():
+                            m.next = "DATA"
+                    with m.Else():
+                        m.d.sync += [ei.eq(ei + NB), tab_row.eq(tab_row + TBMAX)]
+
+            with m.State("DATA"):
+                # Blocks (S[0], D[j]) .. (S[dh-1], D[j]), each from its source's cursor.
+                a = Signal(AB, name="row_addr")
+                left = Signal(LENGTH_WIDTH, name="block_left")
+                m.d.comb += [
+                    a.eq(Mux(in_block, rd_addr, cur_addr[ei])),
+                    left.eq(Mux(in_block, rd_left, length)),
+                ]
+                off = a[:LB]
+                room = Signal(range(B + 1))
+                m.d.comb += room.eq(B - off)
+                k = Signal(range(B + 1))
+                m.d.comb += k.eq(Mux(left < room, left, room))
+                fill_k = Signal(range(2 * B))
+                m.d.comb += fill_k.eq(fill + k)
+                final = Signal()
+                m.d.comb += final.eq(msg_left == k)
+                with m.If(advance):
+                    with m.If(~in_block & (length == 0)):
+                        next_source()
+                    with m.Else():
+                        m.d.comb += [
+                            issue.eq(1), iss_kind.eq(KIND_ROW), iss_row.eq(a[LB:]),
+                            iss_off.eq(off), iss_p.eq(fill), iss_emit.eq(fill_k >= B),
+                            iss_last.eq(final & (fill_k == B)),
+                        ]
+                        m.d.sync += [
+                            fill.eq(fill_k[:LB]),
+                            msg_left.eq(msg_left - k),
+                            rd_addr.eq(a + k),
+                            rd_left.eq(left - k),
+                        ]
+                        with m.If(left == k):
+                            m.d.sync += [cur_addr[ei].eq(a + k), in_block.eq(0)]
+                            next_source()
+                        with m.Else():
+                            m.d.sync += in_block.eq(1)
+                        with m.If(final):
+                            with m.If(fill_k[:LB] != 0):
+                                m.next = "FLUSH"
+                            with m.Else():
+                                next_destination()
+
+            with m.State("FLUSH"):
+                with m.If(advance):
+                    m.d.comb += [
+                        issue.eq(1), iss_kind.eq(KIND_FLUSH), iss_p.eq(fill), iss_emit.eq(1),
+                        iss_last.eq(1),
+                    ]
+                    m.d.sync += fill.eq(0)
+                    next_destination()
+
+            with m.State("DRAIN"):
+                with m.If(~p1_valid & ~skid.o.valid & ev_free):
+                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
+                    m.next = "IDLE"
+        return m
+
+
+class RepackControl(wiring.Component):
+    """The control tree: registration, readiness, pairing, unit assignment and completion.
+
+    Ref: seed 003, steps 7.1-7.6 (each rank registers; a subgroup is ready when all its members
+    have; a ready source subgroup and a ready destination subgroup are paired and given to a
+    repack unit; sources and destinations are told on completion; a rank completes locally when
+    all its data is sent and all expected data received).
+
+    Parameters
+    ----------
+    max_ranks : int
+        Largest N, 2 .. 256.
+    units : int
+        Number of repack units it assigns work to, 1 .. 64.
+    max_group : int
+        The units' ``max_group``.
+    data_width, capacity_bytes : int
+        The units' beat width and buffer size (for the capacity check at start).
+
+    Members
+    -------
+    order : ``In(stream.Signature(ORDER_WRITE_LAYOUT))``
+        Writes of the SRC and DST rank lists, taken while idle.
+    start : ``In(stream.Signature(START_LAYOUT))``
+        Starts an exchange over ranks 0..n-1, taken while idle.
+    reg : ``In(stream.Signature(REGISTRATION_LAYOUT))``
+        Registrations (arrivals), taken while an exchange runs; they wait before ``start``.
+    notice : ``Out(stream.Signature(NOTICE_LAYOUT))``
+        SEND, TAKEN, DELIVERED and DONE notices for the ranks.
+    unit_cfg_<k> : ``Out(stream.Signature(unit_config_layout(max_group)))``
+    unit_event_<k> : ``In(stream.Signature(UNIT_EVENT_LAYOUT))``
+        One pair per unit; connect to the unit's ``cfg`` and ``event``.
+    busy : ``Out(1)``
+        An exchange is running.
+    status : ``Out(RepackError)``
+        Result of the latest finished exchange: OK or the first error.
+    errors : ``Out(32)``
+        Errors counted by the control tree itself (bad configurations and registrations,
+        timeouts; the units count their own); wraps.
+    last_error : ``Out(RepackError)``
+    cycles : ``Out(32)``
+        Cycles from ``start`` to the end of the latest exchange (running while busy).
+    ops : ``Out(32)``
+        Number of finished exchanges (including refused starts); wraps.
+
+    Configuration
+    -------------
+    The SRC list (entries 0..n-1) is the ranks in source order, cut into source subgroups
+    after each entry with ``end`` set; the DST list likewise.  Each must be a permutation of
+    0..n-1 and each subgroup at most ``max_group`` ranks.  Source subgroup a and destination
+    subgroup b form sub-matrix (a, b), tag ``a << 8 | b``.  ``start`` checks n, the lists and
+    the budget (CAPACITY if :func:`buffer_bytes_needed` of the budget and the largest source
+    subgroup exceeds ``capacity_bytes``) and ends at once with that status if they are bad.
+
+    Notices
+    -------
+    A source gets SEND (unit, tag, destination group) once the unit is configured, and TAKEN
+    when the unit has its message; a destination gets DELIVERED when it has taken its message
+    from the unit; a rank gets DONE after its last TAKEN or DELIVERED, once it has one TAKEN
+    per destination subgroup and one DELIVERED per source subgroup.  The exchange ends (``ops``
+    counts it, ``busy`` falls) when every sub-matrix is DONE and every notice taken.
+
+    Waits
+    -----
+    While an exchange runs, ``timeout`` cycles without progress (no registration, unit event,
+    unit configuration or notice taken) end it with TIMEOUT: a rank that never registers or a
+    receiver that never drains becomes an error, not a hang.  A notice not yet taken is then
+    withdrawn (its ``valid`` falls without a transfer: the one exception to the stream rules,
+    on this error path only).  Units still busy are marked stale: their later events are
+    dropped and they are not assigned until their DONE.  Each unit also gets ``timeout`` as
+    its own input budget, so a source that never sends drops its sub-matrix with TIMEOUT.
+
+    Rate
+    ----
+    Serial by design: the setup walks the lists (3·n cycles plus one per sub-matrix); then per
+    cycle one unit event (with its notice), one registration, or one scan step.  Starting a
+    sub-matrix costs max(dh, dv) cycles to read its rank lists, one to configure the unit and
+    one per SEND notice; the notice stream carries one notice per cycle.
+    """
+
+    def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
+        if not _is_int(max_ranks):
+            raise TypeError(f"Largest number of ranks must be an integer, not {max_ranks!r}")
+        if not 2 <= max_ranks <= MAX_RANKS:
+            raise ValueError(f"Largest number of ranks must be between 2 and {MAX_RANKS}, "
+                             f"not {max_ranks!r}")
+        if not _is_int(units):
+            raise TypeError(f"Number of units must be an integer, not {units!r}")
+        if not 1 <= units <= 64:
+            raise ValueError(f"Number of units must be between 1 and 64, not {units!r}")
+        _check_max_group(max_group)
+        _check_data_width(data_width)
+        _check_capacity(capacity_bytes, data_width)
+        self._max_ranks = max_ranks
+        self._units = units
+        self._max_group = max_group
+        self._data_width = data_width
+        self._capacity = capacity_bytes
+        members = {
+            "order": In(stream.Signature(ORDER_WRITE_LAYOUT)),
+            "start": In(stream.Signature(START_LAYOUT)),
+            "reg": In(stream.Signature(REGISTRATION_LAYOUT)),
+            "notice": Out(stream.Signature(NOTICE_LAYOUT)),
+        }
+        for k in range(units):
+            members[f"unit_cfg_{k}"] = Out(stream.Signature(unit_config_layout(max_group)))
+            members[f"unit_event_{k}"] = In(stream.Signature(UNIT_EVENT_LAYOUT))
+        members.update({
+            "busy": Out(1),
+            "status": Out(RepackError),
+            "errors": Out(32),
+            "last_error": Out(RepackError),
+            "cycles": Out(32),
+            "ops": Out(32),
+        })
+        super().__init__(members)
+
+    @property
+    def max_ranks(self):
+        return self._max_ranks
+
+    @property
+    def units(self):
+        return self._units
+
+    def unit_cfg(self, k):
+        return getattr(self, f"unit_cfg_{k}")
+
+    def unit_event(self, k):
+        return getattr(self, f"unit_event_{k}")
+
+    def elaborate(self, platform):
+        m = Module()
+        R = self._max_ranks
+        K = self._units
+        G = self._max_group
+        B = self._data_width // 8
+        RB = (R - 1).bit_length()
+
+        entry_layout = data.StructLayout({"rank": RANK_WIDTH, "end": 1})
+        info_layout = data.StructLayout({
+            "sgrp": RB, "dgrp": RB, "seen_s": 1, "seen_d": 1, "reg": 1,
+            "sent": range(R + 1), "recv": range(R + 1),
+        })
+        group_layout = data.StructLayout({
+            "base": RB, "members": range(R + 1), "arrived": range(R + 1),
+        })
+
+        m.submodules.src_list = src_mem = Memory(shape=entry_layout, depth=R, init=[])
+        m.submodules.dst_list = dst_mem = Memory(shape=entry_layout, depth=R, init=[])
+        m.submodules.rank_info = info_mem = Memory(shape=info_layout, depth=R, init=[])
+        m.submodules.src_groups = gs_mem = Memory(shape=group_layout, depth=R, init=[])
+        m.submodules.dst_groups = gd_mem = Memory(shape=group_layout, depth=R, init=[])
+        m.submodules.pairs = pair_mem = Memory(shape=1, depth=R * R, init=[])
+        src_w, src_r = src_mem.write_port(), src_mem.read_port(domain="comb")
+        dst_w, dst_r = dst_mem.write_port(), dst_mem.read_port(domain="comb")
+        info_w, info_r = info_mem.write_port(), info_mem.read_port(domain="comb")
+        gs_w, gs_r, gs_scan = (gs_mem.write_port(), gs_mem.read_port(domain="comb"),
+                               gs_mem.read_port(domain="comb"))
+        gd_w, gd_r, gd_scan = (gd_mem.write_port(), gd_mem.read_port(domain="comb"),
+                               gd_mem.read_port(domain="comb"))
+        pair_w, pair_r = pair_mem.write_port(), pair_mem.read_port(domain="comb")
+
+        n = Signal(16)
+        budget = Signal(32)
+        timeout = Signal(32)
+        P = Signal(range(R + 1))                # source subgroups
+        Q = Signal(range(R + 1))                # destination subgroups
+        max_dh = Signal(range(R + 1))
+        total_pairs = Signal(range(R * R + 1))
+        pairs_done = Signal(range(R * R + 1))
+        op_code = Signal(RepackError)           # first error a unit reported
+
+        i = Signal(range(R + 1))
+        grp = Signal(range(R + 1))
+        gcnt = Signal(range(R + 1))
+        gbase = Signal(RB)
+
+        sa = Signal(range(R))
+        sb = Signal(range(R))
+        pi = Signal(range(R * R))
+        pi_row = Signal(range(R * R))
+
+        a_sel = Signal(8)
+        b_sel = Signal(8)
+        size_a = Signal(range(R + 1))
+        size_b = Signal(range(R + 1))
+        sbase = Signal(RB)
+        dbase = Signal(RB)
+        x = Signal(range(R + 1))
+        unit_sel = Signal(range(max(2, K)))
+        cfg = Signal(unit_config_layout(G))
+
+        ubusy = Signal(K)
+        ustale = Signal(K)
+
+        pend_done = Signal()                    # a rank DONE notice waits for the register
+        done_rank = Signal(RANK_WIDTH)
+
+        unit_cfgs = [self.unit_cfg(k) for k in range(K)]
+        unit_events = [self.unit_event(k) for k in range(K)]
+        for k in range(K):
+            m.d.comb += unit_cfgs[k].payload.eq(cfg)
+
+        # ---- Errors -------------------------------------------------------------------------
+        err = Signal()
+        err_code = Signal(RepackError)
+        with m.If(err):
+            m.d.sync += [self.errors.eq(self.errors + 1), self.last_error.eq(err_code)]
+
+        def count(code):
+            return [err.eq(1), err_code.eq(code)]
+
+        def finish(code):
+            m.d.sync += [self.status.eq(code), self.ops.eq(self.ops + 1)]
+            m.next = "IDLE"
+
+        def fail_setup(code):
+            m.d.comb += count(code)
+            finish(code)
+
+        # ---- Progress watchdog --------------------------------------------------------------
+        running = Signal()
+        progress = Signal()
+        m.d.comb += progress.eq(
+            (self.reg.valid & self.reg.ready) |
+            (self.notice.valid & self.notice.ready) |
+            Cat(e.valid & e.ready for e in unit_events).any() |
+            Cat(c.valid & c.ready for c in unit_cfgs).any())
+        idle_cnt = Signal(32)
+        m.d.sync += idle_cnt.eq(Mux(progress | ~running, 0, idle_cnt + 1))
+        timeout_fire = Signal()
+        m.d.comb += timeout_fire.eq(running & (idle_cnt >= timeout))
+
+        st_idle = Signal()
+        m.d.comb += self.busy.eq(~st_idle)
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+
+        free = Signal(K)
+        m.d.comb += free.eq(~ubusy)
+        free_unit = _priority(m, free, "free_unit")
+
+        ev_valid = Signal(K)
+        m.d.comb += ev_valid.eq(Cat(ev.valid for ev in unit_events))
+        ek = _priority(m, ev_valid, "event_unit")
+        ev = UNIT_EVENT_LAYOUT(Array(e.payload.as_value() for e in unit_events)[ek])
+
+        # ---- Notices: one output register, loaded in the cycle it empties -----------------
+        notice_free = Signal()
+        m.d.comb += notice_free.eq(~self.notice.valid | self.notice.ready)
+        with m.If(self.notice.valid & self.notice.ready):
+            m.d.sync += self.notice.valid.eq(0)
+
+        def post_notice(kind, rank, unit=0, tag=0, group=0):
+            p = self.notice.payload
+            m.d.sync += [self.notice.valid.eq(1), p.kind.eq(kind), p.rank.eq(rank),
+                         p.unit.eq(unit), p.tag.eq(tag), p.group.eq(group)]
+
+        def abort():
+            # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
+            # Notices not yet taken are dropped with the exchange.
+            m.d.comb += count(RepackError.TIMEOUT)
+            m.d.sync += [ustale.eq(ustale | ubusy), self.notice.valid.eq(0), pend_done.eq(0)]
+            finish(RepackError.TIMEOUT)
+
+        with m.FSM(name="control"):
+            with m.State("IDLE"):
+                m.d.comb += [st_idle.eq(1), self.order.ready.eq(1), self.start.ready.eq(1)]
+                o = self.order.payload
+                with m.If(self.order.valid):
+                    with m.If(o.index >= R):
+                        m.d.comb += count(RepackError.BAD_CONFIG)
+                    with m.Elif(o.list == OrderList.SRC):
+                        m.d.comb += [src_w.addr.eq(o.index), src_w.en.eq(1),
+                                     src_w.data.rank.eq(o.rank), src_w.data.end.eq(o.end)]
+                    with m.Else():
+                        m.d.comb += [dst_w.addr.eq(o.index), dst_w.en.eq(1),
+                                     dst_w.data.rank.eq(o.rank), dst_w.data.end.eq(o.end)]
+                # Units left busy by an aborted exchange report here; they are freed on DONE.
+                for k in range(K):
+                    m.d.comb += unit_events[k].ready.eq(1)
+                    with m.If(unit_events[k].valid &
+                              (unit_events[k].payload.kind == UnitEvent.DONE)):
+                        m.d.sync += [ubusy[k].eq(0), ustale[k].eq(0)]
+                s = self.start.payload
+                with m.If(self.start.valid):
+                    m.d.sync += [
+                        n.eq(s.n), budget.eq(s.budget), timeout.eq(s.timeout),
+                        self.cycles.eq(0), i.eq(0), op_code.eq(RepackError.OK),
+                        pairs_done.eq(0),
+                    ]
+                    with m.If((s.n == 0) | (s.n > R) | (s.timeout == 0)):
+                        fail_setup(RepackError.BAD_CONFIG)
+                    with m.Else():
+                        m.next = "CLEAR"
+
+            with m.State("CLEAR"):
+                m.d.comb += [
+                    info_w.addr.eq(i), info_w.data.eq(0), info_w.en.eq(1),
+                    gs_w.addr.eq(i), gs_w.data.eq(0), gs_w.en.eq(1),
+                    gd_w.addr.eq(i), gd_w.data.eq(0), gd_w.en.eq(1),
+                ]
+                m.d.sync += i.eq(i + 1)
+                with m.If(i == n - 1):
+                    m.d.sync += [i.eq(0), grp.eq(0), gcnt.eq(0), max_dh.eq(0)]
+                    m.next = "CHECK_SRC"
+
+            # Walk a rank list once: check it is a permutation of 0..n-1 cut into groups of
+            # at most G, and note each rank's group and each group's members and first entry.
+            def check_list(list_r, group_w, seen, group_field, count_reg, track_max, nxt):
+                m.d.comb += list_r.addr.eq(i)
+                entry = list_r.data
+                m.d.comb += info_r.addr.eq(entry.rank)
+                info = info_r.data
+                end = entry.end | (i == n - 1)
+                with m.If((entry.rank >= n) | getattr(info, seen) | (gcnt >= G)):
+                    fail_setup(RepackError.BAD_CONFIG)
+                with m.Else():
+                    m.d.comb += [
+                        info_w.addr.eq(entry.rank), info_w.data.eq(info), info_w.en.eq(1),
+                        getattr(info_w.data, seen).eq(1),
+                        getattr(info_w.data, group_field).eq(grp),
+                        group_w.addr.eq(grp), group_w.en.eq(1),
+                        group_w.data.base.eq(Mux(gcnt == 0, i, gbase)),
+                        group_w.data.members.eq(gcnt + 1),
+                        group_w.data.arrived.eq(0),
+                    ]
+                    with m.If(gcnt == 0):
+                        m.d.sync += gbase.eq(i)
+                    if track_max:
+                        with m.If(gcnt + 1 > max_dh):
+                            m.d.sync += max_dh.eq(gcnt + 1)
+                    with m.If(end):
+                        m.d.sync += [grp.eq(grp + 1), gcnt.eq(0)]
+                    with m.Else():
+                        m.d.sync += gcnt.eq(gcnt + 1)
+                    with m.If(i == n - 1):
+                        m.d.sync += [count_reg.eq(grp + 1), i.eq(0), grp.eq(0), gcnt.eq(0)]
+                        m.next = nxt
+                    with m.Else():
+                        m.d.sync += i.eq(i + 1)
+
+            with m.State("CHECK_SRC"):
+                check_list(src_r, gs_w, "seen_s", "sgrp", P, True, "CHECK_DST")
+
+            with m.State("CHECK_DST"):
+                check_list(dst_r, gd_w, "seen_d", "dgrp", Q, False, "CAPACITY")
+
+            with m.State("CAPACITY"):
+                # Ref: issue 5: refused at configuration, never overflowed.
+                with m.If(budget + max_dh * (B - 1) > self._capacity):
+                    fail_setup(RepackError.CAPACITY)
+                with m.Else():
+                    m.d.sync += [sa.eq(0), sb.eq(0), pi.eq(0)]
+                    m.next = "CLEAR_PAIRS"
+
+            with m.State("CLEAR_PAIRS"):
+                m.d.comb += [pair_w.addr.eq(pi), pair_w.data.eq(0), pair_w.en.eq(1)]
+                m.d.sync += pi.eq(pi + 1)
+                with m.If(sb == Q - 1):
+                    m.d.sync += sb.eq(0)
+                    with m.If(sa == P - 1):
+                        m.d.sync += [total_pairs.eq(pi + 1), sa.eq(0), pi.eq(0), pi_row.eq(0)]
+                        m.next = "RUN"
+                    with m.Else():
+                        m.d.sync += sa.eq(sa + 1)
+                with m.Else():
+                    m.d.sync += sb.eq(sb + 1)
+
+            with m.State("RUN"):
+                m.d.comb += running.eq(1)
+
+                def next_row():
+                    m.d.sync += sb.eq(0)
+                    with m.If(sa == P - 1):
+                        m.d.sync += [sa.eq(0), pi.eq(0), pi_row.eq(0)]
+                    with m.Else():
+                        m.d.sync += [sa.eq(sa + 1), pi.eq(pi_row + Q), pi_row.eq(pi_row + Q)]
+
+                def step():
+                    with m.If(sb == Q - 1):
+                        next_row()
+                    with m.Else():
+                        m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1)]
+
+                ev_needs_notice = ev.kind != UnitEvent.DONE
+                with m.If((pairs_done == total_pairs) & ~self.notice.valid & ~pend_done):
+                    # Every unit has reported DONE and every notice has been taken.
+                    finish(op_code)
+                with m.Elif(timeout_fire):
+                    abort()
+
+                with m.Elif(pend_done & notice_free):
+                    post_notice(NoticeKind.DONE, done_rank)
+                    m.d.sync += pend_done.eq(0)
+
+                with m.Elif(ev_valid.any() &
+                            (~ev_needs_notice | ustale.bit_select(ek, 1) |
+                             (notice_free & ~pend_done))):
+                    # Unit events first: they free units and complete ranks.  An event and
+                    # its notice take one cycle.
+                    for k in range(K):
+                        m.d.comb += unit_events[k].ready.eq(ek == k)
+                    m.d.comb += info_r.addr.eq(ev.rank)
+                    info = info_r.data
+                    with m.If(ustale.bit_select(ek, 1)):
+                        with m.If(ev.kind == UnitEvent.DONE):
+                            m.d.sync += [ubusy.bit_select(ek, 1).eq(0),
+                                         ustale.bit_select(ek, 1).eq(0)]
+                    with m.Elif(ev.kind == UnitEvent.DONE):
+                        m.d.sync += [ubusy.bit_select(ek, 1).eq(0),
+                                     pairs_done.eq(pairs_done + 1)]
+                        with m.If((ev.code != RepackError.OK) & (op_code == RepackError.OK)):
+                            m.d.sync += op_code.eq(ev.code)
+                    with m.Elif(ev.rank < n):
+                        # Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
+                        # completes once all its sends and receives are done).
+                        taken = ev.kind == UnitEvent.TAKEN
+                        new_sent = info.sent + taken
+                        new_recv = info.recv + ~taken
+                        m.d.comb += [
+                            info_w.addr.eq(ev.rank), info_w.data.eq(info), info_w.en.eq(1),
+                            info_w.data.sent.eq(new_sent), info_w.data.recv.eq(new_recv),
+                        ]
+                        # The group of the other side: b for a source, a for a destination.
+                        post_notice(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED),
+                                    ev.rank, ek, ev.tag, Mux(taken, ev.tag[:8], ev.tag[8:]))
+                        m.d.sync += [
+                            pend_done.eq((new_sent == Q) & (new_recv == P)),
+                            done_rank.eq(ev.rank),
+                        ]
+
+                with m.Elif(self.reg.valid):
+                    # Ref: seed 003, steps 7.1-7.2: each rank registers; a subgroup is ready
+                    # when all its members have.
+                    m.d.comb += self.reg.ready.eq(1)
+                    r = self.reg.payload.rank
+                    m.d.comb += info_r.addr.eq(r)
+                    info = info_r.data
+                    with m.If(r >= n):
+                        m.d.comb += count(RepackError.OUTSIDE_GROUP)
+                    with m.Elif(info.reg):
+                        m.d.comb += count(RepackError.DUPLICATE)
+                    with m.Else():
+                        m.d.comb += [
+                            info_w.addr.eq(r), info_w.data.eq(info), info_w.data.reg.eq(1),
+                            info_w.en.eq(1),
+                            gs_r.addr.eq(info.sgrp), gs_w.addr.eq(info.sgrp),
+                            gs_w.data.eq(gs_r.data), gs_w.data.arrived.eq(gs_r.data.arrived + 1),
+                            gs_w.en.eq(1),
+                            gd_r.addr.eq(info.dgrp), gd_w.addr.eq(info.dgrp),
+                            gd_w.data.eq(gd_r.data), gd_w.data.arrived.eq(gd_r.data.arrived + 1),
+                            gd_w.en.eq(1),
+                        ]
+
+                with m.Elif(free.any()):
+                    # Ref: seed 003, step 7.3: a ready source subgroup and a ready destination
+                    # subgroup are paired and assigned to a free unit.  One pair per cycle is
+                    # looked at; a source subgroup that is not ready is skipped whole.
+                    m.d.comb += [gs_scan.addr.eq(sa), gd_scan.addr.eq(sb), pair_r.addr.eq(pi)]
+                    gsd = gs_scan.data
+                    gdd = gd_scan.data
+                    with m.If(gsd.arrived != gsd.members):
+                        next_row()
+                    with m.Elif((gdd.arrived == gdd.members) & ~pair_r.data):
+                        m.d.comb += [pair_w.addr.eq(pi), pair_w.data.eq(1), pair_w.en.eq(1)]
+                        m.d.sync += [
+                            a_sel.eq(sa), b_sel.eq(sb),
+                            size_a.eq(gsd.members), size_b.eq(gdd.members),
+                            sbase.eq(gsd.base), dbase.eq(gdd.base),
+                            unit_sel.eq(free_unit), x.eq(0),
+                            cfg.eq(0),
+                        ]
+                        step()
+                        m.next = "GATHER"
+                    with m.Else():
+                        step()
+
+            with m.State("GATHER"):
+                # Read the ranks of S and D into the unit configuration, one of each a cycle.
+                m.d.comb += running.eq(1)
+                m.d.comb += [src_r.addr.eq(sbase + x), dst_r.addr.eq(dbase + x)]
+                for e in range(G):
+                    with m.If(x == e):
+                        with m.If(x < size_a):
+                            m.d.sync += cfg.src[e].eq(src_r.data.rank)
+                        with m.If(x < size_b):
+                            m.d.sync += cfg.dst[e].eq(dst_r.data.rank)
+                m.d.sync += x.eq(x + 1)
+                with m.If((x + 1 >= size_a) & (x + 1 >= size_b)):
+                    m.d.sync += [
+                        cfg.tag.eq(Cat(b_sel, a_sel)),
+                        cfg.dh.eq(size_a), cfg.dv.eq(size_b),
+                        cfg.total_bytes.eq(budget), cfg.timeout.eq(timeout),
+                    ]
+                    m.next = "CONFIGURE"
+
+            with m.State("CONFIGURE"):
+                m.d.comb += running.eq(1)
+                for k in range(K):
+                    m.d.comb += unit_cfgs[k].valid.eq(unit_sel == k)
+                with m.If(timeout_fire):
+                    abort()
+                with m.Elif(Array(c.ready for c in unit_cfgs)[unit_sel]):
+                    m.d.sync += [ubusy.bit_select(unit_sel, 1).eq(1), x.eq(0)]
+                    m.next = "SEND"
+
+            with m.State("SEND"):
+                # Ref: seed 003, step 7.4: the sources move their data to the unit.
+                m.d.comb += running.eq(1)
+                with m.If(timeout_fire):
+                    abort()
+                with m.Elif(notice_free):
+                    post_notice(NoticeKind.SEND,
+                                cfg.src.as_value().word_select(x, RANK_WIDTH),
+                                unit_sel, cfg.tag, b_sel)
+                    m.d.sync += x.eq(x + 1)
+                    with m.If(x + 1 == size_a):
+                        m.next = "RUN"
+        return m
+
+
+class RepackEngine(wiring.Component):
+    """A control tree and ``units`` repack units, joined.
+
+    Ref: seed 003, claims on "several data repack circuit instances": each unit transposes its
+    sub-matrices in turn, the units work at once.
+
+    Parameters are those of :class:`RepackControl` and :class:`RepackUnit`.
+
+    Members
+    -------
+    order, start, reg, notice, busy, status, last_error, cycles, ops
+        As on :class:`RepackControl`.
+    errors : ``Out(32)``
+        The control tree's errors plus every unit's; wraps.
+    i_<k> : ``In(message_stream(data_width))``
+        Source messages for unit ``k`` (a SEND notice names the unit).
+    o_<k> : ``Out(message_stream(data_width))``
+        Destination messages from unit ``k``; ``rank`` is the destination.
+
+    The units are built with the engine and reachable as :meth:`unit` (for their
+    ``busy_cycles`` and own error counters).
+    """
+
+    def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
+        self._control = RepackControl(max_ranks, units, max_group, data_width, capacity_bytes)
+        self._units = [RepackUnit(data_width, capacity_bytes, max_group) for _ in range(units)]
+        # They are elaborated exactly when the engine is; an engine that never is warns
+        # for itself, once.
+        for part in (self._control, *self._units):
+            part._MustUse__silence = True
+        self._data_width = data_width
+        members = {
+            "order": In(stream.Signature(ORDER_WRITE_LAYOUT)),
+            "start": In(stream.Signature(START_LAYOUT)),
+            "reg": In(stream.Signature(REGISTRATION_LAYOUT)),
+            "notice": Out(stream.Signature(NOTICE_LAYOUT)),
+        }
+        for k in range(units):
+            members[f"i_{k}"] = In(message_stream(data_width))
+        for k in range(units):
+            members[f"o_{k}"] = Out(message_stream(data_width))
+        members.update({
+            "busy": Out(1),
+            "status": Out(RepackError),
+            "errors": Out(32),
+            "last_error": Out(RepackError),
+            "cycles": Out(32),
+            "ops": Out(32),
+        })
+        super().__init__(members)
+
+    @property
+    def units(self):
+        return len(self._units)
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    @property
+    def control(self):
+        return self._control
+
+    def unit(self, k):
+        return self._units[k]
+
+    def i(self, k):
+        return getattr(self, f"i_{k}")
+
+    def o(self, k):
+        return getattr(self, f"o_{k}")
+
+    def elaborate(self, platform):
+        m = Module()
+        ctl = self._control
+        m.submodules.control = ctl
+        for name in ("order", "start", "reg"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(ctl, name))
+        wiring.connect(m, ctl.notice, wiring.flipped(self.notice))
+        unit_errors = 0
+        for k, unit in enumerate(self._units):
+            m.submodules[f"unit{k}"] = unit
+            wiring.connect(m, ctl.unit_cfg(k), unit.cfg)
+            wiring.connect(m, unit.event, ctl.unit_event(k))
+            wiring.connect(m, wiring.flipped(self.i(k)), unit.i)
+            wiring.connect(m, unit.o, wiring.flipped(self.o(k)))
+            unit_errors = unit_errors + unit.errors
+        m.d.comb += [
+            self.busy.eq(ctl.busy),
+            self.status.eq(ctl.status),
+            self.errors.eq(ctl.errors + unit_errors),
+            self.last_error.eq(ctl.last_error),
+            self.cycles.eq(ctl.cycles),
+            self.ops.eq(ctl.ops),
+        ]
+        return m

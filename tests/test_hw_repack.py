@@ -1,0 +1,804 @@
+# amaranth: UnusedElaboratable=no
+"""Repack units and control tree (seed 003) in the Amaranth simulator.
+
+Every result is compared with the exact messages nicoll.repack_plan builds (one transpose per
+sub-matrix) and with the numpy transpose of the whole block matrix.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from nicoll.hw import repack as repack_mod
+from nicoll.hw.repack import (HEADER_LAYOUT, NoticeKind, OrderList, RepackControl, RepackEngine,
+                              RepackError, RepackUnit, UnitEvent, buffer_bytes_needed,
+                              length_table_layout, message_beat_layout, unit_config_layout)
+from nicoll.hw.switch import Switch
+from nicoll.repack_plan import (beats_to_message, cost_repack, message_beats, pack_message,
+                                plan_subgroups, reference_alltoallv)
+from nicoll.sim.testbench import PERIOD, watchdog
+
+
+# ---- Helpers ------------------------------------------------------------------------------
+
+def random_blocks(rng, ranks_src, ranks_dst, *, max_len=64, zero_rows=True):
+    """{(i, j): bytes} with lengths 0..max_len; some whole rows and columns empty."""
+    blocks = {(i, j): rng.randbytes(rng.randrange(max_len + 1))
+              for i in ranks_src for j in ranks_dst}
+    if zero_rows and rng.random() < 0.5:
+        i = rng.choice(ranks_src)
+        for j in ranks_dst:
+            blocks[i, j] = b""
+    if zero_rows and rng.random() < 0.5:
+        j = rng.choice(ranks_dst)
+        for i in ranks_src:
+            blocks[i, j] = b""
+    return blocks
+
+
+def unit_config(G, tag, S, D, total_bytes, timeout=200):
+    return {"tag": tag, "dh": len(S), "dv": len(D), "src": list(S) + [0] * (G - len(S)),
+            "dst": list(D) + [0] * (G - len(D)), "total_bytes": total_bytes,
+            "timeout": timeout}
+
+
+def split_messages(beats, width):
+    messages, current = [], []
+    for beat in beats:
+        current.append(beat)
+        if beat["last"]:
+            messages.append((current[0]["rank"], beats_to_message(current, width)))
+            current = []
+    assert not current, "an output stopped inside a message"
+    return messages
+
+
+async def send_beats(ctx, port, beats, rng, stall):
+    for beat in beats:
+        while stall and rng.random() < stall:
+            ctx.set(port.valid, 0)
+            await ctx.tick()
+        ctx.set(port.payload, beat)
+        ctx.set(port.valid, 1)
+        await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
+def sink(port, store, rng, stall, fields=("data", "keep", "last", "rank")):
+    async def run(ctx):
+        while True:
+            ready = not stall or rng.random() >= stall
+            ctx.set(port.ready, ready)
+            *_, valid, payload = await ctx.tick().sample(port.valid, port.payload)
+            if valid and ready:
+                store.append({f: getattr(payload, f) for f in fields})
+    return run
+
+
+def simulate(dut, main, background, cycles):
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(cycles), background=True)
+    for tb in background:
+        sim.add_testbench(tb, background=True)
+    sim.add_testbench(main)
+    sim.run()
+
+
+class UnitRun:
+    """Drives one RepackUnit through a list of steps; collects its output beats and events.
+
+    A step is ``("config", dict)``, ``("message", beats)`` or ``("wait_done",)`` (until the
+    unit has reported one more DONE)."""
+
+    def __init__(self, unit, *, seed=0, in_stall=0.0, out_stall=0.0, ev_stall=0.0):
+        self.unit = unit
+        self.rng = random.Random(seed)
+        self.in_stall, self.out_stall, self.ev_stall = in_stall, out_stall, ev_stall
+        self.out = []
+        self.events = []
+        self.cycles = 0
+
+    def run(self, steps, cycles=60_000):
+        unit = self.unit
+        dones = 0
+
+        async def main(ctx):
+            nonlocal dones
+            for step in steps:
+                if step[0] == "config":
+                    ctx.set(unit.cfg.payload, step[1])
+                    ctx.set(unit.cfg.valid, 1)
+                    await ctx.tick().until(unit.cfg.ready)
+                    ctx.set(unit.cfg.valid, 0)
+                elif step[0] == "message":
+                    await send_beats(ctx, unit.i, step[1], self.rng, self.in_stall)
+                elif step[0] == "wait_done":
+                    dones += 1
+                    while sum(e["kind"] == UnitEvent.DONE for e in self.events) < dones:
+                        await ctx.tick()
+                elif step[0] == "idle":
+                    await ctx.tick().repeat(step[1])
+            for _ in range(10):
+                await ctx.tick()
+            self.errors = ctx.get(unit.errors)
+            self.last_error = ctx.get(unit.last_error)
+            self.busy_cycles = ctx.get(unit.busy_cycles)
+
+        simulate(unit, main, [
+            sink(unit.o, self.out, random.Random(self.rng.random()), self.out_stall),
+            sink(unit.event, self.events, random.Random(self.rng.random()), self.ev_stall,
+                 fields=("kind", "rank", "tag", "code")),
+        ], cycles)
+        return self
+
+    def messages(self):
+        return split_messages(self.out, self.unit.data_width)
+
+
+def submatrix_steps(rng, G, width, tag, S, D, blocks, *, budget=None, shuffle=True):
+    """Config + the sources' messages in random order + wait; and the expected outputs."""
+    total = sum(len(b) for b in blocks.values())
+    msgs = [message_beats(pack_message(i, tag, [blocks[i, j] for j in D], width), width)
+            for i in S]
+    if shuffle:
+        rng.shuffle(msgs)
+    steps = [("config", unit_config(G, tag, S, D, total if budget is None else budget))]
+    steps += [("message", m) for m in msgs]
+    steps.append(("wait_done",))
+    expected = [(j, pack_message(j, tag, [blocks[i, j] for i in S], width)) for j in D]
+    return steps, expected
+
+
+# ---- Interface ----------------------------------------------------------------------------
+
+def test_all():
+    assert repack_mod.__all__ == [
+        "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
+        "DATA_WIDTHS",
+        "RepackError", "UnitEvent", "NoticeKind", "OrderList",
+        "HEADER_LAYOUT", "length_table_layout", "message_beat_layout", "message_stream",
+        "unit_config_layout", "UNIT_EVENT_LAYOUT",
+        "ORDER_WRITE_LAYOUT", "START_LAYOUT", "REGISTRATION_LAYOUT", "NOTICE_LAYOUT",
+        "buffer_bytes_needed", "table_beats",
+        "RepackUnit", "RepackControl", "RepackEngine",
+    ]
+    for name in repack_mod.__all__:
+        assert hasattr(repack_mod, name), name
+
+
+def test_unit_constructor_errors():
+    with pytest.raises(TypeError, match=r"^Data width must be an integer, not '64'$"):
+        RepackUnit("64", 1024, 4)
+    with pytest.raises(ValueError, match=r"^Data width must be one of 64, 128, 256, 512, "
+                                         r"not 32$"):
+        RepackUnit(32, 1024, 4)
+    with pytest.raises(TypeError, match=r"^Buffer capacity must be an integer, not 1024.0$"):
+        RepackUnit(64, 1024.0, 4)
+    with pytest.raises(ValueError, match=r"^Buffer capacity must be a positive multiple of 8 "
+                                         r"bytes up to 2\*\*30, not 1020$"):
+        RepackUnit(64, 1020, 4)
+    with pytest.raises(ValueError, match=r"^Buffer capacity must be a positive multiple of 16 "
+                                         r"bytes up to 2\*\*30, not 0$"):
+        RepackUnit(128, 0, 4)
+    with pytest.raises(TypeError, match=r"^Largest group must be an integer, not True$"):
+        RepackUnit(64, 1024, True)
+    with pytest.raises(ValueError, match=r"^Largest group must be between 1 and 256, not 0$"):
+        RepackUnit(64, 1024, 0)
+
+
+def test_control_constructor_errors():
+    with pytest.raises(TypeError, match=r"^Largest number of ranks must be an integer, "
+                                        r"not None$"):
+        RepackControl(None, 2, 4, 64, 1024)
+    with pytest.raises(ValueError, match=r"^Largest number of ranks must be between 2 and 256, "
+                                         r"not 257$"):
+        RepackControl(257, 2, 4, 64, 1024)
+    with pytest.raises(TypeError, match=r"^Number of units must be an integer, not 2.5$"):
+        RepackControl(8, 2.5, 4, 64, 1024)
+    with pytest.raises(ValueError, match=r"^Number of units must be between 1 and 64, not 0$"):
+        RepackControl(8, 0, 4, 64, 1024)
+    with pytest.raises(ValueError, match=r"^Largest group must be between 1 and 256, not 300$"):
+        RepackEngine(8, 2, 300, 64, 1024)
+
+
+def test_layouts():
+    assert HEADER_LAYOUT.size == 48
+    assert list(HEADER_LAYOUT) == [("rank", HEADER_LAYOUT["rank"]),
+                                   ("tag", HEADER_LAYOUT["tag"]),
+                                   ("count", HEADER_LAYOUT["count"])]
+    assert length_table_layout(64).length == 4 and length_table_layout(512).length == 32
+    assert message_beat_layout(128).size == 128 + 16 + 1 + 16
+    assert unit_config_layout(4).size == 16 + 16 + 16 + 2 * 4 * 16 + 32 + 32
+    assert buffer_bytes_needed(100, 3, 64) == 100 + 3 * 7
+
+
+def test_ports():
+    unit = RepackUnit(64, 1024, 4)
+    assert list(unit.signature.members) == ["cfg", "i", "o", "event", "busy", "errors",
+                                            "last_error", "busy_cycles"]
+    assert unit.signature.members["i"].flow.name == "In"
+    assert unit.signature.members["o"].flow.name == "Out"
+    assert len(unit.o.payload.data) == 64 and len(unit.o.payload.keep) == 8
+    ctl = RepackControl(8, 2, 4, 64, 1024)
+    assert list(ctl.signature.members) == [
+        "order", "start", "reg", "notice", "unit_cfg_0", "unit_event_0", "unit_cfg_1",
+        "unit_event_1", "busy", "status", "errors", "last_error", "cycles", "ops"]
+    eng = RepackEngine(8, 2, 4, 128, 1024)
+    assert list(eng.signature.members) == [
+        "order", "start", "reg", "notice", "i_0", "i_1", "o_0", "o_1", "busy", "status",
+        "errors", "last_error", "cycles", "ops"]
+    assert eng.units == 2 and eng.data_width == 128 and eng.unit(1).capacity_bytes == 1024
+
+
+# ---- One unit -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width,G,seed,in_stall,out_stall,ev_stall", [
+    (64, 5, 0, 0.0, 0.0, 0.0),
+    (64, 8, 1, 0.4, 0.4, 0.5),
+    (128, 5, 2, 0.2, 0.6, 0.2),
+    (256, 5, 3, 0.5, 0.1, 0.7),
+    (512, 1, 4, 0.3, 0.3, 0.3),
+])
+def test_unit_transposes(width, G, seed, in_stall, out_stall, ev_stall):
+    """Several sub-matrices in turn: arbitrary S and D, lengths 0..64 including empty rows
+    and columns, sources in random order, random pauses and backpressure everywhere.  The
+    length tables sit in min(data_width // 16, G) banks: 4 banks of 2 rows at (64, 8), one
+    bank per source at (128, 5)."""
+    rng = random.Random(seed)
+    unit = RepackUnit(width, 4096, G)
+    steps, expected, subs = [], [], []
+    for sub in range(5):
+        S = rng.sample(range(40), rng.randint(1, G))
+        D = rng.sample(range(40), rng.randint(1, G))
+        blocks = random_blocks(rng, S, D)
+        if sub == 4:
+            blocks = {key: b"" for key in blocks}          # an all-empty sub-matrix
+        tag = rng.getrandbits(16)
+        s, e = submatrix_steps(rng, G, width, tag, S, D, blocks)
+        steps += s
+        expected += e
+        subs.append((tag, S, D))
+    run = UnitRun(unit, seed=seed, in_stall=in_stall, out_stall=out_stall,
+                  ev_stall=ev_stall).run(steps)
+
+    assert run.messages() == expected
+    # Every output beat but a message's last is full; keep marks the message's bytes.
+    for beat in run.out:
+        assert beat["last"] or beat["keep"] == (1 << width // 8) - 1
+    # Events: per sub-matrix a TAKEN per source, a DELIVERED per destination in D order, DONE.
+    events = list(run.events)
+    for tag, S, D in subs:
+        mine = events[:len(S) + len(D) + 1]
+        events = events[len(S) + len(D) + 1:]
+        assert all(e["tag"] == tag for e in mine)
+        assert sorted(e["rank"] for e in mine[:len(S)]) == sorted(S)
+        assert all(e["kind"] == UnitEvent.TAKEN for e in mine[:len(S)])
+        assert [e["rank"] for e in mine[len(S):-1]] == D
+        assert all(e["kind"] == UnitEvent.DELIVERED for e in mine[len(S):-1])
+        assert mine[-1]["kind"] == UnitEvent.DONE and mine[-1]["code"] == RepackError.OK
+    assert events == []
+    assert run.errors == 0
+
+
+def test_unit_rate():
+    """Without stalls, blocks a whole number of beats long: one beat per cycle in, one beat
+    per cycle out (header and table beats included), a few cycles per sub-matrix besides."""
+    width, G = 64, 4
+    rng = random.Random(5)
+    unit = RepackUnit(width, 4096, G)
+    S, D = [0, 1, 2, 3], [4, 5, 6, 7]
+    blocks = {(i, j): rng.randbytes(24) for i in S for j in D}
+    steps, expected = submatrix_steps(rng, G, width, 9, S, D, blocks)
+    run = UnitRun(unit).run(steps)
+    assert run.messages() == expected
+    beats_in = sum(len(s[1]) for s in steps if s[0] == "message")
+    beats_out = len(run.out)
+    assert beats_in == beats_out == 4 * (1 + 1 + 12)
+    assert run.busy_cycles <= beats_in + beats_out + 6, run.busy_cycles
+
+
+def test_unit_capacity_refused_at_configuration():
+    """A sub-matrix whose budget does not fit the buffer is refused before any data."""
+    width, G, cap = 64, 4, 256
+    unit = RepackUnit(width, cap, G)
+    rng = random.Random(7)
+    S, D = [3, 4], [5, 6]
+    fit = cap - buffer_bytes_needed(0, len(S), width)       # the largest budget that fits
+    blocks = {(i, j): rng.randbytes(fit // 4) for i in S for j in D}
+    too_big, _ = submatrix_steps(rng, G, width, 1, S, D, blocks, budget=fit + 1)
+    ok, expected = submatrix_steps(rng, G, width, 2, S, D, blocks, budget=fit)
+    # The refused configuration's sources send anyway: their messages are strays.
+    run = UnitRun(unit, seed=7).run(too_big + ok)
+    assert run.events[0] == {"kind": UnitEvent.DONE, "rank": 0, "tag": 1,
+                             "code": RepackError.CAPACITY}
+    assert run.messages() == expected
+    assert run.errors == 1 + len(S)                          # the refusal + two strays
+    assert run.last_error == RepackError.STRAY
+
+
+def test_unit_bad_config():
+    unit = RepackUnit(64, 1024, 4)
+    steps = []
+    for cfg in (unit_config(4, 1, [], [1], 10),                       # dh = 0
+                {**unit_config(4, 2, [1], [1], 10), "dv": 5},        # dv > max_group
+                unit_config(4, 3, [1], [1], 10, timeout=0)):
+        steps += [("config", cfg), ("wait_done",)]
+    run = UnitRun(unit).run(steps)
+    assert [(e["tag"], e["code"]) for e in run.events] == [
+        (1, RepackError.BAD_CONFIG), (2, RepackError.BAD_CONFIG), (3, RepackError.BAD_CONFIG)]
+    assert run.errors == 3 and run.out == [] and run.busy_cycles == 0
+
+
+def _bad_case(case, rng, width, tag, S, D, blocks):
+    """Steps after the configuration of a sub-matrix with one bad input; returns (steps,
+    code of the sub-matrix's DONE, errors counted)."""
+    def msg(i, blist=None, *, tag_=tag, rank=None):
+        blist = [blocks[i, j] for j in D] if blist is None else blist
+        return message_beats(pack_message(i, tag_, blist, width), width, rank=rank)
+
+    def steps(*messages):
+        return [("message", m) for m in messages] + [("wait_done",)]
+    good = [msg(i) for i in S]
+    if case == "length_short":                 # the table promises more bytes than come
+        bad = good[0][:-1]
+        bad[-1] = {**bad[-1], "last": 1}
+        return steps(bad, *good[1:]), RepackError.LENGTH, 1
+    if case == "length_long":                  # more beats than the table says
+        bad = good[0][:-1] + [{**good[0][-1], "last": 0}, good[0][-1]]
+        return steps(bad, *good[1:]), RepackError.LENGTH, 1
+    if case == "length_keep":                  # the last beat's keep says a byte less
+        bad = [dict(b) for b in good[0]]
+        bad[-1]["keep"] >>= 1
+        return steps(bad, *good[1:]), RepackError.LENGTH, 1
+    if case == "duplicate":                    # before the sub-matrix is complete
+        return steps(good[0], good[0], *good[1:]), RepackError.DUPLICATE, 1
+    if case == "outside_d":                    # one block more than D has
+        bad = msg(S[0], [blocks[S[0], j] for j in D] + [b"x"])
+        return steps(bad, *good[1:]), RepackError.OUTSIDE_D, 1
+    if case == "outside_d_padding":            # a length past the count in the table
+        bad = [dict(b) for b in good[0]]
+        bad[1]["data"] |= 5 << (16 * len(D))
+        return steps(bad, *good[1:]), RepackError.OUTSIDE_D, 1
+    if case == "over_budget":
+        return steps(*good), RepackError.OVER_BUDGET, 1
+    if case == "unknown_source":               # a rank not in S: dropped, the rest goes on
+        return steps(good[0], msg(99, [b"ab"] * len(D)), *good[1:]), RepackError.OK, 1
+    if case == "forged_source":                # header and transport rank differ
+        return steps(msg(S[0], rank=S[0] + 1), *good), RepackError.OK, 1
+    if case == "wrong_tag":
+        return steps(msg(S[0], tag_=tag ^ 1), *good), RepackError.OK, 1
+    if case == "timeout":                      # the last source never comes
+        return steps(*good[:-1]), RepackError.TIMEOUT, 1
+    if case == "timeout_mid_message":          # ... or stops in its middle: its rest is
+        return (steps(*good[:-1], good[-1][:2])  # dropped when it comes late
+                + [("message", good[-1][2:])]), RepackError.TIMEOUT, 1
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", [
+    "length_short", "length_long", "length_keep", "duplicate", "outside_d", "outside_d_padding",
+    "over_budget", "unknown_source", "forged_source", "wrong_tag", "timeout",
+    "timeout_mid_message",
+])
+def test_unit_bad_input(case):
+    """Each bad input is counted; a sub-matrix it belongs to is dropped whole (no output
+    beat), a stray message is dropped alone; the next sub-matrix is transposed."""
+    width, G = 64, 4
+    rng = random.Random(case)
+    unit = RepackUnit(width, 2048, G)
+    S, D = [7, 2, 9], [4, 1]
+    blocks = {(i, j): rng.randbytes(rng.randint(9, 30)) for i in S for j in D}
+    total = sum(map(len, blocks.values()))
+    steps, code, errors = _bad_case(case, rng, width, 0x0101, S, D, blocks)
+    budget = total - 1 if case == "over_budget" else total + 8
+    steps = [("config", unit_config(G, 0x0101, S, D, budget, timeout=100))] + steps
+    ok_steps, expected_ok = submatrix_steps(rng, G, width, 0x0202, S, D, blocks)
+    run = UnitRun(unit, seed=3, in_stall=0.2, out_stall=0.3).run(steps + ok_steps)
+
+    first_done = next(e for e in run.events if e["kind"] == UnitEvent.DONE)
+    assert first_done["code"] == code
+    if code == RepackError.OK:
+        expected = [(j, pack_message(j, 0x0101, [blocks[i, j] for i in S], width)) for j in D]
+    else:
+        expected = []
+        # Nothing of the dropped sub-matrix was delivered.
+        assert not any(e["kind"] == UnitEvent.DELIVERED and e["tag"] == 0x0101
+                       for e in run.events)
+    assert run.messages() == expected + expected_ok
+    assert run.errors == errors
+    assert run.last_error != RepackError.OK
+
+
+# ---- Control tree and units ---------------------------------------------------------------
+
+class Exchange:
+    """Ranks around a RepackEngine: they register, send on SEND notices, collect outputs."""
+
+    def __init__(self, engine, plan, blocks, *, seed, stall=0.3, reg_order=None,
+                 extra_regs=(), skip=(), senders_skip=(), corrupt=None, budget=None,
+                 timeout=400, reg_gap=12):
+        self.eng = engine
+        self.plan = plan
+        self.blocks = blocks
+        self.rng = random.Random(seed)
+        self.stall = stall
+        n = plan.n
+        self.reg_order = list(reg_order) if reg_order is not None else \
+            self.rng.sample(range(n), n)
+        self.reg_order = [r for r in self.reg_order if r not in skip] + list(extra_regs)
+        self.senders_skip = set(senders_skip)
+        self.corrupt = corrupt
+        self.budget = plan.budget(blocks) if budget is None else budget
+        self.timeout = timeout
+        self.reg_gap = reg_gap
+        self.source_msgs = plan.source_messages(blocks)
+        self.queues = [[] for _ in range(engine.units)]
+        self.out = [[] for _ in range(engine.units)]
+        self.notices = []
+        self.cycle = 0
+        self.done_cycle = {}
+        self.sent = {r: 0 for r in range(n)}
+        self.beats_in = [0] * engine.units
+
+    def registrar(self):
+        async def run(ctx):
+            for r in self.reg_order:
+                if self.reg_gap > 1:
+                    await ctx.tick().repeat(self.rng.randrange(1, self.reg_gap))
+                ctx.set(self.eng.reg.payload.rank, r)
+                ctx.set(self.eng.reg.valid, 1)
+                await ctx.tick().until(self.eng.reg.ready)
+                ctx.set(self.eng.reg.valid, 0)
+        return run
+
+    def notice_sink(self):
+        rng = random.Random(self.rng.random())
+
+        async def run(ctx):
+            while True:
+                ready = rng.random() >= self.stall
+                ctx.set(self.eng.notice.ready, ready)
+                *_, valid, p = await ctx.tick().sample(self.eng.notice.valid,
+                                                       self.eng.notice.payload)
+                if valid and ready:
+                    notice = {"kind": p.kind, "rank": p.rank, "unit": p.unit, "tag": p.tag,
+                              "group": p.group, "cycle": self.cycle}
+                    self.notices.append(notice)
+                    if p.kind == NoticeKind.SEND and p.rank not in self.senders_skip:
+                        msg = self.source_msgs[(p.rank, p.group)]
+                        if self.corrupt is not None:
+                            msg = self.corrupt(p.rank, p.group, msg)
+                        self.queues[p.unit].append(message_beats(msg, self.eng.data_width))
+                    if p.kind == NoticeKind.DONE:
+                        self.done_cycle[p.rank] = self.cycle
+        return run
+
+    def sender(self, k):
+        rng = random.Random(self.rng.random())
+        port = self.eng.i(k)
+
+        async def run(ctx):
+            while True:
+                if self.queues[k]:
+                    # Messages to one unit in random order, one at a time.
+                    beats = self.queues[k].pop(rng.randrange(len(self.queues[k])))
+                    self.sent[beats[0]["rank"]] += 1
+                    self.beats_in[k] += len(beats)
+                    await send_beats(ctx, port, beats, rng, self.stall)
+                else:
+                    await ctx.tick()
+        return run
+
+    def run(self, cycles=40_000):
+        eng = self.eng
+
+        async def main(ctx):
+            await ctx.tick().repeat(1 + self.rng.randrange(3))
+            for w in self.plan.order_writes():
+                ctx.set(eng.order.payload, w)
+                ctx.set(eng.order.valid, 1)
+                await ctx.tick().until(eng.order.ready)
+            ctx.set(eng.order.valid, 0)
+            ops = ctx.get(eng.ops)
+            ctx.set(eng.start.payload, {"n": self.plan.n, "budget": self.budget,
+                                        "timeout": self.timeout})
+            ctx.set(eng.start.valid, 1)
+            await ctx.tick().until(eng.start.ready)
+            ctx.set(eng.start.valid, 0)
+            while ctx.get(eng.ops) == ops:
+                await ctx.tick()
+                self.cycle += 1
+            await ctx.tick().repeat(30)
+            self.status = ctx.get(eng.status)
+            self.errors = ctx.get(eng.errors)
+            self.hw_cycles = ctx.get(eng.cycles)
+            self.unit_busy = [ctx.get(eng.unit(k).busy_cycles) for k in range(eng.units)]
+
+        background = [self.registrar(), self.notice_sink()]
+        for k in range(eng.units):
+            background.append(self.sender(k))
+            background.append(sink(eng.o(k), self.out[k], random.Random(self.rng.random()),
+                                   self.stall))
+        simulate(eng, main, background, cycles)
+        return self
+
+    def received(self):
+        """Messages each rank received, in arrival order per unit."""
+        got = [[] for _ in range(self.plan.n)]
+        for k in range(self.eng.units):
+            for rank, msg in split_messages(self.out[k], self.eng.data_width):
+                got[rank].append(msg)
+        return got
+
+    def count(self, kind):
+        counts = [0] * self.plan.n
+        for notice in self.notices:
+            if notice["kind"] == kind:
+                counts[notice["rank"]] += 1
+        return counts
+
+
+def random_matrix(rng, n, max_len=64):
+    blocks = [[np.frombuffer(rng.randbytes(rng.randrange(max_len + 1)), dtype=np.uint8)
+               for _ in range(n)] for _ in range(n)]
+    if n > 1:
+        i = rng.randrange(n)
+        blocks[i] = [np.zeros(0, np.uint8) for _ in range(n)]       # an empty row
+        j = rng.randrange(n)
+        for row in blocks:
+            row[j] = np.zeros(0, np.uint8)                         # an empty column
+    return blocks
+
+
+def check_exchange(ex):
+    plan = ex.plan
+    n = plan.n
+    p_groups, q_groups = len(plan.src_groups), len(plan.dst_groups)
+    assert ex.status == RepackError.OK and ex.errors == 0
+    # The numpy transpose, block by block.
+    got = plan.gather_results(ex.received())
+    ref = reference_alltoallv(ex.blocks)
+    for j in range(n):
+        for i in range(n):
+            assert np.array_equal(got[j][i], ref[j][i]), (i, j)
+    # The exact messages: one in and one out per rank and sub-matrix.
+    expected = plan.destination_messages(ex.blocks)
+    received = ex.received()
+    for j in range(n):
+        assert sorted(received[j]) == sorted(expected[(j, a)] for a in range(p_groups))
+    assert ex.sent == {r: q_groups for r in range(n)}
+    assert ex.count(NoticeKind.SEND) == [q_groups] * n
+    assert ex.count(NoticeKind.TAKEN) == [q_groups] * n
+    assert ex.count(NoticeKind.DELIVERED) == [p_groups] * n
+    assert ex.count(NoticeKind.DONE) == [1] * n
+    # A rank's DONE is its last notice.
+    for r in range(n):
+        mine = [x["kind"] for x in ex.notices if x["rank"] == r]
+        assert mine[-1] == NoticeKind.DONE and mine.count(NoticeKind.DONE) == 1
+
+
+def _engine(max_ranks=12, units=2, max_group=4, width=64, capacity=2048):
+    return RepackEngine(max_ranks, units, max_group, width, capacity)
+
+
+@pytest.mark.parametrize("n,dh,dv,seed", [
+    (1, 1, 1, 0), (2, 1, 2, 1), (3, 2, 3, 2), (4, 2, 2, 3), (6, 4, 3, 4), (8, 3, 4, 5),
+    (11, 3, 3, 6), (11, 4, 2, 7),
+])
+def test_exchange(n, dh, dv, seed):
+    """dh, dv that mostly do not divide N (partial subgroups at the edges), random rank
+    lists on odd seeds, random registration order and timing, lengths 0..64 with an empty row
+    and column, random backpressure on every stream, 1-3 units: every result equals the
+    numpy transpose and each rank sends and receives one message per sub-matrix."""
+    rng = random.Random(seed)
+    G = 4
+    if seed % 2:
+        perm = rng.sample(range(n), n)
+        src_groups = [perm[k:k + dh] for k in range(0, n, dh)]
+        perm = rng.sample(range(n), n)
+        dst_groups = [perm[k:k + dv] for k in range(0, n, dv)]
+        plan = plan_subgroups(n, 8, src_groups=src_groups, dst_groups=dst_groups, max_group=G)
+    else:
+        plan = plan_subgroups(n, 8, dh, dv, max_group=G)
+    assert (plan.dh, plan.dv) == (dh, dv)
+    blocks = random_matrix(rng, n)
+    ex = Exchange(_engine(units=1 + seed % 3), plan, blocks, seed=seed,
+                  stall=(0.0, 0.3, 0.5)[seed % 3]).run()
+    check_exchange(ex)
+
+
+def test_exchange_sequence_and_edges():
+    """Two exchanges back to back on one engine, the second with groups {1,2},{0,3},{4,5}
+    (seed 003, fig. 8) and uneven sizes."""
+    rng = random.Random(21)
+    eng = _engine(max_ranks=8, units=2)
+    plan = plan_subgroups(6, 8, src_groups=[[1, 2], [0, 3], [4, 5]],
+                          dst_groups=[[5], [0, 3, 1], [4, 2]], max_group=4)
+    blocks = random_matrix(rng, 6)
+    ex = Exchange(eng, plan, blocks, seed=22, stall=0.2)
+    ex.run()
+    check_exchange(ex)
+
+
+def test_bad_registrations_counted():
+    """A duplicate registration and one from outside the group are counted and ignored."""
+    rng = random.Random(31)
+    plan = plan_subgroups(5, 8, 2, 3, max_group=4)
+    blocks = random_matrix(rng, 5)
+    ex = Exchange(_engine(), plan, blocks, seed=31, extra_regs=[2, 7, 4]).run()
+    assert ex.errors == 3
+    ex.errors = 0
+    check_exchange(ex)
+
+
+def test_missing_rank_times_out():
+    """A rank that never registers becomes TIMEOUT, not a hang; sub-matrices without it
+    complete, those with it deliver nothing."""
+    rng = random.Random(41)
+    plan = plan_subgroups(6, 8, 2, 2, max_group=4)
+    blocks = random_matrix(rng, 6)
+    ex = Exchange(_engine(), plan, blocks, seed=41, skip=[3], timeout=300).run()
+    assert ex.status == RepackError.TIMEOUT and ex.errors == 1
+    a3, b3 = plan.src_group_of(3), plan.dst_group_of(3)
+    expected = plan.destination_messages(blocks)
+    for j, msgs in enumerate(ex.received()):
+        for msg in msgs:
+            assert msg in expected.values()
+        # Nothing from the missing rank's source subgroup, nothing into its destination one.
+        assert expected.get((j, a3)) not in msgs
+        if plan.dst_group_of(j) == b3:
+            assert msgs == []
+    assert ex.count(NoticeKind.DONE)[3] == 0
+
+
+def test_missing_message_times_out():
+    """A source that registers but never sends: its unit drops the sub-matrix with TIMEOUT;
+    the other sub-matrices finish and the exchange reports TIMEOUT."""
+    rng = random.Random(51)
+    plan = plan_subgroups(4, 8, 2, 2, max_group=4)
+    blocks = random_matrix(rng, 4)
+    ex = Exchange(_engine(), plan, blocks, seed=51, senders_skip=[1], timeout=200).run()
+    assert ex.status == RepackError.TIMEOUT
+    a1 = plan.src_group_of(1)
+    expected = plan.destination_messages(blocks)
+    for j, msgs in enumerate(ex.received()):
+        assert sorted(msgs) == sorted(expected[(j, a)] for a in range(2) if a != a1)
+
+
+def test_bad_message_drops_submatrix():
+    """A source message whose table disagrees with its length: the unit drops that
+    sub-matrix whole; the exchange reports LENGTH; everything else is delivered."""
+    plan = plan_subgroups(6, 8, 3, 2, max_group=4)
+    blocks = [[np.full(5, i * 16 + j, np.uint8) for j in range(6)] for i in range(6)]
+
+    def corrupt(rank, group, msg):
+        return msg[:-1] if (rank, group) == (4, 1) else msg      # one byte short
+    ex = Exchange(_engine(), plan, blocks, seed=61, corrupt=corrupt).run()
+    assert ex.status == RepackError.LENGTH and ex.errors == 1
+    expected = plan.destination_messages(blocks)
+    a4 = plan.src_group_of(4)
+    for j, msgs in enumerate(ex.received()):
+        want = [expected[(j, a)] for a in range(2) if not (a == a4 and
+                                                           plan.dst_group_of(j) == 1)]
+        assert sorted(msgs) == sorted(want)
+
+
+@pytest.mark.parametrize("what", ["capacity", "not_a_permutation", "group_too_large", "n_zero"])
+def test_start_refused(what):
+    """A budget that does not fit a unit, or bad rank lists, end the exchange at start with
+    no notice and no traffic."""
+    eng = _engine(max_ranks=8, units=2, max_group=3, capacity=256)
+    plan = plan_subgroups(4, 8, 2, 2, max_group=3)
+    writes = plan.order_writes()
+    start = {"n": 4, "budget": 32, "timeout": 100}
+    code = RepackError.BAD_CONFIG
+    if what == "capacity":
+        start["budget"] = 256 - buffer_bytes_needed(0, 2, 64) + 1
+        code = RepackError.CAPACITY
+    elif what == "not_a_permutation":
+        writes[1] = {**writes[1], "rank": writes[0]["rank"]}
+    elif what == "group_too_large":            # one destination group of 4 ranks
+        writes = [{**w, "end": int(w["index"] == 3)} if w["list"] == OrderList.DST else w
+                  for w in writes]
+    elif what == "n_zero":
+        start["n"] = 0
+    result = {}
+
+    async def main(ctx):
+        for w in writes:
+            ctx.set(eng.order.payload, w)
+            ctx.set(eng.order.valid, 1)
+            await ctx.tick()
+        ctx.set(eng.order.valid, 0)
+        ctx.set(eng.start.payload, start)
+        ctx.set(eng.start.valid, 1)
+        await ctx.tick()
+        ctx.set(eng.start.valid, 0)
+        for _ in range(40):
+            ctx.set(eng.reg.payload.rank, 0)
+            ctx.set(eng.reg.valid, 1)                 # a registration waits, never taken
+            assert not ctx.get(eng.notice.valid)
+            assert not ctx.get(eng.reg.ready)
+            await ctx.tick()
+        result.update(status=ctx.get(eng.status), busy=ctx.get(eng.busy),
+                      ops=ctx.get(eng.ops), errors=ctx.get(eng.errors))
+
+    simulate(eng, main, [], 2000)
+    assert result == {"status": code, "busy": 0, "ops": 1, "errors": 1}
+
+
+def direct_exchange_cycles(n, width):
+    """Direct pairwise exchange of one-beat blocks over the project's Switch: in round r rank
+    i sends to (i + r) % n.  Cycles until every packet has left the switch."""
+    sw = Switch(n, width)
+    state = {"got": 0, "cycles": 0}
+
+    def source(i):
+        async def run(ctx):
+            port = sw.rx(i)
+            for r in range(1, n):
+                ctx.set(port.payload, {"data": i, "keep": 0xff, "last": 1, "dest": (i + r) % n})
+                ctx.set(port.valid, 1)
+                await ctx.tick().until(port.ready)
+            ctx.set(port.valid, 0)
+        return run
+
+    async def main(ctx):
+        for o in range(n):
+            ctx.set(sw.tx(o).ready, 1)
+        while state["got"] < n * (n - 1):
+            _, _, *valid = await ctx.tick().sample(*(sw.tx(o).valid for o in range(n)))
+            state["got"] += sum(valid)
+            state["cycles"] += 1
+
+    sim = Simulator(sw)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(2000), background=True)
+    for i in range(n):
+        sim.add_testbench(source(i))
+    sim.add_testbench(main)
+    sim.run()
+    return state["cycles"]
+
+
+def test_exchange_16_ranks_measure(capsys):
+    """N = 16, 8-byte blocks, 64-bit beats, 4 units; dh = dv = 4 and the planner's default
+    (8): messages, notices and cycles per rank, unit utilisation, against direct pairwise
+    exchange on the Switch.  Every rank registers at once.  Figures for docs/repack.md."""
+    rng = random.Random(71)
+    n = 16
+    blocks = [[np.frombuffer(rng.randbytes(8), np.uint8) for _ in range(n)] for _ in range(n)]
+    direct = direct_exchange_cycles(n, 64)
+    lines = [f"direct pairwise on the Switch: {n - 1} + {n - 1} messages per rank, "
+             f"{direct} cycles (no per-message cost simulated)"]
+    bounds = {4: 470, 8: 360}
+    for dh in (4, None):
+        eng = RepackEngine(16, 4, 8, 64, 4096)
+        plan = plan_subgroups(n, 8, dh, max_group=8, units=4)
+        ex = Exchange(eng, plan, blocks, seed=72, stall=0.0, reg_order=list(range(n)),
+                      reg_gap=0).run()
+        check_exchange(ex)
+        done = [ex.done_cycle[r] for r in range(n)]
+        messages = plan.sends_per_rank + plan.receives_per_rank
+        notices = len(ex.notices) // n
+        moved = [ex.beats_in[k] + len(ex.out[k]) for k in range(eng.units)]
+        # Per-message cost at which both take equally long: messages saved pay for cycles.
+        break_even = (ex.hw_cycles - direct) / (2 * (n - 1) - messages)
+        lines.append(
+            f"repack dh=dv={plan.dh}: {plan.sends_per_rank} + {plan.receives_per_rank} messages "
+            f"and {notices} notices per rank, {len(plan.submatrices())} sub-matrices; "
+            f"{ex.hw_cycles} cycles start..last DONE (ranks done at {min(done)}..{max(done)}); "
+            f"units busy {ex.unit_busy} cycles moving {moved} beats; model at alpha=0: "
+            f"{cost_repack(n, 8, plan.dh, plan.dv, 64, 4, 0)}; break-even alpha "
+            f"{break_even:.0f} cycles")
+        assert ex.hw_cycles <= bounds[plan.dh], ex.hw_cycles
+        assert all(busy <= 1.5 * beats for busy, beats in zip(ex.unit_busy, moved)), \
+            (ex.unit_busy, moved)
+    assert direct <= n + 2
+    with capsys.disabled():
+        print()
+        for line in lines:
+            print("  " + line)
