@@ -3,7 +3,7 @@
     nicoll demo [--nodes N] [--backend B ...]   open a cluster on each backend, print what it reads
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
-    nicoll synth --board versa_ecp5 [--block alu]   utilization and Fmax of the NIC core / ALU
+    nicoll synth --board versa_ecp5 [--block alu|barrier|repack]   utilization and Fmax
 """
 
 import argparse
@@ -109,6 +109,15 @@ def _synth(args):
         capabilities = all_capabilities() - left_out
         name = f"alu_w{args.data_width}_{len(capabilities)}pairs"
         factory = lambda: ReductionALU(args.data_width, capabilities=capabilities)  # noqa: E731
+    elif args.block == "barrier":
+        from nicoll.hw.barrier import BarrierUnit
+        name = f"barrier_n{args.max_nodes}_k{args.max_children}"
+        factory = lambda: BarrierUnit(args.max_nodes, args.max_children)  # noqa: E731
+    elif args.block == "repack":
+        from nicoll.hw.repack import RepackUnit
+        name = f"repack_w{args.data_width}_cap{args.capacity}_g{args.max_group}"
+        factory = lambda: RepackUnit(args.data_width, args.capacity,    # noqa: E731
+                                     args.max_group)
     else:
         from nicoll.hw.niccore import NicCore
         name = f"niccore_w{args.data_width}_mem{args.mem_size}"
@@ -154,8 +163,9 @@ def _parser():
 
     synth = sub.add_parser("synth", help="synthesize the NIC core and report utilization and Fmax")
     synth.add_argument("--board", default="versa_ecp5")
-    synth.add_argument("--block", choices=("niccore", "alu"), default="niccore",
-                       help="what to synthesize: the whole NIC core or the reduction ALU alone")
+    synth.add_argument("--block", choices=("niccore", "alu", "barrier", "repack"),
+                       default="niccore",
+                       help="what to synthesize: the whole NIC core, or one unit alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     synth.add_argument("--without", metavar="OP:DTYPE,...",
                        help="ALU pairs to leave out, e.g. prod:float64,prod:int64")
@@ -163,6 +173,12 @@ def _parser():
     synth.add_argument("--max-nodes", type=int, default=64)
     synth.add_argument("--mem-size", type=_size, default=16 << 10,
                        help="device memory in bytes (on-chip block RAM; default 16k)")
+    synth.add_argument("--max-children", type=int, default=8,
+                       help="barrier: child slots of one unit (default 8)")
+    synth.add_argument("--capacity", type=_size, default=4 << 10,
+                       help="repack: buffer bytes of one unit (default 4k)")
+    synth.add_argument("--max-group", type=int, default=8,
+                       help="repack: largest source / destination subgroup (default 8)")
     synth.set_defaults(func=_synth)
     return parser
 
