@@ -1,24 +1,26 @@
 # Ref: AMBA AXI and ACE Protocol Specification (IHI0022E) for s_axil / s_axi;
 #      AMBA 4 AXI4-Stream Protocol Specification (IHI0051A) for net_tx / net_rx.
-"""One nicoll NIC core: registers, device memory and network ports of a node.
+"""One nicoll NIC core: registers, device memory, barrier unit and network ports of a node.
 
-This is the foundation the collective engine grows on: the core answers its register map
-(:class:`~nicoll.hw.csr.CSRSlave`), gives the host its device memory
-(:class:`~nicoll.hw.devmem.DeviceMemory`) and counts cycles.  No engine is attached yet, so
-nothing is sent (``net_tx.valid`` is 0) and nothing is accepted (``net_rx.ready`` is 0): a
-packet addressed to this node waits at the switch.
+The core answers its register map (:class:`~nicoll.hw.csr.CSRSlave`), gives the host its
+device memory (:class:`~nicoll.hw.devmem.DeviceMemory`), counts cycles, and runs the barrier
+unit (:class:`~nicoll.hw.barrier.BarrierUnit`, seed 004) whose notices travel as header-only
+control packets (:class:`~nicoll.hw.packet.HeaderSender` / :class:`HeaderReceiver`) on
+``net_tx`` / ``net_rx``.  Packets of other kinds are taken and dropped until the collective
+engine that owns them is attached.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .._regmap import REGMAP
 from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
+from .barrier import MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .csr import CSRSlave
 from .devmem import DeviceMemory
-from .packet import DEST_WIDTH, packet_stream
+from .packet import DEST_WIDTH, HeaderReceiver, HeaderSender, PacketKind, packet_stream
 
 
 __all__ = ["NicCore", "check_core_params"]
@@ -31,8 +33,10 @@ CSR_ADDR_WIDTH = 16
 #: Width of the host port's byte address and ID.
 AXI_ADDR_WIDTH = 32
 AXI_ID_WIDTH = 8
-#: Node ids are DEST_WIDTH bits wide; the largest cluster leaves no id unused but none spare.
-MAX_NODES_LIMIT = (1 << DEST_WIDTH) - 1
+#: The barrier unit's bit vector and route table grow with max_nodes; it takes at most 4096.
+MAX_NODES_LIMIT = _BARRIER_NODES_LIMIT
+#: Child slots of the barrier unit: the register map has CHILD0 .. CHILD7.
+BARRIER_CHILDREN_LIMIT = 8
 #: MEM_SIZE is a 32-bit register and the size a power of two, so 2 GiB is the largest.
 MEM_SIZE_LIMIT = 1 << 31
 
@@ -61,6 +65,14 @@ def check_core_params(*, data_width, max_nodes, mem_size):
                          f"(data_width / 8) and at most {MEM_SIZE_LIMIT}, not {mem_size!r}")
 
 
+def _check_barrier_children(barrier_children):
+    if not _is_int(barrier_children):
+        raise TypeError(f"barrier_children must be an integer, not {barrier_children!r}")
+    if not 1 <= barrier_children <= BARRIER_CHILDREN_LIMIT:
+        raise ValueError(f"barrier_children must be between 1 and {BARRIER_CHILDREN_LIMIT}, "
+                         f"not {barrier_children!r}")
+
+
 class NicCore(wiring.Component):
     """A nicoll NIC core.
 
@@ -69,12 +81,15 @@ class NicCore(wiring.Component):
     data_width : int
         Bits per beat of the network streams and of the device memory: 64, 128, 256 or 512.
     max_nodes : int
-        Largest cluster this build joins, 1..65535 (reported in MAX_NODES).
+        Largest cluster this build joins, 1..4096 (reported in MAX_NODES).
     mem_size : int
         Bytes of device memory (reported in MEM_SIZE).
     alu_capabilities : set of (ReduceOp, DType) or None
         The pairs the reduction ALU of this build computes (reported in the ALU block's
         OPS_<TYPE> registers); None for every pair MPI defines.
+    barrier_children : int
+        Child slots of the barrier unit, 1..8 (reported in the barrier block's CAPS): 2 is
+        enough for a binary tree, k for a k-ary one.
 
     Members
     -------
@@ -92,15 +107,20 @@ class NicCore(wiring.Component):
     Attributes
     ----------
     csr : :class:`~nicoll.hw.csr.CSRSlave`
+    barrier : :class:`~nicoll.hw.barrier.BarrierUnit`
+        The barrier unit with ``barrier_children`` child slots.
     devmem : :class:`~nicoll.hw.devmem.DeviceMemory`
         The device memory; ``devmem.data`` gives simulation testbenches its rows.  Both are
         built on first use (at the latest by :meth:`elaborate`), so a core that is only
         inspected leaves no unused elaboratable behind.
     """
 
-    def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None):
+    def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
+                 barrier_children=4):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+        _check_barrier_children(barrier_children)
         self.alu_capabilities = check_capabilities(alu_capabilities)
+        self._barrier_children = barrier_children
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._mem_size = mem_size
@@ -114,6 +134,7 @@ class NicCore(wiring.Component):
         })
         self._csr = None
         self._devmem = None
+        self._barrier = None
 
     @property
     def csr(self):
@@ -127,6 +148,12 @@ class NicCore(wiring.Component):
             self._devmem = DeviceMemory(self._mem_size, self._data_width,
                                         addr_width=AXI_ADDR_WIDTH, id_width=AXI_ID_WIDTH)
         return self._devmem
+
+    @property
+    def barrier(self):
+        if self._barrier is None:
+            self._barrier = BarrierUnit(self._max_nodes, self._barrier_children)
+        return self._barrier
 
     @property
     def data_width(self):
@@ -151,9 +178,10 @@ class NicCore(wiring.Component):
         cycles = Signal(64)
         m.d.sync += cycles.eq(cycles + 1)
 
-        # Values of the hardware-driven fields, keyed by the map's own names; every such
-        # field of the map must be driven here, so a field added to the RDL cannot be left
-        # floating.
+        def reg(register, field):
+            """The output port of a software-written barrier field."""
+            return getattr(csr, CSRSlave.port_name("barrier", register, field))
+
         values = {
             ("global", "DATA_WIDTH", "bits"):  self._data_width,
             ("global", "MAX_NODES", "count"):  self._max_nodes,
@@ -163,12 +191,17 @@ class NicCore(wiring.Component):
         }
         for dtype, mask in capability_masks(self.alu_capabilities).items():
             values["alu", f"OPS_{dtype.name}", "ops"] = mask
+        values.update(self._elaborate_barrier(m, cycles, reg))
+
+        # Values of the hardware-driven fields, keyed by the map's own names; every such
+        # field of the map must be driven here, so a field added to the RDL cannot be left
+        # floating.
         for block in REGMAP.blocks:
-            for reg in block.registers:
-                for field in reg.fields:
+            for register in block.registers:
+                for field in register.fields:
                     if not field.hw_driven:
                         continue
-                    key = (block.name, reg.name, field.name)
+                    key = (block.name, register.name, field.name)
                     if key not in values:
                         raise NotImplementedError(f"NicCore does not drive field "
                                                   f"{'.'.join(key)} of the register map")
@@ -176,10 +209,137 @@ class NicCore(wiring.Component):
                     m.d.comb += port.eq(values.pop(key))
         if values:
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
-
-        # No engine yet: nothing is sent and nothing is accepted.
-        m.d.comb += [
-            self.net_tx.valid.eq(0),
-            self.net_rx.ready.eq(0),
-        ]
         return m
+
+    def _elaborate_barrier(self, m, cycles, reg):
+        """The barrier unit, its notices as control packets, and its registers' values."""
+        m.submodules.barrier = unit = self.barrier
+        m.submodules.notice_tx = sender = HeaderSender(self._data_width)
+        m.submodules.notice_rx = receiver = HeaderReceiver(self._data_width)
+        k = self._barrier_children
+
+        # Configuration.  A route write naming a slot the unit cannot hold is not passed on
+        # (its narrow route_data would alias a real slot); it raises cfg_write like the
+        # unit's own range check, until the table is cleared.
+        slot = reg("ROUTE", "slot")
+        slot_too_big = Signal()
+        with m.If(reg("ROUTE", "clear")):
+            m.d.sync += slot_too_big.eq(0)
+        with m.Elif(reg("ROUTE", "write") & (slot > k)):
+            m.d.sync += slot_too_big.eq(1)
+        m.d.comb += [
+            unit.now.eq(cycles),
+            unit.node_id.eq(self.node_id),
+            unit.parent_id.eq(reg("PARENT", "id")),
+            unit.has_parent.eq(reg("PARENT", "valid")),
+            unit.route_addr.eq(reg("ROUTE", "node")),
+            unit.route_data.eq(slot),
+            unit.route_we.eq(reg("ROUTE", "write") & (slot <= k)),
+            unit.route_clear.eq(reg("ROUTE", "clear")),
+            unit.mode.eq(reg("MODE", "mode")),
+            unit.ac_sub.eq(reg("MODE", "sub")),
+            unit.m.eq(reg("M", "count")),
+            unit.c.eq(reg("C", "cycles")),
+            unit.estimate.eq(reg("ESTIMATE", "value")),
+            unit.start.eq(reg("CONTROL", "start")),
+            unit.start_seq.eq(reg("CONTROL", "seq")),
+            unit.log_index.eq(reg("SELECT", "entry")),
+        ]
+        for j in range(k):
+            m.d.comb += [unit.child_id[j].eq(reg(f"CHILD{j}", "id")),
+                         unit.child_valid[j].eq(reg(f"CHILD{j}", "valid"))]
+
+        # Done now (CONTROL.done), or at cycle DONE_AT (CONTROL.arm): the timed form lets a
+        # host place completions of several nodes at exact cycles of the shared clock.
+        armed = Signal()
+        armed_seq = Signal.like(unit.done_seq)
+        fire = armed & (cycles >= reg("DONE_AT", "cycle")) & ~reg("CONTROL", "done")
+        with m.If(reg("CONTROL", "start")):
+            m.d.sync += armed.eq(0)
+        with m.Elif(reg("CONTROL", "arm")):
+            m.d.sync += [armed.eq(1), armed_seq.eq(reg("CONTROL", "seq"))]
+        with m.Elif(fire):
+            m.d.sync += armed.eq(0)
+        m.d.comb += [
+            unit.done.eq(reg("CONTROL", "done") | fire),
+            unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"), armed_seq)),
+        ]
+
+        # Notices travel as header-only control packets: code = notice kind, arg = subject,
+        # value = estimate.  Ref: seed 004, fig. 1 (solid and dashed arrows).
+        notice, header = unit.tx.payload, sender.header.payload
+        m.d.comb += [
+            sender.header.valid.eq(unit.tx.valid),
+            unit.tx.ready.eq(sender.header.ready),
+            header.kind.eq(PacketKind.BARRIER),
+            header.code.eq(notice.kind),
+            header.src.eq(notice.src),
+            header.dst.eq(notice.dst),
+            header.seq.eq(notice.seq),
+            header.arg.eq(notice.subject),
+            header.value.eq(notice.estimate),
+        ]
+        wiring.connect(m, sender.packets, wiring.flipped(self.net_tx))
+        wiring.connect(m, wiring.flipped(self.net_rx), receiver.packets)
+        header = receiver.header.payload
+        notice = unit.rx.payload
+        m.d.comb += [
+            receiver.header.ready.eq(1),        # the unit's rx is always ready
+            unit.rx.valid.eq(receiver.header.valid & (header.kind == PacketKind.BARRIER)),
+            # A code beyond the notice kinds arrives as kind 3, which the unit refuses.
+            notice.kind.as_value().eq(Mux(header.code < 4, header.code, 3)),
+            notice.src.eq(header.src),
+            notice.dst.eq(header.dst),
+            notice.seq.eq(header.seq),
+            notice.subject.eq(header.arg),
+            notice.estimate.eq(header.value),
+        ]
+
+        def word(bits, index):
+            """32 bits of ``bits`` starting at bit 32 * ``index``; 0 beyond its end."""
+            words = -(-len(bits) // 32)
+            padded = Signal(32 * words)
+            out = Signal(32)
+            m.d.comb += padded.eq(bits)
+            with m.Switch(index):
+                for w in range(words):
+                    with m.Case(w):
+                        m.d.comb += out.eq(padded[32 * w:32 * (w + 1)])
+            return out
+
+        errors = unit.errors
+        values = {
+            ("barrier", "CAPS", "children"): k,
+            ("barrier", "CAPS", "log_depth"): unit.log_depth,
+            ("barrier", "ROUTE_READ", "slot"): unit.route_rdata,
+            ("barrier", "STATUS", "seq"): unit.seq,
+            ("barrier", "STATUS", "finished"): unit.finished,
+            ("barrier", "STATUS", "released"): unit.released,
+            ("barrier", "STATUS", "aborted"): unit.aborted,
+            ("barrier", "STATUS", "error"): unit.error | slot_too_big,
+            ("barrier", "STATUS", "armed"): armed,
+            ("barrier", "STATUS", "s_valid"): unit.stamp_valid.s,
+            ("barrier", "STATUS", "mt_valid"): unit.stamp_valid.mt,
+            ("barrier", "STATUS", "e_valid"): unit.stamp_valid.e,
+            ("barrier", "STATUS", "log_overflow"): unit.log_overflow,
+            ("barrier", "NUMBERS", "abort_seq"): unit.abort_seq,
+            ("barrier", "NUMBERS", "stamp_seq"): unit.stamp_seq,
+            ("barrier", "COUNT", "ones"): unit.ones,
+            ("barrier", "COUNT", "total"): unit.total,
+            ("barrier", "RELEASE_ONES", "ones"): unit.release_ones,
+            ("barrier", "STALE", "count"): unit.stale,
+            ("barrier", "RELEASED_AT", "cycle"): unit.released_at,
+            ("barrier", "S", "cycle"): unit.s,
+            ("barrier", "MT", "cycle"): unit.mt,
+            ("barrier", "E", "cycle"): unit.e,
+            ("barrier", "ABORT_ESTIMATE", "value"): unit.abort_estimate,
+            ("barrier", "LOG_ENTRY", "seq"): unit.log_seq,
+            ("barrier", "LOG_ENTRY", "count"): unit.log_count,
+            ("barrier", "LOG_IDS", "ids"): word(unit.log_ids, reg("SELECT", "word")),
+            ("barrier", "VECTOR", "bits"): word(unit.vector, reg("SELECT", "word")),
+            ("barrier", "ERRORS", "cfg_write"): errors.cfg_write | slot_too_big,
+        }
+        for name in ("m_range", "c_zero", "mode", "cfg_id", "cfg_slot", "cfg_self", "cfg_parent",
+                     "cfg_dup", "cfg_child", "outside", "notice"):
+            values["barrier", "ERRORS", name] = getattr(errors, name)
+        return values

@@ -10,7 +10,7 @@ __all__ = ["REGMAP"]
 REGMAP = RegisterMap(
     name='nicoll_regs',
     desc='Control and status registers of one nicoll NIC core, reached through its 32-bit AXI4-Lite slave.',
-    size=0x408,
+    size=0x4b0,
     blocks=(
         Block(name='global', offset=0x000, desc='Identification, build parameters, a scratch register and the cycle counter.', registers=(
             Register(name='ID', address=0x000, offset=0x00, width=32, desc='Constant tag naming the block (four ASCII characters, first character in the top byte).', fields=(
@@ -102,13 +102,153 @@ REGMAP = RegisterMap(
                 Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on incompatible changes.'),
             )),
         )),
-        Block(name='barrier', offset=0x400, desc='Header reserved for the barrier unit with approximate-computing thresholds (seed 004).', registers=(
+        Block(name='barrier', offset=0x400, desc="The barrier unit (seed 004): tree configuration, approximate-computing thresholds, the node's done strobe, status, cycle stamps and the root's abort log.", registers=(
             Register(name='ID', address=0x400, offset=0x00, width=32, desc='Constant tag naming the block (four ASCII characters, first character in the top byte).', fields=(
                 Field(name='tag', lsb=0, width=32, sw='r', hw='na', reset=0x42415252, desc=''),
             )),
             Register(name='VERSION', address=0x404, offset=0x04, width=32, desc='The driver refuses a block whose major version differs from the one it was written for.', fields=(
-                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on compatible additions.'),
-                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on incompatible changes.'),
+                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on compatible additions.'),
+                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on incompatible changes.'),
+            )),
+            Register(name='CAPS', address=0x408, offset=0x08, width=32, desc="Child slots of this build's barrier unit (CHILD0 .. CHILD<children-1> are used) and entries of its abort log.", fields=(
+                Field(name='children', lsb=0, width=8, sw='r', hw='w', reset=None, desc=''),
+                Field(name='log_depth', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='PARENT', address=0x40c, offset=0x0c, width=32, desc="This node's parent in the barrier tree; valid = 0 makes this node the root.", fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD0', address=0x410, offset=0x10, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD1', address=0x414, offset=0x14, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD2', address=0x418, offset=0x18, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD3', address=0x41c, offset=0x1c, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD4', address=0x420, offset=0x20, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD5', address=0x424, offset=0x24, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD6', address=0x428, offset=0x28, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CHILD7', address=0x42c, offset=0x2c, width=32, desc='A child of this node in the barrier tree, used when valid = 1.', fields=(
+                Field(name='id', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='valid', lsb=16, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='ROUTE', address=0x430, offset=0x30, width=32, desc='Writing write = 1 sets the route entry of node id `node` to `slot` (0: not below this node; j + 1: in the subtree of child slot j); clear = 1 empties the table. The unit counts subtree sizes from these writes.', fields=(
+                Field(name='node', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='slot', lsb=16, width=8, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='write', lsb=24, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='clear', lsb=25, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+            )),
+            Register(name='ROUTE_READ', address=0x434, offset=0x34, width=32, desc='The route entry of node id ROUTE.node.', fields=(
+                Field(name='slot', lsb=0, width=8, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='MODE', address=0x438, offset=0x38, width=32, desc='Used at the root. mode: 0 release when every node completed, 1 approximate computing (release early on a threshold and abort the unfinished nodes), 2 collect the stamps s, mt, e without aborting. sub (mode 1): bit 0 count threshold M, bit 1 time threshold C.', fields=(
+                Field(name='mode', lsb=0, width=2, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='sub', lsb=2, width=2, sw='rw', hw='r', reset=0x1, desc=''),
+            )),
+            Register(name='M', address=0x43c, offset=0x3c, width=32, desc='Mode 1 with sub bit 0: release when this many nodes completed (1 .. N). Also the count whose arrival stamps MT.', fields=(
+                Field(name='count', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='C', address=0x440, offset=0x40, width=64, desc='Mode 1 with sub bit 1: release when C cycles have passed since the first completion (S).', fields=(
+                Field(name='cycles', lsb=0, width=64, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='ESTIMATE', address=0x448, offset=0x48, width=64, desc='Used at the root: the value carried to every node an early release aborts (ABORT_ESTIMATE there).', fields=(
+                Field(name='value', lsb=0, width=64, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='DONE_AT', address=0x450, offset=0x50, width=64, desc='CONTROL.arm = 1 makes the unit signal done for barrier CONTROL.seq in the first cycle CYCLES >= DONE_AT, so a host can place its completion at an exact cycle.', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CONTROL', address=0x458, offset=0x58, width=32, desc='start = 1: begin a region (start_ac_region) in barrier `seq`, clearing vector, counts, stamps, stale count, notice errors and abort log. done = 1: this node finished barrier `seq` now. arm = 1: it finishes barrier `seq` at cycle DONE_AT. Every node must be started, with no barrier in flight, before barriers run.', fields=(
+                Field(name='start', lsb=0, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='done', lsb=1, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='arm', lsb=2, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='seq', lsb=16, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='STATUS', address=0x45c, offset=0x5c, width=32, desc='seq: the barrier this node is in. finished: its own completion counted. released: it left barrier seq - 1 (cleared by its next counted done). aborted: an early release killed it unfinished, in barrier ABORT.seq. error: any ERRORS bit. armed: a timed done waits for DONE_AT. s_valid, mt_valid, e_valid: which stamps of barrier ABORT.stamp_seq were recorded. log_overflow: more early releases than the abort log holds.', fields=(
+                Field(name='seq', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='finished', lsb=16, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='released', lsb=17, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='aborted', lsb=18, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='error', lsb=19, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='armed', lsb=20, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='s_valid', lsb=21, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='mt_valid', lsb=22, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='e_valid', lsb=23, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='log_overflow', lsb=24, width=1, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='NUMBERS', address=0x460, offset=0x60, width=32, desc='abort_seq: the barrier an abort belongs to. stamp_seq: the barrier S, MT, E, RELEASE_ONES belong to.', fields=(
+                Field(name='abort_seq', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='stamp_seq', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='COUNT', address=0x464, offset=0x64, width=32, desc="ones: completions counted in this node's subtree for the current barrier (seed register CNT). total: nodes in this subtree, itself included (N at the root).", fields=(
+                Field(name='ones', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='total', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='RELEASE_ONES', address=0x468, offset=0x68, width=32, desc='ones when barrier NUMBERS.stamp_seq was released.', fields=(
+                Field(name='ones', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='ERRORS', address=0x46c, offset=0x6c, width=32, desc="m_range: root, count sub-mode with M = 0 or M > N. c_zero: root, time sub-mode with C = 0. mode: root, MODE.mode = 3 or mode 1 with sub = 0. cfg_*: this node's tree configuration is wrong (id >= MAX_NODES, a route to an invalid slot, own id routed below or a child equal to itself, parent routed below or equal to itself, a child in two slots, a child not routed to its slot, a route write out of range). outside: a completion for a node outside the sending child's subtree. notice: a notice not for this node or from neither parent nor child. A root with an error never releases early; a node with a cfg error counts nothing.", fields=(
+                Field(name='m_range', lsb=0, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='c_zero', lsb=1, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='mode', lsb=2, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_id', lsb=3, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_slot', lsb=4, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_self', lsb=5, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_parent', lsb=6, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_dup', lsb=7, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_child', lsb=8, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='cfg_write', lsb=9, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='outside', lsb=10, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='notice', lsb=11, width=1, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='STALE', address=0x470, offset=0x70, width=32, desc="Notices and done strobes dropped because they carried another barrier's number (an aborted node finishing late); wraps at 2**32.", fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='RELEASED_AT', address=0x478, offset=0x78, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='S', address=0x480, offset=0x80, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='MT', address=0x488, offset=0x88, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='E', address=0x490, offset=0x90, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='ABORT_ESTIMATE', address=0x498, offset=0x98, width=64, desc='The estimate the abort of barrier NUMBERS.abort_seq carried.', fields=(
+                Field(name='value', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='SELECT', address=0x4a0, offset=0xa0, width=32, desc='entry: the abort-log entry LOG_ENTRY and LOG_IDS show. word: which 32 node ids (32 * word ..) LOG_IDS and VECTOR show.', fields=(
+                Field(name='entry', lsb=0, width=10, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='word', lsb=16, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='LOG_ENTRY', address=0x4a4, offset=0xa4, width=32, desc='seq: the barrier of log entry SELECT.entry. count: early releases logged since start (entry k holds the k-th, modulo the log depth; saturates at 65535).', fields=(
+                Field(name='seq', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='count', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='LOG_IDS', address=0x4a8, offset=0xa8, width=32, desc='Bit i: node 32 * SELECT.word + i was aborted in log entry SELECT.entry.', fields=(
+                Field(name='ids', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='VECTOR', address=0x4ac, offset=0xac, width=32, desc='Bit i: node 32 * SELECT.word + i completed the current barrier in this subtree (seed register PR).', fields=(
+                Field(name='bits', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
     ),

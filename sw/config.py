@@ -13,8 +13,8 @@ BACKENDS = ("model", "amaranth", "verilator")
 DATA_WIDTHS = (64, 128, 256, 512)
 DEFAULT_MEM_SIZE = 1 << 20
 DEFAULT_MAX_NODES = 64
-#: The NODE_ID and MAX_NODES registers hold 16 bits; MEM_SIZE holds 32.
-_MAX_NODES_LIMIT = (1 << 16) - 1
+#: The barrier unit's bit vector and route table take at most 4096 nodes; MEM_SIZE holds 32 bits.
+_MAX_NODES_LIMIT = 4096
 _MEM_SIZE_LIMIT = 1 << 31
 
 

@@ -8,6 +8,7 @@ the register map, ``hw/regmap/nicoll.rdl``).  It then reads the build parameters
 import numpy as np
 
 from ._regmap import REGMAP
+from .barrier import BarrierDriver
 from .errors import NicollError
 from .regmap import BusResponse
 from .regs import Registers
@@ -37,6 +38,8 @@ class Device:
         self.mem_size = g.MEM_SIZE.bytes.read()
         if rank is not None and self.node_id != rank:
             raise NicollError(f"node opened as rank {rank} reports node id {self.node_id}")
+        #: The barrier block (seed 004): :class:`~nicoll.barrier.BarrierDriver`.
+        self.barrier = BarrierDriver(self.regs, node_id=self.node_id, max_nodes=self.max_nodes)
 
     def _check_headers(self, regmap):
         for block in regmap.blocks:

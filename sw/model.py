@@ -2,13 +2,16 @@
 
 It implements the register map's semantics (read from the generated map, so it follows the
 SystemRDL source like the gateware does) and a byte array as device memory.  It is the
-golden model and the fastest backend.  It has no clock: the cycle counter advances by a
-nominal cost per bus transaction (:data:`REGISTER_ACCESS_CYCLES`, and one cycle per data
-beat of a memory transfer), so it is monotonic but says nothing about real timing; the
-Cluster reports ``cycles=None`` for this backend.
+golden model and the fastest backend.  It has no clock of its own: the cycle counter, shared
+by the nodes of a cluster (:class:`~nicoll.barrier_model.ModelClock`), advances by a nominal
+cost per bus transaction (:data:`REGISTER_ACCESS_CYCLES`, and one cycle per data beat of a
+memory transfer), so it is monotonic and orders events but says nothing about real timing;
+the Cluster reports ``cycles=None`` for this backend.  The barrier block is the
+zero-latency network model of :mod:`nicoll.barrier_model`.
 """
 
 from ._regmap import REGMAP
+from .barrier_model import BarrierNetworkModel, ModelClock
 from .regmap import BusResponse
 from .transport import Transport
 
@@ -22,19 +25,27 @@ class ModelNode(Transport):
     """One node: register file + device memory, reached through the Transport interface."""
 
     def __init__(self, *, node_id, data_width, max_nodes, mem_size, alu_capabilities=None,
-                 regmap=REGMAP):
+                 regmap=REGMAP, clock=None, barrier=None):
+        """``clock`` and ``barrier`` are shared by the nodes of one cluster; a node made
+        without them gets its own (a cluster of one)."""
         from nicoll.hw.alu import capability_masks
         self.regmap = regmap
         self.data_width = data_width
         self.memory = bytearray(mem_size)
-        self.cycles = 0
+        if clock is None:
+            clock = ModelClock() if barrier is None else barrier.clock
+        if barrier is None:
+            barrier = BarrierNetworkModel(clock, max_nodes)
+        if barrier.clock is not clock:
+            raise ValueError("the barrier model must run on the node's clock")
+        self.clock = clock
         # Values that hardware drives, by (block, register, field) name.
         self._hw_values = {
             ("global", "DATA_WIDTH", "bits"): lambda: data_width,
             ("global", "MAX_NODES", "count"): lambda: max_nodes,
             ("global", "NODE_ID", "id"): lambda: node_id,
             ("global", "MEM_SIZE", "bytes"): lambda: mem_size,
-            ("global", "CYCLES", "count"): lambda: self.cycles,
+            ("global", "CYCLES", "count"): lambda: self.clock.now,
         }
         for dtype, mask in capability_masks(alu_capabilities).items():
             self._hw_values["alu", f"OPS_{dtype.name}", "ops"] = lambda mask=mask: mask
@@ -48,10 +59,19 @@ class ModelNode(Transport):
                 for f in reg.fields:
                     if f.is_storage:
                         self._storage[reg.address, f.name] = f.reset or 0
-                    elif f.hw_driven and (block.name, reg.name, f.name) not in self._hw_values:
+        barrier.attach(self, node_id)
+        for block in regmap.blocks:
+            for reg in block.registers:
+                for f in reg.fields:
+                    if f.hw_driven and (block.name, reg.name, f.name) not in self._hw_values:
                         raise NotImplementedError(
                             f"device model has no value for hardware field "
                             f"{block.name}.{reg.name}.{f.name}")
+
+    @property
+    def cycles(self):
+        """The cluster's cycle counter."""
+        return self.clock.now
 
     def _register_value(self, reg):
         block = self._owner[reg.address]
@@ -71,7 +91,7 @@ class ModelNode(Transport):
     # -- Transport ------------------------------------------------------------------------
 
     def read32(self, address):
-        self.cycles += REGISTER_ACCESS_CYCLES
+        self.clock.advance(REGISTER_ACCESS_CYCLES)
         hit = self.regmap.decode(address)
         if hit is None:
             return 0, BusResponse.DECERR
@@ -84,7 +104,7 @@ class ModelNode(Transport):
         return (value >> (32 * word)) & 0xFFFF_FFFF, BusResponse.OKAY
 
     def write32(self, address, data, strobe=0xF):
-        self.cycles += REGISTER_ACCESS_CYCLES
+        self.clock.advance(REGISTER_ACCESS_CYCLES)
         hit = self.regmap.decode(address)
         if hit is None:
             return BusResponse.DECERR
@@ -133,14 +153,14 @@ class ModelNode(Transport):
         return (address + length + width - 1) // width - address // width
 
     def mem_write(self, address, data):
-        self.cycles += REGISTER_ACCESS_CYCLES + self._beats(address, len(data))
+        self.clock.advance(REGISTER_ACCESS_CYCLES + self._beats(address, len(data)))
         if address < 0 or address + len(data) > len(self.memory):
             return BusResponse.DECERR
         self.memory[address:address + len(data)] = data
         return BusResponse.OKAY
 
     def mem_read(self, address, length):
-        self.cycles += REGISTER_ACCESS_CYCLES + self._beats(address, length)
+        self.clock.advance(REGISTER_ACCESS_CYCLES + self._beats(address, length))
         if address < 0 or address + length > len(self.memory):
             return bytes(length), BusResponse.DECERR
         return bytes(self.memory[address:address + length]), BusResponse.OKAY

@@ -8,6 +8,7 @@ Built from the generated register map (``nicoll._regmap.REGMAP``, itself generat
     regs["global"]["CYCLES"].read()           # 64-bit, low word first
     regs.alu.VERSION.major.read()             # one field
     regs.global_.SCRATCH.value.write(7)       # read-modify-write of one field
+    regs.barrier.CONTROL.write_fields(done=1, seq=3)   # one write, unnamed fields 0
 
 Register and field names are matched case-insensitively.  A bus error becomes a
 :class:`~nicoll.NicollError` naming the register, its address and the response.
@@ -83,6 +84,23 @@ class RegisterHandle:
             address = self.spec.address + 4 * k
             response = self._transport.write32(address, (value >> (32 * k)) & 0xFFFF_FFFF)
             _check(response, f"write of {self.path}", address)
+
+    def write_fields(self, **values):
+        """Write the whole register from field values by name; fields not named are 0."""
+        value = 0
+        for name, field_value in values.items():
+            try:
+                f = self._fields[name.lower()].field
+            except KeyError:
+                raise NicollError(f"register {self.path} has no field {name!r}; it has "
+                                  f"{[f.name for f in self.spec.fields]}") from None
+            if not f.sw_writable:
+                raise NicollError(f"field {self.path}.{f.name} is read-only")
+            if not isinstance(field_value, int) or not 0 <= field_value < (1 << f.width):
+                raise NicollError(f"value {field_value!r} does not fit field "
+                                  f"{self.path}.{f.name} of {f.width} bits")
+            value |= field_value << f.lsb
+        self.write(value)
 
     def read_fields(self):
         """All fields of one read, as a dict name -> value."""

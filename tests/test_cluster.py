@@ -15,7 +15,7 @@ from nicoll import NicollError
      r"unknown backend 'fpga'; choose one of 'model', 'amaranth', 'verilator'"),
     (dict(nodes=2, data_width=100), r"data_width must be one of \(64, 128, 256, 512\), not 100"),
     (dict(nodes=2, mem_size=3000), r"mem_size must be a power of two between 32 .* not 3000"),
-    (dict(nodes=2, max_nodes=0), r"max_nodes must be between 1 and 65535, not 0"),
+    (dict(nodes=2, max_nodes=0), r"max_nodes must be between 1 and 4096, not 0"),
 ])
 @pytest.mark.parametrize("backend", ["model", "amaranth", "verilator"])
 def test_bad_arguments_raise_nicoll_error(kwargs, message, backend):
