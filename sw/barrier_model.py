@@ -95,6 +95,7 @@ class BarrierNetworkModel:
         self.log_depth = log_depth
         self._nodes = {}        # node id -> ModelNode
         self._state = {}        # node id -> _NodeState
+        self._roots = None      # node ids without a parent, kept until PARENT is written
         clock.listen(self._run_until)
 
     # -- attaching nodes ------------------------------------------------------------------
@@ -107,6 +108,8 @@ class BarrierNetworkModel:
         self._state[node_id] = state = _NodeState()
         node.on_write("barrier", "ROUTE", lambda: self._route_write(node_id))
         node.on_write("barrier", "CONTROL", lambda: self._control_write(node_id))
+        node.on_write("barrier", "PARENT", self._forget_roots)
+        self._roots = None
         errors = lambda: self.errors(node_id)       # noqa: E731
         stamp = lambda name: lambda: (state.stamps.get(name, 0)       # noqa: E731
                                       if self._is_root(node_id) else 0)
@@ -272,9 +275,13 @@ class BarrierNetworkModel:
                 state.armed = False
                 self._done(node_id, state.armed_seq, at)
 
+    def _forget_roots(self):
+        self._roots = None
+
     def _root(self):
-        roots = [i for i in self._state if self._is_root(i)]
-        return roots[0] if len(roots) == 1 else None
+        if self._roots is None:
+            self._roots = [i for i in self._state if self._is_root(i)]
+        return self._roots[0] if len(self._roots) == 1 else None
 
     def _params_ok(self, root):
         errors = self.errors(root)
@@ -283,7 +290,7 @@ class BarrierNetworkModel:
     def _deadline(self, root):
         """The cycle a time threshold releases the current barrier, or None."""
         state = self._state[root]
-        if (self._field(root, "MODE", "mode") != 1 or not self._field(root, "MODE", "sub") & 2
+        if ("s" not in state.cur or self._field(root, "MODE", "mode") != 1 or not self._field(root, "MODE", "sub") & 2
                 or not self._params_ok(root) or "s" not in state.cur or not self._cfg_ok(root)):
             return None
         return state.cur["s"] + self._field(root, "C", "cycles")

@@ -52,6 +52,7 @@ class ModelNode(Transport):
         self._on_write = {}     # (block, register) -> callables run after a write
         self._storage = {}      # (register address, field name) -> value
         self._latched = {}      # register address -> value latched by the low-word read
+        self._field_keys = {}   # (block, register, field) -> key of self._storage
         self._owner = {}        # register address -> block name
         for block in regmap.blocks:
             for reg in block.registers:
@@ -138,8 +139,11 @@ class ModelNode(Transport):
 
     def field(self, block, register, field):
         """The value software last wrote to a storage field."""
-        reg = self.regmap.block(block).register(register)
-        return self._storage[reg.address, reg.field(field).name]
+        key = self._field_keys.get((block, register, field))
+        if key is None:
+            reg = self.regmap.block(block).register(register)
+            key = self._field_keys[block, register, field] = (reg.address, reg.field(field).name)
+        return self._storage[key]
 
     def drive(self, block, register, field, source):
         """Make the hardware-driven field read ``source()``."""

@@ -22,6 +22,7 @@ The access rules every backend implements (the Amaranth CSR slave, the Python de
   the write, that software wrote a byte of it; the field already holds the new value then.
 """
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 import enum
@@ -166,13 +167,14 @@ class RegisterMap:
         """Every register of every block, in address order."""
         return sorted((r for b in self.blocks for r in b.registers), key=lambda r: r.address)
 
+    @functools.cached_property
+    def _words(self):
+        """Word address -> (register, word index), built on first use."""
+        return {r.address + 4 * k: (r, k) for r in self.registers() for k in range(r.words)}
+
     def decode(self, address):
         """The (register, word index) that covers a byte address, or None when unmapped."""
-        word_address = address & ~3
-        for r in self.registers():
-            if r.address <= word_address < r.address + 4 * r.words:
-                return r, (word_address - r.address) // 4
-        return None
+        return self._words.get(address & ~3)
 
     @property
     def addr_width(self):

@@ -1,0 +1,239 @@
+"""Cluster.barrier through the network on every backend (seed 004).
+
+The same driver calls run on the device model (zero notice latency: stamps and aborts are
+exact), the Amaranth simulation (3 nodes) and Verilator (8 nodes).  On the gateware a
+completion reaches the root and a release reaches a node after a few cycles per tree hop, so
+arrivals are spaced by far more than the tree's notice latency and the checks allow that
+latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
+"""
+
+import random
+
+import pytest
+
+import nicoll
+from nicoll import NicollError
+from nicoll.tree import BarrierTree
+
+#: An upper bound of the cycles one tree hop takes (notice to packet, switch, packet to
+#: notice, the unit's forwarding) at every data width the tests use.
+LATENCY_PER_HOP = 16
+#: Arrivals and thresholds are spaced this far apart so latency cannot reorder them.
+SPACING = 400
+
+BACKENDS = [
+    pytest.param(("model", 8), marks=pytest.mark.xdist_group("barrier-model"), id="model-8"),
+    pytest.param(("amaranth", 3), marks=pytest.mark.xdist_group("barrier-amaranth"),
+                 id="amaranth-3"),
+    pytest.param(("verilator", 8), marks=[pytest.mark.verilator,
+                                          pytest.mark.xdist_group("barrier-verilator")],
+                 id="verilator-8"),
+]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def cluster(request):
+    backend, nodes = request.param
+    data_width = 64 if backend == "amaranth" else 256
+    with nicoll.Cluster(nodes=nodes, backend=backend, data_width=data_width, max_nodes=16,
+                        mem_size=4096) as cl:
+        cl.configure_barrier()
+        yield cl
+
+
+def _latency(cl):
+    """Cycles a notice may take from any node to any other through the root."""
+    if cl.backend == "model":
+        return 0
+    return 2 * cl.barrier_tree.depth() * LATENCY_PER_HOP + LATENCY_PER_HOP
+
+
+def _spread(cl, rng, stragglers=()):
+    """Distinct arrival cycles SPACING apart in random rank order; ``stragglers`` last."""
+    order = [r for r in range(cl.nodes) if r not in stragglers]
+    rng.shuffle(order)
+    order += list(stragglers)
+    arrive = [0] * cl.nodes
+    for k, rank in enumerate(order):
+        arrive[rank] = SPACING * (k + 1)
+    return arrive
+
+
+def _check_stamp(cl, stamp, expected):
+    """A stamp is the expected arrival, plus the way up the tree on the gateware."""
+    assert stamp is not None
+    assert expected <= stamp <= expected + _latency(cl), (stamp, expected)
+
+
+def test_normal_mode_waits_for_the_last(cluster):
+    cl = cluster
+    rng = random.Random(1)
+    for straggler in range(cl.nodes):
+        arrive = _spread(cl, rng, stragglers=[straggler])
+        result = cl.barrier(arrive=arrive)
+        assert result.aborted == frozenset() and result.estimates == {}
+        _check_stamp(cl, result.e, max(arrive))
+        if cl.backend != "model":
+            # No rank leaves before the last completion has reached the root.
+            assert min(cl.last.release_cycles) > max(arrive)
+            assert cl.last.cycles == max(cl.last.release_cycles)
+            assert cl.last.cycles <= max(arrive) + _latency(cl)
+        else:
+            assert cl.last.cycles is None
+
+
+def test_all_at_once(cluster):
+    result = cluster.barrier()
+    assert result.aborted == frozenset()
+    _check_stamp(cluster, result.s, 0)
+    _check_stamp(cluster, result.e, 0)
+
+
+@pytest.mark.parametrize("sub", ["count", "time", "both"])
+def test_ac_mode_aborts_exactly_the_unfinished(cluster, sub):
+    cl = cluster
+    rng = random.Random(sub)
+    for _ in range(4):
+        stragglers = rng.sample(range(cl.nodes), rng.randint(1, max(1, cl.nodes // 2)))
+        arrive = _spread(cl, rng, stragglers)
+        times = sorted(arrive)
+        m = c = None
+        if sub in ("count", "both"):
+            m = cl.nodes - len(stragglers)
+        if sub in ("time", "both"):
+            # Half way between two arrivals, after the first.
+            k = rng.randint(1, cl.nodes - 1)
+            c = times[k] - times[0] - SPACING // 2
+        m_time = times[m - 1] if m else None
+        c_time = times[0] + c if c is not None else None
+        release = min(t for t in (m_time, c_time) if t is not None)
+        expected = frozenset(r for r in range(cl.nodes) if arrive[r] > release)
+        estimate = rng.getrandbits(64)
+        result = cl.barrier(arrive=arrive, mode="ac", m=m, c=c, estimate=estimate)
+        assert result.aborted == expected
+        assert result.estimates == dict.fromkeys(expected, estimate)
+        _check_stamp(cl, result.s, times[0])
+        if expected:
+            assert result.e is None
+        if m is not None and m_time <= release:
+            _check_stamp(cl, result.mt, m_time)
+        if cl.backend != "model":
+            # Released within the notice latency of the threshold, never before it.
+            assert release <= min(cl.last.release_cycles)
+            assert cl.last.cycles <= release + _latency(cl)
+        log, overflow = cl.device(cl.barrier_tree.root).barrier.abort_log()
+        if expected:
+            assert log[-1] == (result.seq, set(expected))
+        assert not overflow
+
+
+def test_collect_mode_stamps_and_aborts_nothing(cluster):
+    cl = cluster
+    rng = random.Random(7)
+    for m in range(1, cl.nodes + 1):
+        arrive = _spread(cl, rng)
+        times = sorted(arrive)
+        result = cl.barrier(arrive=arrive, mode="collect", m=m)
+        assert result.aborted == frozenset()
+        _check_stamp(cl, result.s, times[0])
+        _check_stamp(cl, result.mt, times[m - 1])
+        _check_stamp(cl, result.e, times[-1])
+    result = cl.barrier(arrive=_spread(cl, rng), mode="collect")
+    assert result.mt is None and result.e is not None
+
+
+def _wait_disarmed(dev, budget):
+    """Wait until the node's timed done has fired (every wait has a budget)."""
+    start = dev.cycles()
+    while dev.barrier.status().armed:
+        assert dev.cycles() - start < budget, "a timed done did not fire"
+
+
+def test_late_finishers_never_count(cluster):
+    """Consecutive barriers with random stragglers.  An aborted rank still finishes, at its
+    arrive cycle, after the barrier it was in was released: its done names that barrier, so
+    the unit drops it and counts it in STALE — never as a completion of a later barrier."""
+    cl = cluster
+    rng = random.Random(11)
+    rounds = {"model": 1000, "amaranth": 6, "verilator": 60}[cl.backend]
+    stale = [cl.device(r).barrier.stale() for r in range(cl.nodes)]
+    late = 0
+    for _ in range(rounds):
+        stragglers = rng.sample(range(cl.nodes), rng.randint(0, cl.nodes - 1))
+        arrive = _spread(cl, rng, stragglers)
+        m = cl.nodes - len(stragglers)
+        mode = rng.choice(["ac", "normal"]) if stragglers else "normal"
+        result = cl.barrier(arrive=arrive, mode=mode, m=m if mode == "ac" else None)
+        expected = frozenset(stragglers) if mode == "ac" else frozenset()
+        assert result.aborted == expected
+        for rank in sorted(expected):
+            _wait_disarmed(cl.device(rank), budget=SPACING * (cl.nodes + 2))
+            stale[rank] += 1
+            late += 1
+        assert [cl.device(r).barrier.stale() for r in range(cl.nodes)] == stale
+    assert late > 0
+    result = cl.barrier(arrive=_spread(cl, rng))
+    assert result.aborted == frozenset()
+
+
+def test_release_latency(cluster):
+    """The release reaches every rank within 2 · depth · hop cycles of the last completion."""
+    cl = cluster
+    if cl.backend == "model":
+        pytest.skip("the model moves notices with zero latency: there is nothing to measure")
+    depth = cl.barrier_tree.depth()
+    for rank in range(cl.nodes):
+        arrive = [0] * cl.nodes
+        arrive[rank] = SPACING
+        cl.barrier(arrive=arrive)
+        latency = cl.last.cycles - SPACING
+        assert 0 < latency <= 2 * depth * LATENCY_PER_HOP + LATENCY_PER_HOP, (rank, latency)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(mode="ac", m=0), r"m_range"),
+    (dict(mode="ac", m="nodes + 1"), r"m_range"),
+    (dict(mode="ac", c=0), r"c_zero"),
+    (dict(mode="ac", m=0, c=0), r"m_range, c_zero"),
+    (dict(mode="ac"), r"^mode 'ac' needs a count threshold m, a time threshold c, or both$"),
+    (dict(mode="fast"), r"^barrier mode must be one of 'normal', 'ac', 'collect', not 'fast'$"),
+    (dict(mode="normal", c=5), r"^the time threshold c applies to mode 'ac' only"),
+    (dict(arrive=[0]), r"^arrive must give a cycle for each of the \d+ ranks, not 1$"),
+    (dict(mode="ac", m=-1), r"^m must be an int between 0 and 2\*\*16 - 1, not -1$"),
+])
+def test_bad_arguments_are_refused_and_lose_nothing(cluster, kwargs, message):
+    cl = cluster
+    if kwargs.get("m") == "nodes + 1":
+        kwargs = dict(kwargs, m=cl.nodes + 1)
+    seq = cl.device(0).barrier.status().seq
+    with pytest.raises(NicollError, match=message):
+        cl.barrier(**kwargs)
+    # Nothing was started: the next barrier is the same number and works.
+    assert cl.device(0).barrier.status().seq == seq
+    result = cl.barrier()
+    assert result.seq == seq and result.aborted == frozenset()
+
+
+def test_tree_shapes_and_refused_trees(cluster):
+    cl = cluster
+    n = cl.nodes
+    shapes = [BarrierTree.chain(n), BarrierTree.kary(n, 3), BarrierTree.binary(n)]
+    for tree in shapes:
+        cl.configure_barrier(tree)
+        assert cl.barrier_tree is tree
+        result = cl.barrier(arrive=_spread(cl, random.Random(n)), mode="ac", m=n - 1)
+        assert len(result.aborted) == 1
+        assert result.seq == 0          # configuring starts a new region at barrier 0
+    with pytest.raises(NicollError, match=r"cycle|root"):
+        cl.configure_barrier([None] + [(r + 1) % n or 1 for r in range(1, n)]
+                             if n > 2 else [1, 0])
+    with pytest.raises(NicollError, match=rf"^the barrier tree has {n + 1} ranks, the "
+                                          rf"cluster {n}$"):
+        cl.configure_barrier(BarrierTree.binary(n + 1))
+    # A configuration a unit refuses: a child in two slots (the host tree check is bypassed).
+    dev = cl.device(0)
+    if n >= 2 and dev.barrier.children >= 2:
+        with pytest.raises(NicollError, match=r"node 0 reports cfg_dup"):
+            dev.barrier.configure(None, [1, 1], {1: 0})
+    cl.configure_barrier()
+    assert cl.barrier().aborted == frozenset()
