@@ -50,7 +50,7 @@ from .skid import SkidBuffer
 
 __all__ = [
     "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
-    "DATA_WIDTHS",
+    "REPORT_SLACK", "DATA_WIDTHS",
     "RepackError", "UnitEvent", "NoticeKind", "OrderList",
     "HEADER_LAYOUT", "length_table_layout", "message_beat_layout", "message_stream",
     "unit_config_layout", "UNIT_EVENT_LAYOUT",
@@ -72,6 +72,10 @@ MAX_BLOCK_BYTES = (1 << LENGTH_WIDTH) - 1
 MAX_RANKS = 256
 #: Largest subgroup a unit handles (the ``count`` field is 16 bits, comparators grow with it).
 MAX_GROUP = 256
+#: Cycles the control tree's watchdog waits beyond ``timeout``: more than a unit needs to
+#: report its own TIMEOUT (fire, DONE into the event FIFO, out of it), so a unit's drop of
+#: one sub-matrix reaches the tree before the tree gives up on the whole exchange.
+REPORT_SLACK = 8
 DATA_WIDTHS = (64, 128, 256, 512)
 
 
@@ -270,6 +274,16 @@ def buffer_bytes_needed(total_bytes, dh, data_width):
     return total_bytes + dh * (data_width // 8 - 1)
 
 
+def _tree_sum(values):
+    """Sum of ``values`` as a balanced adder tree, log2(len) adders deep (Python's ``sum``
+    would build a chain of len - 1)."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
 def _priority(m, bits, name):
     """Index of the lowest set bit of ``bits`` (0 when none is set)."""
     index = Signal(range(max(2, len(bits))), name=name)
@@ -306,6 +320,8 @@ class RepackUnit(wiring.Component):
         TAKEN per good source message, DELIVERED per destination message, then DONE.
     busy : ``Out(1)``
         A sub-matrix is configured and not yet finished.
+    active : ``Out(1)``
+        A beat moved on ``i`` or ``o`` in this cycle (the control tree counts it as progress).
     errors : ``Out(32)``
         Number of errors seen (bad messages, refused configurations, timeouts); wraps.
     last_error : ``Out(RepackError)``
@@ -349,6 +365,7 @@ class RepackUnit(wiring.Component):
             "o": Out(message_stream(data_width)),
             "event": Out(stream.Signature(UNIT_EVENT_LAYOUT)),
             "busy": Out(1),
+            "active": Out(1),
             "errors": Out(32),
             "last_error": Out(RepackError),
             "busy_cycles": Out(32),
@@ -450,6 +467,7 @@ class RepackUnit(wiring.Component):
         m.d.comb += self.i.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
         take = Signal()
         m.d.comb += take.eq(self.i.valid & self.i.ready)
+        m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
 
         hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
         entries = length_table_layout(W)(beat.data)
@@ -525,7 +543,7 @@ class RepackUnit(wiring.Component):
 
                 with m.Case(IN_TABLE):
                     valid_e = [(t_base + e) < c.dv for e in range(E)]
-                    tsum = sum(Mux(valid_e[e], entries[e], 0) for e in range(E))
+                    tsum = _tree_sum(Mux(valid_e[e], entries[e], 0) for e in range(E))
                     pad_bad = Cat(~valid_e[e] & (entries[e] != 0) for e in range(E)).any()
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
@@ -737,7 +755,8 @@ class RepackUnit(wiring.Component):
                 with m.If(self.cfg.valid & self.cfg.ready):
                     bad = ((p.dh == 0) | (p.dh > G) | (p.dv == 0) | (p.dv > G) |
                            (p.timeout == 0))
-                    need = p.total_bytes + p.dh * (B - 1)
+                    # dh * (B - 1) as a shift and a subtraction, not a multiplier.
+                    need = p.total_bytes + (p.dh << LB) - p.dh
                     m.d.sync += c.eq(p)
                     with m.If(bad):
                         m.d.comb += count(RepackError.BAD_CONFIG, False)
@@ -809,7 +828,7 @@ class RepackUnit(wiring.Component):
                 beat_now = Cat(Mux(valid_b[b], bank_len[b], 0) for b in range(NB))
                 new_total = Signal(32)
                 m.d.comb += new_total.eq(
-                    out_total + sum(Mux(valid_b[b], bank_len[b], 0) for b in range(NB)))
+                    out_total + _tree_sum(Mux(valid_b[b], bank_len[b], 0) for b in range(NB)))
                 last_beat = (ei + NB) >= c.dh
                 with m.If(advance):
                     m.d.comb += [
@@ -924,6 +943,8 @@ class RepackControl(wiring.Component):
     unit_cfg_<k> : ``Out(stream.Signature(unit_config_layout(max_group)))``
     unit_event_<k> : ``In(stream.Signature(UNIT_EVENT_LAYOUT))``
         One pair per unit; connect to the unit's ``cfg`` and ``event``.
+    unit_active : ``In(units)``
+        Bit k: unit k moved a beat in this cycle (its ``active``); progress for the watchdog.
     busy : ``Out(1)``
         An exchange is running.
     status : ``Out(RepackError)``
@@ -956,13 +977,15 @@ class RepackControl(wiring.Component):
 
     Waits
     -----
-    While an exchange runs, ``timeout`` cycles without progress (no registration, unit event,
-    unit configuration or notice taken) end it with TIMEOUT: a rank that never registers or a
-    receiver that never drains becomes an error, not a hang.  A notice not yet taken is then
-    withdrawn (its ``valid`` falls without a transfer: the one exception to the stream rules,
-    on this error path only).  Units still busy are marked stale: their later events are
-    dropped and they are not assigned until their DONE.  Each unit also gets ``timeout`` as
-    its own input budget, so a source that never sends drops its sub-matrix with TIMEOUT.
+    While an exchange runs, ``timeout`` + :data:`REPORT_SLACK` cycles without progress (no
+    registration, unit event, unit configuration, notice taken or beat moved by a unit) end it
+    with TIMEOUT: a rank that never registers or a receiver that never drains becomes an error,
+    not a hang.  A notice not yet taken is then withdrawn (its ``valid`` falls without a
+    transfer: the one exception to the stream rules, on this error path only).  Units still
+    busy are marked stale: their later events are dropped and they are not assigned until
+    their DONE.  Each unit gets ``timeout`` as its own input budget, so a source that never
+    sends drops its sub-matrix with TIMEOUT; the slack lets that unit's DONE reach the tree
+    before the tree's own budget runs out, so the other sub-matrices still finish.
 
     Rate
     ----
@@ -999,6 +1022,7 @@ class RepackControl(wiring.Component):
         for k in range(units):
             members[f"unit_cfg_{k}"] = Out(stream.Signature(unit_config_layout(max_group)))
             members[f"unit_event_{k}"] = In(stream.Signature(UNIT_EVENT_LAYOUT))
+        members["unit_active"] = In(units)
         members.update({
             "busy": Out(1),
             "status": Out(RepackError),
@@ -1029,6 +1053,7 @@ class RepackControl(wiring.Component):
         K = self._units
         G = self._max_group
         B = self._data_width // 8
+        LB = B.bit_length() - 1
         RB = (R - 1).bit_length()
 
         entry_layout = data.StructLayout({"rank": RANK_WIDTH, "end": 1})
@@ -1120,11 +1145,12 @@ class RepackControl(wiring.Component):
             (self.reg.valid & self.reg.ready) |
             (self.notice.valid & self.notice.ready) |
             Cat(e.valid & e.ready for e in unit_events).any() |
-            Cat(c.valid & c.ready for c in unit_cfgs).any())
+            Cat(c.valid & c.ready for c in unit_cfgs).any() |
+            self.unit_active.any())
         idle_cnt = Signal(32)
         m.d.sync += idle_cnt.eq(Mux(progress | ~running, 0, idle_cnt + 1))
         timeout_fire = Signal()
-        m.d.comb += timeout_fire.eq(running & (idle_cnt >= timeout))
+        m.d.comb += timeout_fire.eq(running & (idle_cnt >= timeout + REPORT_SLACK))
 
         st_idle = Signal()
         m.d.comb += self.busy.eq(~st_idle)
@@ -1243,7 +1269,7 @@ class RepackControl(wiring.Component):
 
             with m.State("CAPACITY"):
                 # Ref: issue 5: refused at configuration, never overflowed.
-                with m.If(budget + max_dh * (B - 1) > self._capacity):
+                with m.If(budget + (max_dh << LB) - max_dh > self._capacity):
                     fail_setup(RepackError.CAPACITY)
                 with m.Else():
                     m.d.sync += [sa.eq(0), sb.eq(0), pi.eq(0)]
@@ -1425,10 +1451,13 @@ class RepackEngine(wiring.Component):
 
     Members
     -------
-    order, start, reg, notice, busy, status, last_error, cycles, ops
+    order, start, reg, notice, busy, status, cycles, ops
         As on :class:`RepackControl`.
     errors : ``Out(32)``
         The control tree's errors plus every unit's; wraps.
+    last_error : ``Out(RepackError)``
+        Code of the latest of those, whether the tree or a unit counted it (a unit's bad
+        message or stray as much as a refused registration).
     i_<k> : ``In(message_stream(data_width))``
         Source messages for unit ``k`` (a SEND notice names the unit).
     o_<k> : ``Out(message_stream(data_width))``
@@ -1495,19 +1524,32 @@ class RepackEngine(wiring.Component):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(ctl, name))
         wiring.connect(m, ctl.notice, wiring.flipped(self.notice))
         unit_errors = 0
+        parts = [ctl, *self._units]
         for k, unit in enumerate(self._units):
             m.submodules[f"unit{k}"] = unit
             wiring.connect(m, ctl.unit_cfg(k), unit.cfg)
             wiring.connect(m, unit.event, ctl.unit_event(k))
             wiring.connect(m, wiring.flipped(self.i(k)), unit.i)
             wiring.connect(m, unit.o, wiring.flipped(self.o(k)))
+            m.d.comb += ctl.unit_active[k].eq(unit.active)
             unit_errors = unit_errors + unit.errors
         m.d.comb += [
             self.busy.eq(ctl.busy),
             self.status.eq(ctl.status),
             self.errors.eq(ctl.errors + unit_errors),
-            self.last_error.eq(ctl.last_error),
             self.cycles.eq(ctl.cycles),
             self.ops.eq(ctl.ops),
         ]
+        # The latest error of any part: a part's counter moves by one per error, together
+        # with its last_error, so a change of the counter's low bit marks the cycle its
+        # last_error was written.  Of errors in one cycle, the highest unit's is kept.
+        low = Signal(len(parts))
+        seen = Signal(len(parts))
+        held = Signal(RepackError)
+        m.d.comb += [low.eq(Cat(part.errors[0] for part in parts)), self.last_error.eq(held)]
+        m.d.sync += seen.eq(low)
+        for k, part in enumerate(parts):
+            with m.If(low[k] != seen[k]):
+                m.d.comb += self.last_error.eq(part.last_error)
+                m.d.sync += held.eq(part.last_error)
         return m

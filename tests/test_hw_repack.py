@@ -15,6 +15,8 @@ from nicoll.hw import repack as repack_mod
 from nicoll.hw.repack import (HEADER_LAYOUT, NoticeKind, OrderList, RepackControl, RepackEngine,
                               RepackError, RepackUnit, UnitEvent, buffer_bytes_needed,
                               length_table_layout, message_beat_layout, unit_config_layout)
+from nicoll.hw.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackEngineTop,
+                                  control_tdata_width, repack_verilog)
 from nicoll.hw.switch import Switch
 from nicoll.repack_plan import (beats_to_message, cost_repack, message_beats, pack_message,
                                 plan_subgroups, reference_alltoallv)
@@ -157,7 +159,7 @@ def submatrix_steps(rng, G, width, tag, S, D, blocks, *, budget=None, shuffle=Tr
 def test_all():
     assert repack_mod.__all__ == [
         "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
-        "DATA_WIDTHS",
+        "REPORT_SLACK", "DATA_WIDTHS",
         "RepackError", "UnitEvent", "NoticeKind", "OrderList",
         "HEADER_LAYOUT", "length_table_layout", "message_beat_layout", "message_stream",
         "unit_config_layout", "UNIT_EVENT_LAYOUT",
@@ -217,20 +219,49 @@ def test_layouts():
 
 def test_ports():
     unit = RepackUnit(64, 1024, 4)
-    assert list(unit.signature.members) == ["cfg", "i", "o", "event", "busy", "errors",
-                                            "last_error", "busy_cycles"]
+    assert list(unit.signature.members) == ["cfg", "i", "o", "event", "busy", "active",
+                                            "errors", "last_error", "busy_cycles"]
     assert unit.signature.members["i"].flow.name == "In"
     assert unit.signature.members["o"].flow.name == "Out"
     assert len(unit.o.payload.data) == 64 and len(unit.o.payload.keep) == 8
     ctl = RepackControl(8, 2, 4, 64, 1024)
     assert list(ctl.signature.members) == [
         "order", "start", "reg", "notice", "unit_cfg_0", "unit_event_0", "unit_cfg_1",
-        "unit_event_1", "busy", "status", "errors", "last_error", "cycles", "ops"]
+        "unit_event_1", "unit_active", "busy", "status", "errors", "last_error", "cycles",
+        "ops"]
+    assert ctl.signature.members["unit_active"].shape == 2
     eng = RepackEngine(8, 2, 4, 128, 1024)
     assert list(eng.signature.members) == [
         "order", "start", "reg", "notice", "i_0", "i_1", "o_0", "o_1", "busy", "status",
         "errors", "last_error", "cycles", "ops"]
     assert eng.units == 2 and eng.data_width == 128 and eng.unit(1).capacity_bytes == 1024
+
+
+def test_top_ports():
+    """The Verilog top of the cocotb bench: AXI4-Stream names cocotbext-axi finds by prefix,
+    control payloads zero-extended to whole bytes, the rank in tid / tdest."""
+    from nicoll.hw import repack_top
+    assert repack_top.__all__ == ["TOPLEVEL", "CONTROL_PORTS", "control_tdata_width",
+                                  "RepackEngineTop", "repack_verilog"]
+    top = RepackEngineTop(8, 2, 4, 128, 1024)
+    members = top.signature.members
+    for prefix, layout, flow in CONTROL_PORTS:
+        width = control_tdata_width(layout)
+        assert width % 8 == 0 and layout.size <= width < layout.size + 8
+        assert members[f"{prefix}_tdata"].shape == width
+        assert members[f"{prefix}_tvalid"].flow == flow
+        assert members[f"{prefix}_tready"].flow != flow
+    for k in range(2):
+        assert members[f"s_axis_i{k}_tdata"].shape == 128
+        assert members[f"s_axis_i{k}_tkeep"].shape == 16
+        assert members[f"s_axis_i{k}_tid"].shape == 16
+        assert members[f"m_axis_o{k}_tdest"].shape == 16
+        assert members[f"m_axis_o{k}_tready"].flow.name == "In"
+        assert members[f"unit{k}_busy_cycles"].shape == 32
+    assert "s_axis_i2_tdata" not in members
+    text = repack_verilog(2, 1, 1, 64, 64)
+    assert f"module {TOPLEVEL}(" in text
+    assert "input [15:0] s_axis_i0_tid;" in text and "output [15:0] m_axis_o0_tdest;" in text
 
 
 # ---- One unit -----------------------------------------------------------------------------
@@ -514,6 +545,7 @@ class Exchange:
             await ctx.tick().repeat(30)
             self.status = ctx.get(eng.status)
             self.errors = ctx.get(eng.errors)
+            self.last_error = ctx.get(eng.last_error)
             self.hw_cycles = ctx.get(eng.cycles)
             self.unit_busy = [ctx.get(eng.unit(k).busy_cycles) for k in range(eng.units)]
 
@@ -629,7 +661,7 @@ def test_bad_registrations_counted():
     plan = plan_subgroups(5, 8, 2, 3, max_group=4)
     blocks = random_matrix(rng, 5)
     ex = Exchange(_engine(), plan, blocks, seed=31, extra_regs=[2, 7, 4]).run()
-    assert ex.errors == 3
+    assert ex.errors == 3 and ex.last_error == RepackError.DUPLICATE      # rank 4, the last
     ex.errors = 0
     check_exchange(ex)
 
@@ -654,14 +686,18 @@ def test_missing_rank_times_out():
     assert ex.count(NoticeKind.DONE)[3] == 0
 
 
-def test_missing_message_times_out():
+@pytest.mark.parametrize("units", [1, 2])
+def test_missing_message_times_out(units):
     """A source that registers but never sends: its unit drops the sub-matrix with TIMEOUT;
-    the other sub-matrices finish and the exchange reports TIMEOUT."""
+    the other sub-matrices finish and the exchange reports TIMEOUT.  With one unit nothing
+    else moves while it waits, so its TIMEOUT must reach the control tree before the tree's
+    own budget (REPORT_SLACK cycles longer) runs out."""
     rng = random.Random(51)
     plan = plan_subgroups(4, 8, 2, 2, max_group=4)
     blocks = random_matrix(rng, 4)
-    ex = Exchange(_engine(), plan, blocks, seed=51, senders_skip=[1], timeout=200).run()
-    assert ex.status == RepackError.TIMEOUT
+    ex = Exchange(_engine(units=units), plan, blocks, seed=51, senders_skip=[1],
+                  timeout=200).run()
+    assert ex.status == RepackError.TIMEOUT and ex.last_error == RepackError.TIMEOUT
     a1 = plan.src_group_of(1)
     expected = plan.destination_messages(blocks)
     for j, msgs in enumerate(ex.received()):
@@ -677,7 +713,9 @@ def test_bad_message_drops_submatrix():
     def corrupt(rank, group, msg):
         return msg[:-1] if (rank, group) == (4, 1) else msg      # one byte short
     ex = Exchange(_engine(), plan, blocks, seed=61, corrupt=corrupt).run()
+    # Counted by the unit, named by the engine's last_error too.
     assert ex.status == RepackError.LENGTH and ex.errors == 1
+    assert ex.last_error == RepackError.LENGTH
     expected = plan.destination_messages(blocks)
     a4 = plan.src_group_of(4)
     for j, msgs in enumerate(ex.received()):
