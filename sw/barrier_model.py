@@ -65,6 +65,8 @@ class _NodeState:
     armed_seq: int = 0
     route: dict = field(default_factory=dict)   # node id -> slot + 1
     write_error: bool = False
+    outside: bool = False       # sticky until start, like the unit's
+    notice: bool = False
     # the root's stamps of the current barrier, and of the last released one
     cur: dict = field(default_factory=dict)     # "s"/"mt"/"e" -> cycle
     stamps: dict = field(default_factory=dict)
@@ -74,7 +76,8 @@ class _NodeState:
     log_count: int = 0
 
     def start(self, seq):
-        """start_ac_region: everything but the route table (and its write error) reset."""
+        """start_ac_region: everything but the route table (and its write error) reset;
+        the sticky notice errors are cleared."""
         keep = (self.route, self.write_error)
         self.__init__(seq=seq)
         self.route, self.write_error = keep
@@ -204,6 +207,8 @@ class BarrierNetworkModel:
         out["cfg_dup"] = len(set(ids)) != len(ids)
         out["cfg_child"] = any(route.get(c, 0) != j + 1 for j, c in slots.items())
         out["cfg_write"] = state.write_error
+        out["outside"] = state.outside
+        out["notice"] = state.notice
         if parent is None:
             mode = self._field(node_id, "MODE", "mode")
             sub = self._field(node_id, "MODE", "sub")
@@ -290,8 +295,9 @@ class BarrierNetworkModel:
     def _deadline(self, root):
         """The cycle a time threshold releases the current barrier, or None."""
         state = self._state[root]
-        if ("s" not in state.cur or self._field(root, "MODE", "mode") != 1 or not self._field(root, "MODE", "sub") & 2
-                or not self._params_ok(root) or "s" not in state.cur or not self._cfg_ok(root)):
+        if ("s" not in state.cur or self._field(root, "MODE", "mode") != 1
+                or not self._field(root, "MODE", "sub") & 2
+                or not self._params_ok(root) or not self._cfg_ok(root)):
             return None
         return state.cur["s"] + self._field(root, "C", "cycles")
 
@@ -304,9 +310,19 @@ class BarrierNetworkModel:
             return
         state.released = False
         state.aborted = False
-        # Zero latency: the completion reaches every ancestor now.
-        path, at = [], node_id
+        # Zero latency: the completion reaches every ancestor now.  Each ancestor checks it as
+        # the unit checks a COMPLETE notice: from one of its children, about a node routed
+        # to that child's slot; otherwise it is dropped there with a sticky error.
+        path, at = [node_id], self._parent(node_id)
         while at is not None and at in self._state and len(path) <= len(self._state):
+            slots = {child: j for j, child in self._child_slots(at).items()}
+            sender = path[-1]
+            if sender not in slots:
+                self._state[at].notice = True
+                break
+            if self._state[at].route.get(node_id, 0) != slots[sender] + 1:
+                self._state[at].outside = True
+                break
             if not self._cfg_ok(at):
                 break
             path.append(at)
@@ -337,8 +353,16 @@ class BarrierNetworkModel:
         state = self._state[root]
         seq = state.seq
         finished = set(state.vector)
-        members = [root] + [i for i, slot in state.route.items() if slot]
-        unfinished = frozenset(i for i in members if i not in finished)
+        # The release travels down the child links, as the units forward it.
+        members, pending = [], [root]
+        while pending:
+            node_id = pending.pop()
+            if node_id in members or node_id not in self._state:
+                continue
+            members.append(node_id)
+            pending.extend(self._child_slots(node_id).values())
+        unfinished = frozenset(i for i in members
+                               if i not in finished and i not in self._state[i].vector)
         if unfinished:
             state.log.append((seq, unfinished))
             state.log_count += 1

@@ -237,3 +237,24 @@ def test_tree_shapes_and_refused_trees(cluster):
             dev.barrier.configure(None, [1, 1], {1: 0})
     cl.configure_barrier()
     assert cl.barrier().aborted == frozenset()
+
+
+def test_completion_from_outside_a_subtree_is_an_error(cluster):
+    """The root is told its subtree lacks the deepest rank of a chain: that rank's
+    completion arrives through a child whose subtree the root does not know it in."""
+    cl = cluster
+    n = cl.nodes
+    if n < 3:
+        pytest.skip("a chain needs a grandchild of the root")
+    chain = BarrierTree.chain(n)
+    cl.configure_barrier(chain)
+    deepest = max(range(n), key=chain.depth)
+    route = {rank: slot for rank, slot in chain.route(chain.root).items() if rank != deepest}
+    cl.device(chain.root).barrier.configure(None, chain.children(chain.root), route)
+    arrive = [SPACING] * n
+    arrive[deepest] = 0
+    with pytest.raises(NicollError, match=r"outside"):
+        cl.barrier(arrive=arrive)
+    # Programming the tree again starts a new region: the sticky error is gone.
+    cl.configure_barrier()
+    assert cl.barrier().aborted == frozenset()
