@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: venv
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=15 tests
 
 demo: venv
 	$(VENV)/bin/nicoll demo

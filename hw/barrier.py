@@ -55,6 +55,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
+from ..tree import BarrierTree
 from .packet import DEST_WIDTH
 
 
@@ -62,8 +63,7 @@ __all__ = [
     "NoticeKind", "BarrierMode", "AcSubMode",
     "NOTICE_LAYOUT", "ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
     "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT",
-    "notice_stream", "BarrierUnit",
-    "binary_tree", "kary_tree", "chain_tree", "tree_tables",
+    "notice_stream", "BarrierUnit", "tree_tables",
 ]
 
 
@@ -637,74 +637,32 @@ class BarrierUnit(wiring.Component):
 
 
 # ---- Host-side tree description ------------------------------------------------------------
-# Pure Python, shared by the tests and (later) the driver: a tree is a list `parents` with
-# parents[i] the parent of node i, or None for the root.
+# The tree itself (shapes, the checks that it is one tree, routes) is nicoll.tree.BarrierTree,
+# shared with the driver; this only turns it into what each unit's ports take.
 
-def binary_tree(n):
-    """Parents of the default binary tree: node i's parent is (i − 1) // 2; node 0 is root."""
-    return kary_tree(n, 2)
+def tree_tables(tree, max_children):
+    """What the host writes into each unit for ``tree``: one dict per node.
 
-
-def kary_tree(n, k):
-    """Parents of a complete k-ary tree of n nodes in heap order."""
-    _check_int("number of nodes", n, 1, MAX_NODES_LIMIT)
-    _check_int("arity", k, 1, MAX_CHILDREN_LIMIT)
-    return [None] + [(i - 1) // k for i in range(1, n)]
-
-
-def chain_tree(n):
-    """Parents of a chain 0 ← 1 ← … ← n − 1 (node 0 the root)."""
-    return kary_tree(n, 1)
-
-
-def tree_tables(parents, max_children):
-    """Check that ``parents`` is one tree and give each node's configuration.
-
-    Returns one dict per node: ``parent`` (id or None), ``children`` (ids, slot order) and
-    ``routes`` ({id: slot + 1} for every id below the node): what the host writes into the
-    unit's ``parent_id``/``has_parent``, ``child_id``/``child_valid`` and route table.
-    Raises ``ValueError`` for a cycle, several roots or none, a parent id out of range or more
-    than ``max_children`` children.
+    ``tree`` is a :class:`nicoll.tree.BarrierTree` (``BarrierTree.binary(n)`` is the default
+    shape; ``kary``, ``chain`` or any parent list) or a parent list, checked by it.  Each
+    dict holds ``parent`` (id or None), ``children`` (ids in slot order), ``routes``
+    ({id: slot + 1} for every id below the node: the route table's entries) and ``depth``.
+    Raises ``NicollError`` (a ``ValueError``) for a cycle, several roots or none, a parent out
+    of range; ``ValueError`` for more than ``max_children`` children or ``MAX_NODES_LIMIT``
+    nodes.
     """
-    if not isinstance(parents, (list, tuple)) or not parents:
-        raise ValueError(f"parents must be a non-empty list, not {parents!r}")
-    n = len(parents)
-    roots = [i for i, p in enumerate(parents) if p is None]
-    if len(roots) != 1:
-        raise ValueError(f"a tree has exactly one root (parent None), these have {len(roots)}: "
-                         f"{parents!r}")
-    children = [[] for _ in range(n)]
-    for i, p in enumerate(parents):
-        if p is None:
-            continue
-        if not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < n or p == i:
-            raise ValueError(f"parent of node {i} must be another node id in 0..{n - 1}, "
-                             f"not {p!r}")
-        children[p].append(i)
-    for i, ch in enumerate(children):
-        if len(ch) > max_children:
-            raise ValueError(f"node {i} has {len(ch)} children, more than max_children = "
-                             f"{max_children!r}")
-    # Every node must reach the root: otherwise there is a cycle.
-    depth = [None] * n
-    depth[roots[0]] = 0
-    order = [roots[0]]
-    for node in order:
-        for c in children[node]:
-            depth[c] = depth[node] + 1
-            order.append(c)
-    if len(order) != n:
-        lost = sorted(set(range(n)) - set(order))
-        raise ValueError(f"nodes {lost!r} do not reach the root: the parents form a cycle")
+    _check_int("max_children", max_children, 1, MAX_CHILDREN_LIMIT)
+    if not isinstance(tree, BarrierTree):
+        tree = BarrierTree(tree)
+    if len(tree) > MAX_NODES_LIMIT:
+        raise ValueError(f"a tree of {len(tree)} nodes has more than {MAX_NODES_LIMIT}")
     tables = []
-    for i in range(n):
-        routes = {}
-        for slot, c in enumerate(children[i]):
-            stack = [c]
-            while stack:
-                x = stack.pop()
-                routes[x] = slot + 1
-                stack.extend(children[x])
-        tables.append({"parent": parents[i], "children": list(children[i]), "routes": routes,
-                       "depth": depth[i]})
+    for node in range(len(tree)):
+        children = tree.children(node)
+        if len(children) > max_children:
+            raise ValueError(f"node {node} has {len(children)} children, more than "
+                             f"max_children = {max_children!r}")
+        tables.append({"parent": tree.parent(node), "children": children,
+                       "routes": {x: slot + 1 for x, slot in tree.route(node).items()},
+                       "depth": tree.depth(node)})
     return tables

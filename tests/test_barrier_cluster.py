@@ -1,7 +1,7 @@
 """Cluster.barrier through the network on every backend (seed 004).
 
-The same driver calls run on the device model (zero notice latency: stamps and aborts are
-exact), the Amaranth simulation (3 nodes) and Verilator (8 nodes).  On the gateware a
+The same driver calls run on the device model (8 nodes, zero notice latency: stamps and
+aborts are exact), the Amaranth simulation (3 nodes) and Verilator (8 nodes).  On the gateware a
 completion reaches the root and a release reaches a node after a few cycles per tree hop, so
 arrivals are spaced by far more than the tree's notice latency and the checks allow that
 latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
@@ -15,28 +15,29 @@ import nicoll
 from nicoll import NicollError
 from nicoll.tree import BarrierTree
 
+from conftest import CLUSTER_KWARGS, NODES
+
 #: An upper bound of the cycles one tree hop takes (notice to packet, switch, packet to
 #: notice, the unit's forwarding) at every data width the tests use.
 LATENCY_PER_HOP = 16
 #: Arrivals and thresholds are spaced this far apart so latency cannot reorder them.
 SPACING = 400
 
+# The same configurations (and xdist groups) as tests/test_driver.py, so the Verilator
+# cluster is built once for both.
 BACKENDS = [
-    pytest.param(("model", 8), marks=pytest.mark.xdist_group("barrier-model"), id="model-8"),
-    pytest.param(("amaranth", 3), marks=pytest.mark.xdist_group("barrier-amaranth"),
-                 id="amaranth-3"),
-    pytest.param(("verilator", 8), marks=[pytest.mark.verilator,
-                                          pytest.mark.xdist_group("barrier-verilator")],
-                 id="verilator-8"),
+    pytest.param("model", marks=pytest.mark.xdist_group("model"), id=f"model-{NODES['model']}"),
+    pytest.param("amaranth", marks=pytest.mark.xdist_group("amaranth"),
+                 id=f"amaranth-{NODES['amaranth']}"),
+    pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
+                 id=f"verilator-{NODES['verilator']}"),
 ]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def cluster(request):
-    backend, nodes = request.param
-    data_width = 64 if backend == "amaranth" else 256
-    with nicoll.Cluster(nodes=nodes, backend=backend, data_width=data_width, max_nodes=16,
-                        mem_size=4096) as cl:
+    backend = request.param
+    with nicoll.Cluster(nodes=NODES[backend], backend=backend, **CLUSTER_KWARGS) as cl:
         cl.configure_barrier()
         yield cl
 

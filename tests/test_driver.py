@@ -12,15 +12,13 @@ import pytest
 import nicoll
 from nicoll import NicollError
 from nicoll._regmap import REGMAP
-from nicoll.hw.alu import all_capabilities
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.regmap import BusResponse
 from nicoll.transport import Transport
 
-NODES = 3
-MEM_SIZE = 4096
-# A build without float64 prod, as a small FPGA would be configured to save DSPs.
-ALU_CAPABILITIES = all_capabilities() - {(ReduceOp.PROD, DType.FLOAT64)}
+from conftest import ALU_CAPABILITIES, CLUSTER_KWARGS, NODES as NODES_OF
+
+MEM_SIZE = CLUSTER_KWARGS["mem_size"]
 
 # One xdist group per backend, so each parallel worker starts one simulator, not three.
 BACKEND_PARAMS = [
@@ -32,8 +30,8 @@ BACKEND_PARAMS = [
 
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def cluster(request):
-    with nicoll.Cluster(nodes=NODES, backend=request.param, mem_size=MEM_SIZE,
-                        alu_capabilities=ALU_CAPABILITIES) as cl:
+    with nicoll.Cluster(nodes=NODES_OF[request.param], backend=request.param,
+                        **CLUSTER_KWARGS) as cl:
         yield cl
 
 
@@ -44,8 +42,8 @@ def _unmapped_addresses():
 
 
 def test_each_node_reports_its_rank_and_build(cluster):
-    assert cluster.nodes == NODES
-    for rank in range(NODES):
+    assert cluster.nodes == NODES_OF[cluster.backend]
+    for rank in range(cluster.nodes):
         dev = cluster.device(rank)
         assert dev.node_id == rank
         assert dev.regs.global_.NODE_ID.read() == rank
@@ -64,7 +62,7 @@ def test_id_and_version_words_match_the_register_map(cluster):
 
 def test_scratch_round_trip(cluster):
     rng = random.Random(1)
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         scratch = cluster.device(rank).regs.global_.SCRATCH
         for _ in range(8):
             value = rng.getrandbits(32)
@@ -73,9 +71,9 @@ def test_scratch_round_trip(cluster):
 
 
 def test_scratch_is_per_node(cluster):
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         cluster.device(rank).regs.global_.SCRATCH.write(0x5000 + rank)
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         assert cluster.device(rank).regs.global_.SCRATCH.read() == 0x5000 + rank
 
 
@@ -159,7 +157,7 @@ def test_cycle_counter_is_64_bit_and_monotonic(cluster):
 
 def test_device_memory_round_trip(cluster):
     rng = random.Random(7)
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         dev = cluster.device(rank)
         image = bytes(rng.getrandbits(8) for _ in range(512))
         dev.mem_write(0, image)
@@ -178,9 +176,9 @@ def test_device_memory_round_trip(cluster):
 
 
 def test_device_memory_is_per_node(cluster):
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         cluster.device(rank).mem_write(0x100, bytes([rank]) * 40)
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         assert cluster.device(rank).mem_read(0x100, 40) == bytes([rank]) * 40
 
 
@@ -248,13 +246,14 @@ def test_device_refuses_the_wrong_rank(cluster):
 
 
 def test_device_rank_lookup(cluster):
-    with pytest.raises(NicollError, match=r"rank must be an int between 0 and 2, not 3"):
-        cluster.device(NODES)
-    assert repr(cluster).startswith(f"<nicoll.Cluster {NODES} nodes on {cluster.backend}")
+    n = cluster.nodes
+    with pytest.raises(NicollError, match=rf"rank must be an int between 0 and {n - 1}, not {n}"):
+        cluster.device(n)
+    assert repr(cluster).startswith(f"<nicoll.Cluster {n} nodes on {cluster.backend}")
 
 
 def test_alu_capabilities_are_read_from_the_registers(cluster):
-    for rank in range(NODES):
+    for rank in range(cluster.nodes):
         assert cluster.device(rank).alu_capabilities() == ALU_CAPABILITIES
 
 

@@ -30,12 +30,16 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal, Value
 
+from nicoll.errors import NicollError
 from nicoll.hw import barrier as barrier_mod
+from nicoll.hw import barrier_tree as barrier_tree_mod
 from nicoll.hw.barrier import (
     AcSubMode, BarrierMode, BarrierUnit, ERROR_LAYOUT, NOTICE_LAYOUT, NoticeKind,
-    binary_tree, chain_tree, kary_tree, notice_stream, tree_tables,
+    notice_stream, tree_tables,
 )
+from nicoll.hw.barrier_tree import BarrierTreeTop, barrier_tree_verilog
 from nicoll.sim.testbench import run_testbenches
+from nicoll.tree import BarrierTree
 
 #: Cycles a notice spends in the test router at least: taken at one edge, offered the next
 #: cycle, taken by the receiver at the edge after.  A wire would be 0.
@@ -52,8 +56,7 @@ def test_all():
         "NoticeKind", "BarrierMode", "AcSubMode",
         "NOTICE_LAYOUT", "ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
         "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT",
-        "notice_stream", "BarrierUnit",
-        "binary_tree", "kary_tree", "chain_tree", "tree_tables",
+        "notice_stream", "BarrierUnit", "tree_tables",
     ]
     for name in barrier_mod.__all__:
         assert hasattr(barrier_mod, name), name
@@ -119,31 +122,24 @@ def test_notice_layout():
     assert ERROR_LAYOUT.size == 12
 
 
-def test_tree_shapes():
-    assert binary_tree(7) == [None, 0, 0, 1, 1, 2, 2]
-    assert kary_tree(5, 3) == [None, 0, 0, 0, 1]
-    assert chain_tree(4) == [None, 0, 1, 2]
-    t = tree_tables(binary_tree(7), 2)
+def test_tree_tables():
+    # The shapes and the tree checks are nicoll.tree.BarrierTree's; tree_tables adds the
+    # unit's route encoding (slot + 1) and the child-slot limit.
+    t = tree_tables(BarrierTree.binary(7), 2)
     assert t[0] == {"parent": None, "children": [1, 2], "depth": 0,
                     "routes": {1: 1, 3: 1, 4: 1, 2: 2, 5: 2, 6: 2}}
     assert t[5] == {"parent": 2, "children": [], "routes": {}, "depth": 2}
-    with pytest.raises(ValueError, match=r"^a tree has exactly one root \(parent None\), "
-                                         r"these have 2: \[None, None\]$"):
-        tree_tables([None, None], 2)
-    with pytest.raises(ValueError, match=r"^a tree has exactly one root"):
-        tree_tables([1, 0], 2)
-    with pytest.raises(ValueError, match=r"^nodes \[2, 3\] do not reach the root: the parents "
-                                         r"form a cycle$"):
-        tree_tables([None, 0, 3, 2], 2)
-    with pytest.raises(ValueError, match=r"^parent of node 1 must be another node id in 0\.\.1, "
-                                         r"not 1$"):
-        tree_tables([None, 1], 2)
+    assert tree_tables([None, 0, 0, 0, 1], 3) == tree_tables(BarrierTree.kary(5, 3), 3)
+    assert [x["parent"] for x in tree_tables(BarrierTree.chain(4), 1)] == [None, 0, 1, 2]
+    for parents, match in (([None, None], r"exactly one root"), ([1, 0], r"exactly one root"),
+                           ([None, 0, 3, 2], r"cycle"), ([None, 1], r"own parent"),
+                           ([], r"at least one node")):
+        with pytest.raises(NicollError, match=match):
+            tree_tables(parents, 2)
     with pytest.raises(ValueError, match=r"^node 0 has 3 children, more than max_children = 2$"):
         tree_tables([None, 0, 0, 0], 2)
-    with pytest.raises(ValueError, match=r"^parents must be a non-empty list, not \[\]$"):
-        tree_tables([], 2)
-    with pytest.raises(TypeError, match=r"^number of nodes must be an integer, not 2\.0$"):
-        binary_tree(2.0)
+    with pytest.raises(TypeError, match=r"^max_children must be an integer, not '2'$"):
+        tree_tables(BarrierTree.binary(3), "2")
 
 
 def test_elaborates_at_64_nodes():
@@ -194,15 +190,14 @@ def notice_dict(payload):
 class Harness:
     """A tree of units with a router and hosts; see the module docstring."""
 
-    def __init__(self, parents, *, max_nodes=None, max_children=None, mode=BarrierMode.NORMAL,
+    def __init__(self, tree, *, max_nodes=None, max_children=None, mode=BarrierMode.NORMAL,
                  sub=AcSubMode.COUNT, m=0, c=0, estimate=0, stall=0.0, gap=0.0, seed=0,
                  start_seq=0):
-        self.n = len(parents)
-        self.max_children = max_children or max(
-            1, max(Counter(p for p in parents if p is not None).values(), default=1))
+        self.n = len(tree)
+        self.max_children = max_children or max(1, tree.max_children)
         self.max_nodes = max_nodes or self.n
-        self.tables = tree_tables(parents, self.max_children)
-        self.root = parents.index(None)
+        self.tables = tree_tables(tree, self.max_children)
+        self.root = tree.root
         self.top = TreeTop(self.n, self.max_nodes, self.max_children)
         self.units = self.top.units
         self.mode, self.sub, self.m, self.c, self.estimate = mode, sub, m, c, estimate
@@ -544,21 +539,21 @@ def random_arrivals(rng, n, barriers, spread):
 # ---- Mode 0 ----------------------------------------------------------------------------------
 
 TREES = [
-    ("binary1", binary_tree(1)),
-    ("binary2", binary_tree(2)),
-    ("binary7", binary_tree(7)),
-    ("binary8", binary_tree(8)),
-    ("3ary10", kary_tree(10, 3)),
-    ("chain5", chain_tree(5)),
+    ("binary1", BarrierTree.binary(1)),
+    ("binary2", BarrierTree.binary(2)),
+    ("binary7", BarrierTree.binary(7)),
+    ("binary8", BarrierTree.binary(8)),
+    ("3ary10", BarrierTree.kary(10, 3)),
+    ("chain5", BarrierTree.chain(5)),
 ]
 
 
-@pytest.mark.parametrize("name,parents", TREES, ids=[t[0] for t in TREES])
-def test_normal_mode_waits_for_the_last(name, parents):
-    n = len(parents)
+@pytest.mark.parametrize("name,tree", TREES, ids=[t[0] for t in TREES])
+def test_normal_mode_waits_for_the_last(name, tree):
+    n = len(tree)
     rng = random.Random(name)
     arrivals = random_arrivals(rng, n, 3, 40)
-    h = Harness(parents, stall=0.3, gap=0.3, seed=len(name), start_seq=7)
+    h = Harness(tree, stall=0.3, gap=0.3, seed=len(name), start_seq=7)
 
     async def body(ctx):
         await h.run(ctx, arrivals)
@@ -579,8 +574,8 @@ def test_normal_mode_release_latency(n):
     """Release latency after the last completion (binary tree, no backpressure), against the
     documented formula and against 2 · depth · hop.  The last node to finish is the deepest
     one, late enough that every other completion has reached the root."""
-    parents = binary_tree(n)
-    h = Harness(parents)
+    tree = BarrierTree.binary(n)
+    h = Harness(tree)
     last = n - 1                                # a deepest node
     arrivals = [[0] * n]
     arrivals[0][last] = 30 + 2 * n
@@ -615,15 +610,15 @@ def test_normal_mode_release_latency(n):
 
 # ---- Mode 1 ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("parents,stragglers,m", [
-    (binary_tree(7), {4, 6}, 5),
-    (kary_tree(13, 3), {5, 12}, 10),
-    (chain_tree(6), {3}, 3),
+@pytest.mark.parametrize("tree,stragglers,m", [
+    (BarrierTree.binary(7), {4, 6}, 5),
+    (BarrierTree.kary(13, 3), {5, 12}, 10),
+    (BarrierTree.chain(6), {3}, 3),
 ])
-def test_count_only_aborts_exactly_the_unfinished(parents, stragglers, m):
-    n = len(parents)
+def test_count_only_aborts_exactly_the_unfinished(tree, stragglers, m):
+    n = len(tree)
     assert len(stragglers) + m <= n
-    h = Harness(parents, mode=BarrierMode.AC, sub=AcSubMode.COUNT, m=m, estimate=0xE57,
+    h = Harness(tree, mode=BarrierMode.AC, sub=AcSubMode.COUNT, m=m, estimate=0xE57,
                 stall=0.3, gap=0.2, seed=n)
     # Finishers within 20 cycles; stragglers far later (they finish late, as stale).
     rng = random.Random(n)
@@ -648,11 +643,11 @@ def test_count_only_aborts_exactly_the_unfinished(parents, stragglers, m):
 
 @pytest.mark.parametrize("sub", [AcSubMode.TIME, AcSubMode.BOTH])
 def test_time_threshold(sub):
-    parents = binary_tree(8)
-    n = len(parents)
+    tree = BarrierTree.binary(8)
+    n = len(tree)
     c = 60
     # m is large enough that the count never fires before the time in BOTH.
-    h = Harness(parents, mode=BarrierMode.AC, sub=sub, m=n, c=c, estimate=3, stall=0.2,
+    h = Harness(tree, mode=BarrierMode.AC, sub=sub, m=n, c=c, estimate=3, stall=0.2,
                 gap=0.2, seed=11)
     stragglers = {3, 7}
     arrivals = [[500 if r in stragglers else 5 * r for r in range(n)]]
@@ -669,8 +664,8 @@ def test_time_threshold(sub):
 
 
 def test_both_takes_whichever_comes_first():
-    parents = binary_tree(7)
-    h = Harness(parents, mode=BarrierMode.AC, sub=AcSubMode.BOTH, m=4, c=80, stall=0.1,
+    tree = BarrierTree.binary(7)
+    h = Harness(tree, mode=BarrierMode.AC, sub=AcSubMode.BOTH, m=4, c=80, stall=0.1,
                 seed=5)
     arrivals = [
         # Barrier 0: four nodes at once, the rest much later: the count fires.
@@ -696,9 +691,9 @@ def test_both_takes_whichever_comes_first():
 # ---- Mode 2 ----------------------------------------------------------------------------------
 
 def test_collect_stamps_and_aborts_nothing():
-    parents = kary_tree(9, 3)
-    n = len(parents)
-    h = Harness(parents, mode=BarrierMode.COLLECT, m=5, stall=0.3, gap=0.3, seed=3)
+    tree = BarrierTree.kary(9, 3)
+    n = len(tree)
+    h = Harness(tree, mode=BarrierMode.COLLECT, m=5, stall=0.3, gap=0.3, seed=3)
     rng = random.Random(3)
     arrivals = random_arrivals(rng, n, 3, 120)
 
@@ -719,9 +714,9 @@ def test_collect_stamps_and_aborts_nothing():
 def test_consecutive_barriers_with_late_finishers():
     """Mode 1 count-only, several barriers, a different straggler each time; each late done
     carries its old seq and is dropped and counted where it lands, never counted later."""
-    parents = binary_tree(7)
-    n = len(parents)
-    h = Harness(parents, mode=BarrierMode.AC, sub=AcSubMode.COUNT, m=6, estimate=99,
+    tree = BarrierTree.binary(7)
+    n = len(tree)
+    h = Harness(tree, mode=BarrierMode.AC, sub=AcSubMode.COUNT, m=6, estimate=99,
                 stall=0.3, gap=0.3, seed=21, start_seq=0xfffd)   # the seq wraps to 0
     rng = random.Random(21)
     arrivals = []
@@ -745,11 +740,11 @@ def test_consecutive_barriers_with_late_finishers():
 def test_stale_completion_in_flight_is_dropped():
     """A completion that crosses the release on its way up reaches a node already in the next
     barrier: it is dropped and counted there, and its sender is not aborted."""
-    parents = chain_tree(4)             # 0 <- 1 <- 2 <- 3
+    tree = BarrierTree.chain(4)             # 0 <- 1 <- 2 <- 3
     c = 40
     found = False
     for offset in range(-2, 8):
-        h = Harness(parents, mode=BarrierMode.AC, sub=AcSubMode.TIME, m=4, c=c)
+        h = Harness(tree, mode=BarrierMode.AC, sub=AcSubMode.TIME, m=4, c=c)
         # The root finishes at once (s), nodes 1 and 2 never, node 3 around s + c, when the
         # time rule fires: its completion may meet the release on the way up.
         arrivals = [[0, None, None, c + offset], [0, 0, 0, 0]]
@@ -770,18 +765,18 @@ def test_stale_completion_in_flight_is_dropped():
 
 # ---- Random stress -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("parents,sub,barriers,seed", [
-    (binary_tree(7), AcSubMode.BOTH, 100, 1),       # > 16 early releases: the log wraps
-    (kary_tree(13, 3), AcSubMode.COUNT, 15, 2),
-    (binary_tree(15), AcSubMode.TIME, 10, 3),
-    (chain_tree(6), AcSubMode.BOTH, 15, 4),
+@pytest.mark.parametrize("tree,sub,barriers,seed", [
+    (BarrierTree.binary(7), AcSubMode.BOTH, 100, 1),       # > 16 early releases: the log wraps
+    (BarrierTree.kary(13, 3), AcSubMode.COUNT, 15, 2),
+    (BarrierTree.binary(15), AcSubMode.TIME, 10, 3),
+    (BarrierTree.chain(6), AcSubMode.BOTH, 15, 4),
 ])
-def test_random_ac_barriers(parents, sub, barriers, seed):
+def test_random_ac_barriers(tree, sub, barriers, seed):
     """Consecutive AC barriers with random arrivals, stragglers that finish late or never,
     and random backpressure and gaps: every invariant of Harness.check, every barrier."""
-    n = len(parents)
+    n = len(tree)
     rng = random.Random(seed)
-    h = Harness(parents, mode=BarrierMode.AC, sub=sub, m=n - 2, c=70, estimate=seed,
+    h = Harness(tree, mode=BarrierMode.AC, sub=sub, m=n - 2, c=70, estimate=seed,
                 stall=0.3, gap=0.3, seed=seed)
     arrivals = []
     for _ in range(barriers):
@@ -812,9 +807,9 @@ def test_random_ac_barriers(parents, sub, barriers, seed):
 def test_bad_parameters_flag_and_fall_back_to_normal(mode, sub, m, c, bit):
     """A bad m, c or mode raises its error bit at the root, and the root then releases only
     when every node is done: never early, never a hang."""
-    parents = binary_tree(7)
-    n = len(parents)
-    h = Harness(parents, mode=BarrierMode.NORMAL, m=m, c=c, stall=0.2, seed=1)
+    tree = BarrierTree.binary(7)
+    n = len(tree)
+    h = Harness(tree, mode=BarrierMode.NORMAL, m=m, c=c, stall=0.2, seed=1)
     arrivals = [[0] * (n - 1) + [200]]
     flags = {}
 
@@ -880,7 +875,7 @@ def error_bits(ctx, u):
     return {name for name in dict(ERROR_LAYOUT) if getattr(errors, name)}
 
 
-# Node 1 of binary_tree(7): parent 0, children 3 (slot 0) and 4 (slot 1).
+# Node 1 of BarrierTree.binary(7): parent 0, children 3 (slot 0) and 4 (slot 1).
 GOOD = {"node": 1, "parent": 0, "children": [3, 4], "routes": {3: 1, 4: 2}}
 
 
@@ -1158,3 +1153,128 @@ def test_rx_never_waits_on_a_stalled_tx():
         assert mine == [(R, 0), (K, 1), (R, 1), (K, 2), (R, 2)], (child, mine)
     # KILLs owed to a child that is behind carry the newest estimate.
     assert all(x["estimate"] == 9 for x in sent if x["kind"] == K)
+
+
+# ---- BarrierTreeTop: the standalone tree of the Verilator bench (tests/test_barrier_cocotb.py)
+
+def test_tree_top_all():
+    assert barrier_tree_mod.__all__ == [
+        "TOPLEVEL", "UNIT_MODULE", "MAX_UNITS", "FULL_LINKS_LIMIT", "MAX_LATENCY",
+        "COUNT_WIDTH", "BarrierTreeTop", "barrier_tree_verilog",
+    ]
+    for name in barrier_tree_mod.__all__:
+        assert hasattr(barrier_tree_mod, name), name
+
+
+def test_tree_top_constructor_errors():
+    with pytest.raises(TypeError, match=r"^units must be an integer, not '8'$"):
+        BarrierTreeTop("8")
+    with pytest.raises(ValueError, match=r"^units must be between 1 and 256, not 0$"):
+        BarrierTreeTop(0)
+    with pytest.raises(ValueError, match=r"^max_children must be between 1 and 64, not 0$"):
+        BarrierTreeTop(4, max_children=0)
+    with pytest.raises(ValueError, match=r"^max_nodes must be between 4 and 4096, not 2$"):
+        BarrierTreeTop(4, max_nodes=2)
+    with pytest.raises(TypeError, match=r"^latency must be an integer, not 1\.0$"):
+        BarrierTreeTop(4, latency=1.0)
+    with pytest.raises(ValueError, match=r"^latency must be between 0 and 16, not 17$"):
+        BarrierTreeTop(4, latency=17)
+    with pytest.raises(ValueError, match=r"^a full crossbar joins at most 32 units, not 33; "
+                                         r"pass links=BarrierTree\(\.\.\.\)$"):
+        BarrierTreeTop(33)
+    with pytest.raises(TypeError, match=r"^links must be None or a BarrierTree, not "
+                                        r"\[None, 0\]$"):
+        BarrierTreeTop(2, links=[None, 0])
+    with pytest.raises(ValueError, match=r"^links must be a tree of 4 nodes, not "
+                                         r"BarrierTree\(\[None, 0, 0\]\)$"):
+        BarrierTreeTop(4, links=BarrierTree.binary(3))
+    with pytest.raises(ValueError, match=r"^links has a node with 3 children, more than "
+                                         r"max_children = 2$"):
+        BarrierTreeTop(4, links=BarrierTree.kary(4, 3))
+    with pytest.raises(TypeError, match=r"^unit_module must be None or a module name, not 1$"):
+        BarrierTreeTop(4, unit_module=1)
+    with pytest.raises(ValueError, match=r"^log_depth must be a power of two between 16 and "
+                                         r"1024, not 20$"):
+        BarrierTreeTop(4, log_depth=20)
+    with pytest.raises(TypeError, match=r"^log_depth must be an integer, not '16'$"):
+        BarrierTreeTop(4, log_depth="16")
+
+
+def test_tree_top_ports():
+    top = BarrierTreeTop(3, max_children=2, max_nodes=5, latency=2)
+    assert (top.n_units, top.max_children, top.max_nodes, top.latency, top.links,
+            top.log_depth) == (3, 2, 5, 2, None, 16)
+    widths = {"now": 64, "node_id": 48, "parent_id": 48, "has_parent": 3, "child_id": 96,
+              "child_valid": 6, "route_we": 3, "route_addr": 48, "route_data": 6,
+              "route_rdata": 6, "done": 3, "at_a": 192, "seq_b": 48, "inject": NOTICE_LAYOUT.size,
+              "down_count": 3 * 4 * 32, "up_count": 3 * 4 * 32, "misrouted": 32,
+              "released_at": 192, "errors": 36, "stamp_valid": 9, "log_ids": 15, "stale": 96,
+              "watch_mask": 3, "watch_all": 1, "busy": 1, "clash": 16}
+    for name, width in widths.items():
+        assert len(Value.cast(getattr(top, name))) == width, name
+    assert [top.targets(s) for s in range(3)] == [[1, 2], [0, 2], [0, 1]]
+    chain = BarrierTreeTop(3, max_children=1, links=BarrierTree.chain(3))
+    assert [chain.targets(s) for s in range(3)] == [[1], [0, 2], [1]]
+    Fragment.get(top, None)
+    Fragment.get(chain, None)
+
+
+def test_tree_top_verilog_has_one_unit_module():
+    text = barrier_tree_verilog(3, max_children=1, links=BarrierTree.chain(3), latency=0)
+    assert text.count("module nicoll_barrier_unit(") == 1
+    assert text.count("module nicoll_barrier_tree(") == 1
+    assert text.count("nicoll_barrier_unit unit") == 3
+
+
+def test_tree_top_runs_a_barrier():
+    """A chain 0 <- 1 <- 2 with L = 2 (hop 4) in the Amaranth simulator: timed dones, the
+    release cycles of the documented formula, link counters, a misrouted notice."""
+    top = BarrierTreeTop(3, max_children=1, latency=2, links=BarrierTree.chain(3))
+    hop = 4
+    out = {}
+
+    async def tb(ctx):
+        await ctx.tick()                # the top's registered reset
+        ctx.set(top.node_id, [0, 1, 2])
+        ctx.set(top.parent_id, [0, 0, 1])
+        ctx.set(top.has_parent, 0b110)
+        ctx.set(top.child_id, [[1], [2], [0]])
+        ctx.set(top.child_valid, [1, 1, 0])
+        for step, writes in enumerate(([(1, 1), (2, 1), None], [(2, 1), None, None])):
+            ctx.set(top.route_we, sum(1 << i for i, w in enumerate(writes) if w))
+            ctx.set(top.route_addr, [w[0] if w else 0 for w in writes])
+            ctx.set(top.route_data, [w[1] if w else 0 for w in writes])
+            await ctx.tick()
+        ctx.set(top.route_we, 0)
+        ctx.set(top.start, 1)
+        await ctx.tick()
+        ctx.set(top.start, 0)
+        await ctx.tick().repeat(2)
+        now = ctx.get(top.now)
+        at = [now + 5, now + 3, now + 40]
+        ctx.set(top.at_a, at)
+        ctx.set(top.seq_a, [0, 0, 0])
+        ctx.set(top.watch_mask, 0b111)
+        ctx.set(top.watch_seq, 1)
+        await ctx.tick().until(top.watch_all)
+        out["at"] = at
+        out["released_at"] = list(ctx.get(top.released_at))
+        out["down"] = [list(x) for x in ctx.get(top.down_count)]
+        out["up"] = [list(x) for x in ctx.get(top.up_count)]
+        # Unit 2 told that its parent is 0, which it has no link to: its next completion is
+        # dropped by the network and counted.
+        ctx.set(top.parent_id, [0, 0, 0])
+        ctx.set(top.at_a, [0, 0, ctx.get(top.now) + 3])
+        ctx.set(top.seq_a, [0, 0, 1])
+        await ctx.tick().repeat(12)
+        out["misrouted"] = ctx.get(top.misrouted)
+        out["busy"] = ctx.get(top.busy)
+
+    run_testbenches(top, tb, watchdog_cycles=2000)
+    root_release = out["at"][2] + 2 * hop + 1
+    assert out["released_at"] == [root_release, root_release + hop, root_release + 2 * hop]
+    R, C, K = NoticeKind.RELEASE.value, NoticeKind.COMPLETE.value, NoticeKind.KILL.value
+    assert out["down"][0] == [0, 0, 0, 0]
+    assert out["down"][1][R] == out["down"][2][R] == 1 and out["down"][1][K] == 0
+    assert out["up"][2][C] == 1 and out["up"][1][C] == 2 and out["up"][0] == [0, 0, 0, 0]
+    assert out["misrouted"] == 1 and out["busy"] == 0
