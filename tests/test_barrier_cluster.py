@@ -163,7 +163,7 @@ def test_late_finishers_never_count(cluster):
         _wait_disarmed(cl.device(rank), budget=SPACING * (cl.nodes + 2))
     stale = [cl.device(r).barrier.stale() for r in range(cl.nodes)]
     late = 0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         stragglers = rng.sample(range(cl.nodes), rng.randint(0, cl.nodes - 1))
         arrive = _spread(cl, rng, stragglers)
         m = cl.nodes - len(stragglers)
@@ -175,7 +175,11 @@ def test_late_finishers_never_count(cluster):
             _wait_disarmed(cl.device(rank), budget=SPACING * (cl.nodes + 2))
             stale[rank] += 1
             late += 1
-        assert [cl.device(r).barrier.stale() for r in range(cl.nodes)] == stale
+        found = [cl.device(r).barrier.stale() for r in range(cl.nodes)]
+        assert found == stale, (
+            f"round {round_}: STALE {found}, expected {stale}; mode {mode}, arrive {arrive}, "
+            f"barrier {result.seq}, aborted {sorted(result.aborted)}, status "
+            f"{[cl.device(r).barrier.status() for r in range(cl.nodes)]}")
     assert late > 0
     result = cl.barrier(arrive=_spread(cl, rng))
     assert result.aborted == frozenset()
