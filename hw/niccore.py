@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from .._regmap import REGMAP
 from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
-from .barrier import MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
+from .barrier import ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .csr import CSRSlave
 from .devmem import DeviceMemory
 from .packet import DEST_WIDTH, HeaderReceiver, HeaderSender, PacketKind, packet_stream
@@ -339,7 +339,6 @@ class NicCore(wiring.Component):
             ("barrier", "VECTOR", "bits"): word(unit.vector, reg("SELECT", "word")),
             ("barrier", "ERRORS", "cfg_write"): errors.cfg_write | slot_too_big,
         }
-        for name in ("m_range", "c_zero", "mode", "cfg_id", "cfg_slot", "cfg_self", "cfg_parent",
-                     "cfg_dup", "cfg_child", "outside", "notice"):
-            values["barrier", "ERRORS", name] = getattr(errors, name)
+        for name in ERROR_LAYOUT.members:
+            values.setdefault(("barrier", "ERRORS", name), getattr(errors, name))
         return values

@@ -19,6 +19,7 @@ application keeps; the unit carries it unchanged to every node it aborts.
 
 from dataclasses import dataclass
 
+from ._regmap import REGMAP
 from .errors import NicollError
 
 __all__ = ["BarrierDriver", "BarrierStatus", "MODES", "SUB_MODES", "ERROR_NAMES"]
@@ -27,9 +28,8 @@ __all__ = ["BarrierDriver", "BarrierStatus", "MODES", "SUB_MODES", "ERROR_NAMES"
 MODES = {"normal": 0, "ac": 1, "collect": 2}
 #: Sub-modes of mode "ac" by name (register MODE.sub: bit 0 count, bit 1 time).
 SUB_MODES = {"count": 1, "time": 2, "both": 3}
-#: The ERRORS bits, in register order (the register map names them).
-ERROR_NAMES = ("m_range", "c_zero", "mode", "cfg_id", "cfg_slot", "cfg_self", "cfg_parent",
-               "cfg_dup", "cfg_child", "cfg_write", "outside", "notice")
+#: The ERRORS bits, in register order, as the register map names them.
+ERROR_NAMES = tuple(f.name for f in REGMAP.block("barrier").register("ERRORS").fields)
 #: What each error bit means, for messages.
 _ERROR_TEXT = {
     "m_range": "count threshold M is 0 or larger than the tree",

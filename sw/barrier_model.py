@@ -19,6 +19,7 @@ other nodes read them as 0.
 
 from dataclasses import dataclass, field
 
+from .barrier import ERROR_NAMES
 from .errors import NicollError
 
 __all__ = ["ModelClock", "BarrierNetworkModel", "BARRIER_CHILDREN", "BARRIER_LOG_DEPTH"]
@@ -29,8 +30,6 @@ BARRIER_LOG_DEPTH = 16
 _SEQ_MASK = 0xFFFF
 _TIME_MASK = (1 << 64) - 1
 
-_ERROR_NAMES = ("m_range", "c_zero", "mode", "cfg_id", "cfg_slot", "cfg_self", "cfg_parent",
-                "cfg_dup", "cfg_child", "cfg_write", "outside", "notice")
 
 
 class ModelClock:
@@ -146,7 +145,7 @@ class BarrierNetworkModel:
             ("LOG_IDS", "ids"): lambda: self._word(self._log_entry(node_id)[1], node_id),
             ("VECTOR", "bits"): lambda: self._word(state.vector, node_id),
         }
-        for name in _ERROR_NAMES:
+        for name in ERROR_NAMES:
             values["ERRORS", name] = lambda name=name: int(errors()[name])
         for (register, field_name), source in values.items():
             node.drive("barrier", register, field_name, source)
@@ -196,7 +195,7 @@ class BarrierNetworkModel:
         slots = self._child_slots(node_id)
         parent = self._parent(node_id)
         route = state.route
-        out = dict.fromkeys(_ERROR_NAMES, False)
+        out = dict.fromkeys(ERROR_NAMES, False)
         out["cfg_id"] = (node_id >= n or (parent is not None and parent >= n)
                          or any(c >= n for c in slots.values()))
         out["cfg_slot"] = any(slot - 1 not in slots for slot in route.values())
@@ -224,7 +223,7 @@ class BarrierNetworkModel:
 
     def _cfg_ok(self, node_id):
         errors = self.errors(node_id)
-        return not any(errors[name] for name in _ERROR_NAMES if name.startswith("cfg_"))
+        return not any(errors[name] for name in ERROR_NAMES if name.startswith("cfg_"))
 
     # -- register writes ------------------------------------------------------------------
 
