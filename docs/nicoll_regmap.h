@@ -186,11 +186,11 @@ typedef struct __attribute__ ((__packed__)) {
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MINOR_bm 0xffff
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MINOR_bp 0
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MINOR_bw 16
-#define NICOLL_REGS__ENGINE__HEADER__VERSION__MINOR_reset 0x1
+#define NICOLL_REGS__ENGINE__HEADER__VERSION__MINOR_reset 0x0
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MAJOR_bm 0xffff0000
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MAJOR_bp 16
 #define NICOLL_REGS__ENGINE__HEADER__VERSION__MAJOR_bw 16
-#define NICOLL_REGS__ENGINE__HEADER__VERSION__MAJOR_reset 0x0
+#define NICOLL_REGS__ENGINE__HEADER__VERSION__MAJOR_reset 0x1
 
 // regfile - nicoll_regs.engine.header
 typedef struct __attribute__ ((__packed__)) {
@@ -198,9 +198,248 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t VERSION;
 } nicoll_regs__engine__header_t;
 
+// reg - nicoll_regs.engine.CAPS
+#define NICOLL_REGS__ENGINE__CAPS__DEPTH_bm 0xffff
+#define NICOLL_REGS__ENGINE__CAPS__DEPTH_bp 0
+#define NICOLL_REGS__ENGINE__CAPS__DEPTH_bw 16
+#define NICOLL_REGS__ENGINE__CAPS__ALU_LATENCY_bm 0xff0000
+#define NICOLL_REGS__ENGINE__CAPS__ALU_LATENCY_bp 16
+#define NICOLL_REGS__ENGINE__CAPS__ALU_LATENCY_bw 8
+
+// reg - nicoll_regs.engine.PACKET
+#define NICOLL_REGS__ENGINE__PACKET__BEATS_bm 0xffff
+#define NICOLL_REGS__ENGINE__PACKET__BEATS_bp 0
+#define NICOLL_REGS__ENGINE__PACKET__BEATS_bw 16
+
+// reg - nicoll_regs.engine.REDUCTION
+#define NICOLL_REGS__ENGINE__REDUCTION__OP_bm 0xf
+#define NICOLL_REGS__ENGINE__REDUCTION__OP_bp 0
+#define NICOLL_REGS__ENGINE__REDUCTION__OP_bw 4
+#define NICOLL_REGS__ENGINE__REDUCTION__OP_reset 0x0
+#define NICOLL_REGS__ENGINE__REDUCTION__DTYPE_bm 0xf0
+#define NICOLL_REGS__ENGINE__REDUCTION__DTYPE_bp 4
+#define NICOLL_REGS__ENGINE__REDUCTION__DTYPE_bw 4
+#define NICOLL_REGS__ENGINE__REDUCTION__DTYPE_reset 0x0
+
+// reg - nicoll_regs.engine.CONTROL
+#define NICOLL_REGS__ENGINE__CONTROL__PUSH_bm 0x1
+#define NICOLL_REGS__ENGINE__CONTROL__PUSH_bp 0
+#define NICOLL_REGS__ENGINE__CONTROL__PUSH_bw 1
+#define NICOLL_REGS__ENGINE__CONTROL__PUSH_reset 0x0
+#define NICOLL_REGS__ENGINE__CONTROL__GO_bm 0x2
+#define NICOLL_REGS__ENGINE__CONTROL__GO_bp 1
+#define NICOLL_REGS__ENGINE__CONTROL__GO_bw 1
+#define NICOLL_REGS__ENGINE__CONTROL__GO_reset 0x0
+#define NICOLL_REGS__ENGINE__CONTROL__ARM_bm 0x4
+#define NICOLL_REGS__ENGINE__CONTROL__ARM_bp 2
+#define NICOLL_REGS__ENGINE__CONTROL__ARM_bw 1
+#define NICOLL_REGS__ENGINE__CONTROL__ARM_reset 0x0
+#define NICOLL_REGS__ENGINE__CONTROL__CLEAR_bm 0x8
+#define NICOLL_REGS__ENGINE__CONTROL__CLEAR_bp 3
+#define NICOLL_REGS__ENGINE__CONTROL__CLEAR_bw 1
+#define NICOLL_REGS__ENGINE__CONTROL__CLEAR_reset 0x0
+
+// reg - nicoll_regs.engine.STATUS
+#define NICOLL_REGS__ENGINE__STATUS__QUEUED_bm 0xffff
+#define NICOLL_REGS__ENGINE__STATUS__QUEUED_bp 0
+#define NICOLL_REGS__ENGINE__STATUS__QUEUED_bw 16
+#define NICOLL_REGS__ENGINE__STATUS__ARMED_bm 0x10000
+#define NICOLL_REGS__ENGINE__STATUS__ARMED_bp 16
+#define NICOLL_REGS__ENGINE__STATUS__ARMED_bw 1
+#define NICOLL_REGS__ENGINE__STATUS__BUSY_bm 0x20000
+#define NICOLL_REGS__ENGINE__STATUS__BUSY_bp 17
+#define NICOLL_REGS__ENGINE__STATUS__BUSY_bw 1
+#define NICOLL_REGS__ENGINE__STATUS__DONE_bm 0x40000
+#define NICOLL_REGS__ENGINE__STATUS__DONE_bp 18
+#define NICOLL_REGS__ENGINE__STATUS__DONE_bw 1
+#define NICOLL_REGS__ENGINE__STATUS__ERROR_bm 0x80000
+#define NICOLL_REGS__ENGINE__STATUS__ERROR_bp 19
+#define NICOLL_REGS__ENGINE__STATUS__ERROR_bw 1
+
+// reg - nicoll_regs.engine.STEP
+#define NICOLL_REGS__ENGINE__STEP__COUNT_bm 0xffff
+#define NICOLL_REGS__ENGINE__STEP__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__STEP__COUNT_bw 16
+
+// reg - nicoll_regs.engine.CMD0
+#define NICOLL_REGS__ENGINE__CMD0__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD0__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD0__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD0__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD1
+#define NICOLL_REGS__ENGINE__CMD1__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD1__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD1__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD1__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD2
+#define NICOLL_REGS__ENGINE__CMD2__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD2__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD2__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD2__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD3
+#define NICOLL_REGS__ENGINE__CMD3__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD3__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD3__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD3__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD4
+#define NICOLL_REGS__ENGINE__CMD4__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD4__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD4__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD4__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD5
+#define NICOLL_REGS__ENGINE__CMD5__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD5__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD5__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD5__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD6
+#define NICOLL_REGS__ENGINE__CMD6__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD6__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD6__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD6__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD7
+#define NICOLL_REGS__ENGINE__CMD7__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD7__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD7__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD7__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD8
+#define NICOLL_REGS__ENGINE__CMD8__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD8__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD8__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD8__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD9
+#define NICOLL_REGS__ENGINE__CMD9__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD9__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD9__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD9__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.CMD10
+#define NICOLL_REGS__ENGINE__CMD10__BITS_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__CMD10__BITS_bp 0
+#define NICOLL_REGS__ENGINE__CMD10__BITS_bw 32
+#define NICOLL_REGS__ENGINE__CMD10__BITS_reset 0x0
+
+// reg - nicoll_regs.engine.ERRORS
+#define NICOLL_REGS__ENGINE__ERRORS__QUEUE_FULL_bm 0x1
+#define NICOLL_REGS__ENGINE__ERRORS__QUEUE_FULL_bp 0
+#define NICOLL_REGS__ENGINE__ERRORS__QUEUE_FULL_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__RUNNING_bm 0x2
+#define NICOLL_REGS__ENGINE__ERRORS__RUNNING_bp 1
+#define NICOLL_REGS__ENGINE__ERRORS__RUNNING_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__REGION_bm 0x4
+#define NICOLL_REGS__ENGINE__ERRORS__REGION_bp 2
+#define NICOLL_REGS__ENGINE__ERRORS__REGION_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__PEER_bm 0x8
+#define NICOLL_REGS__ENGINE__ERRORS__PEER_bp 3
+#define NICOLL_REGS__ENGINE__ERRORS__PEER_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__COMMAND_bm 0x10
+#define NICOLL_REGS__ENGINE__ERRORS__COMMAND_bp 4
+#define NICOLL_REGS__ENGINE__ERRORS__COMMAND_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__UNEXPECTED_bm 0x20
+#define NICOLL_REGS__ENGINE__ERRORS__UNEXPECTED_bp 5
+#define NICOLL_REGS__ENGINE__ERRORS__UNEXPECTED_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__LENGTH_bm 0x40
+#define NICOLL_REGS__ENGINE__ERRORS__LENGTH_bp 6
+#define NICOLL_REGS__ENGINE__ERRORS__LENGTH_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__ALU_bm 0x80
+#define NICOLL_REGS__ENGINE__ERRORS__ALU_bp 7
+#define NICOLL_REGS__ENGINE__ERRORS__ALU_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bm 0x100
+#define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bp 8
+#define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bw 1
+
+// reg - nicoll_regs.engine.START_AT
+#define NICOLL_REGS__ENGINE__START_AT__CYCLE_bm 0xffffffffffffffff
+#define NICOLL_REGS__ENGINE__START_AT__CYCLE_bp 0
+#define NICOLL_REGS__ENGINE__START_AT__CYCLE_bw 64
+#define NICOLL_REGS__ENGINE__START_AT__CYCLE_reset 0x0
+
+// reg - nicoll_regs.engine.STARTED_AT
+#define NICOLL_REGS__ENGINE__STARTED_AT__CYCLE_bm 0xffffffffffffffff
+#define NICOLL_REGS__ENGINE__STARTED_AT__CYCLE_bp 0
+#define NICOLL_REGS__ENGINE__STARTED_AT__CYCLE_bw 64
+
+// reg - nicoll_regs.engine.FINISHED_AT
+#define NICOLL_REGS__ENGINE__FINISHED_AT__CYCLE_bm 0xffffffffffffffff
+#define NICOLL_REGS__ENGINE__FINISHED_AT__CYCLE_bp 0
+#define NICOLL_REGS__ENGINE__FINISHED_AT__CYCLE_bw 64
+
+// reg - nicoll_regs.engine.BYTES_SENT
+#define NICOLL_REGS__ENGINE__BYTES_SENT__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__BYTES_SENT__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__BYTES_SENT__COUNT_bw 32
+
+// reg - nicoll_regs.engine.BYTES_RECEIVED
+#define NICOLL_REGS__ENGINE__BYTES_RECEIVED__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__BYTES_RECEIVED__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__BYTES_RECEIVED__COUNT_bw 32
+
+// reg - nicoll_regs.engine.PACKETS_SENT
+#define NICOLL_REGS__ENGINE__PACKETS_SENT__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__PACKETS_SENT__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__PACKETS_SENT__COUNT_bw 32
+
+// reg - nicoll_regs.engine.PACKETS_RECEIVED
+#define NICOLL_REGS__ENGINE__PACKETS_RECEIVED__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__PACKETS_RECEIVED__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__PACKETS_RECEIVED__COUNT_bw 32
+
+// reg - nicoll_regs.engine.ALU_BEATS
+#define NICOLL_REGS__ENGINE__ALU_BEATS__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__ALU_BEATS__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__ALU_BEATS__COUNT_bw 32
+
+// reg - nicoll_regs.engine.BUSY_CYCLES
+#define NICOLL_REGS__ENGINE__BUSY_CYCLES__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__BUSY_CYCLES__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__BUSY_CYCLES__COUNT_bw 32
+
+// reg - nicoll_regs.engine.STALL_CYCLES
+#define NICOLL_REGS__ENGINE__STALL_CYCLES__COUNT_bm 0xffffffff
+#define NICOLL_REGS__ENGINE__STALL_CYCLES__COUNT_bp 0
+#define NICOLL_REGS__ENGINE__STALL_CYCLES__COUNT_bw 32
+
 // regfile - nicoll_regs.engine
 typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__engine__header_t header;
+    uint32_t CAPS;
+    uint32_t PACKET;
+    uint32_t REDUCTION;
+    uint32_t CONTROL;
+    uint32_t STATUS;
+    uint32_t STEP;
+    uint32_t CMD0;
+    uint32_t CMD1;
+    uint32_t CMD2;
+    uint32_t CMD3;
+    uint32_t CMD4;
+    uint32_t CMD5;
+    uint32_t CMD6;
+    uint32_t CMD7;
+    uint32_t CMD8;
+    uint32_t CMD9;
+    uint32_t CMD10;
+    uint8_t RESERVED_4c_4f[0x4];
+    uint32_t ERRORS;
+    uint8_t RESERVED_54_57[0x4];
+    uint64_t START_AT;
+    uint64_t STARTED_AT;
+    uint64_t FINISHED_AT;
+    uint32_t BYTES_SENT;
+    uint32_t BYTES_RECEIVED;
+    uint32_t PACKETS_SENT;
+    uint32_t PACKETS_RECEIVED;
+    uint32_t ALU_BEATS;
+    uint32_t BUSY_CYCLES;
+    uint32_t STALL_CYCLES;
 } nicoll_regs__engine_t;
 
 // reg - nicoll_regs.repack.header.ID
@@ -620,7 +859,7 @@ typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__alu_t alu;
     uint8_t RESERVED_140_1ff[0xc0];
     nicoll_regs__engine_t engine;
-    uint8_t RESERVED_208_2ff[0xf8];
+    uint8_t RESERVED_28c_2ff[0x74];
     nicoll_regs__repack_t repack;
     uint8_t RESERVED_308_3ff[0xf8];
     nicoll_regs__barrier_t barrier;

@@ -35,14 +35,31 @@ Behaviour of the port:
 from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory, MemoryData
-from amaranth.lib.wiring import In
+from amaranth.lib.wiring import In, Out
 
 from ..regmap import BusResponse
 from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
 from .skid import SkidBuffer
 
 
-__all__ = ["DeviceMemory"]
+__all__ = ["DeviceMemory", "MemoryReadSignature", "MemoryWriteSignature"]
+
+
+class MemoryReadSignature(wiring.Signature):
+    """A synchronous read port of device memory, as its user sees it: ``data`` shows row
+    ``addr`` in the cycle after one with ``en`` set, and keeps it while ``en`` is low."""
+
+    def __init__(self, row_bits, data_width):
+        super().__init__({"addr": Out(row_bits), "en": Out(1), "data": In(data_width)})
+
+
+class MemoryWriteSignature(wiring.Signature):
+    """A write port of device memory: byte lane k of ``data`` lands in row ``addr`` in a cycle
+    with bit k of ``en`` set."""
+
+    def __init__(self, row_bits, data_width):
+        super().__init__({"addr": Out(row_bits), "en": Out(data_width // 8),
+                          "data": Out(data_width)})
 
 
 _DATA_WIDTHS = (32, 64, 128, 256, 512)
@@ -65,10 +82,20 @@ class DeviceMemory(wiring.Component):
         Width of the AXI byte address; must reach every byte.
     id_width : int
         Width of the AXI ID signals.
+    engine_ports : bool
+        Add the collective engine's ports: two read ports (the bytes it sends and the local
+        operands of its reductions) and a write port (what it receives), so the engine
+        moves a beat per clock on each while the host port stays usable.  The host should
+        not write rows the engine is using while a schedule runs: which write lands first
+        in a cycle both write one row is not defined.
 
     Members
     -------
     axi : ``In(AXI4Signature(addr_width, data_width, id_width))``
+    send_rd, local_rd : ``In(MemoryReadSignature(row_bits, data_width))``
+        With ``engine_ports`` only; ``row_bits`` is ``log2(size // (data_width // 8))``.
+    engine_wr : ``In(MemoryWriteSignature(row_bits, data_width))``
+        With ``engine_ports`` only.
 
     Attributes
     ----------
@@ -76,7 +103,7 @@ class DeviceMemory(wiring.Component):
         The memory contents, for simulation testbenches (``ctx.get(mem.data[row])``).
     """
 
-    def __init__(self, size, data_width, *, addr_width=32, id_width=8):
+    def __init__(self, size, data_width, *, addr_width=32, id_width=8, engine_ports=False):
         if not _is_int(data_width):
             raise TypeError(f"Data width must be an integer, not {data_width!r}")
         if data_width not in _DATA_WIDTHS:
@@ -104,7 +131,19 @@ class DeviceMemory(wiring.Component):
         self._addr_width = addr_width
         self._id_width = id_width
         self.data = MemoryData(shape=data_width, depth=self._depth, init=[])
-        super().__init__({"axi": In(AXI4Signature(addr_width, data_width, id_width))})
+        members = {"axi": In(AXI4Signature(addr_width, data_width, id_width))}
+        self._engine_ports = bool(engine_ports)
+        if engine_ports:
+            bits = self.row_bits
+            members.update({"send_rd": In(MemoryReadSignature(bits, data_width)),
+                            "local_rd": In(MemoryReadSignature(bits, data_width)),
+                            "engine_wr": In(MemoryWriteSignature(bits, data_width))})
+        super().__init__(members)
+
+    @property
+    def row_bits(self):
+        """Bits of a row number."""
+        return max(1, (self._depth - 1).bit_length())
 
     @property
     def size(self):
@@ -129,6 +168,16 @@ class DeviceMemory(wiring.Component):
         # Reads and writes are unordered AXI channels, so a read racing a write to the same
         # row may see either value: no bypass logic is needed.
         rd_port = mem.read_port(domain="sync", transparent_for=())
+        if self._engine_ports:
+            engine_wr = mem.write_port(granularity=8)
+            m.d.comb += [engine_wr.addr.eq(self.engine_wr.addr),
+                         engine_wr.data.eq(self.engine_wr.data),
+                         engine_wr.en.eq(self.engine_wr.en)]
+            for port in (self.send_rd, self.local_rd):
+                # Not transparent: the engine's scoreboard keeps a read from a row whose
+                # write is still on its way.
+                rd = mem.read_port(domain="sync", transparent_for=())
+                m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(rd.data)]
 
         def row(addr):
             return addr[offset_bits:size_bits]

@@ -10,7 +10,7 @@ control packets (:class:`~nicoll.hw.packet.HeaderSender` / :class:`HeaderReceive
 engine that owns them is attached.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,7 +20,10 @@ from .axi import AXI4LiteSignature, AXI4Signature
 from .barrier import ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .csr import CSRSlave
 from .devmem import DeviceMemory
-from .packet import DEST_WIDTH, HeaderReceiver, HeaderSender, PacketKind, packet_stream
+from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
+                     DEFAULT_QUEUE_DEPTH, ERROR_LAYOUT as ENGINE_ERROR_LAYOUT, Engine)
+from .packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
+                     PacketKind, packet_stream)
 
 
 __all__ = ["NicCore", "check_core_params"]
@@ -116,7 +119,8 @@ class NicCore(wiring.Component):
     """
 
     def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
-                 barrier_children=4):
+                 barrier_children=4, queue_depth=DEFAULT_QUEUE_DEPTH,
+                 packet_beats=DEFAULT_PACKET_BEATS):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
         _check_barrier_children(barrier_children)
         self.alu_capabilities = check_capabilities(alu_capabilities)
@@ -135,6 +139,10 @@ class NicCore(wiring.Component):
         self._csr = None
         self._devmem = None
         self._barrier = None
+        # The engine checks its own parameters now, so a bad one fails at construction.
+        self._engine = Engine(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+                              alu_capabilities=self.alu_capabilities, queue_depth=queue_depth,
+                              packet_beats=packet_beats)
 
     @property
     def csr(self):
@@ -146,7 +154,8 @@ class NicCore(wiring.Component):
     def devmem(self):
         if self._devmem is None:
             self._devmem = DeviceMemory(self._mem_size, self._data_width,
-                                        addr_width=AXI_ADDR_WIDTH, id_width=AXI_ID_WIDTH)
+                                        addr_width=AXI_ADDR_WIDTH, id_width=AXI_ID_WIDTH,
+                                        engine_ports=True)
         return self._devmem
 
     @property
@@ -154,6 +163,11 @@ class NicCore(wiring.Component):
         if self._barrier is None:
             self._barrier = BarrierUnit(self._max_nodes, self._barrier_children)
         return self._barrier
+
+    @property
+    def engine(self):
+        """The collective engine (:class:`~nicoll.hw.engine.Engine`)."""
+        return self._engine
 
     @property
     def data_width(self):
@@ -191,7 +205,23 @@ class NicCore(wiring.Component):
         }
         for dtype, mask in capability_masks(self.alu_capabilities).items():
             values["alu", f"OPS_{dtype.name}", "ops"] = mask
-        values.update(self._elaborate_barrier(m, cycles, reg))
+        engine_tx, engine_rx, engine_barrier = self._elaborate_engine(m, cycles, values)
+        barrier_tx, barrier_rx, barrier_values = self._elaborate_barrier(m, cycles, reg,
+                                                                         engine_barrier)
+        values.update(barrier_values)
+
+        # Transmit: control packets first (barrier notices, clear-to-send), then data.
+        # Receive: barrier notices to the barrier unit, the engine's kinds to the engine.
+        m.submodules.tx_arbiter = arbiter = PacketArbiter(2, self._data_width)
+        wiring.connect(m, barrier_tx, arbiter.i_0)
+        wiring.connect(m, engine_tx, arbiter.i_1)
+        wiring.connect(m, arbiter.o, wiring.flipped(self.net_tx))
+        m.submodules.rx_demux = demux = PacketDemux(
+            self._data_width, {PacketKind.BARRIER: 0, PacketKind.CLEAR: 1, PacketKind.DATA: 1},
+            outputs=2, default=0)
+        wiring.connect(m, wiring.flipped(self.net_rx), demux.i)
+        wiring.connect(m, demux.o_0, barrier_rx)
+        wiring.connect(m, demux.o_1, engine_rx)
 
         # Values of the hardware-driven fields, keyed by the map's own names; every such
         # field of the map must be driven here, so a field added to the RDL cannot be left
@@ -211,8 +241,54 @@ class NicCore(wiring.Component):
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
         return m
 
-    def _elaborate_barrier(self, m, cycles, reg):
-        """The barrier unit, its notices as control packets, and its registers' values."""
+    def _elaborate_engine(self, m, cycles, values):
+        """The collective engine, its memory ports and registers; returns its packet ports
+        and its barrier strobe (done, seq)."""
+        m.submodules.engine = engine = self._engine
+        csr, devmem = self.csr, self.devmem
+
+        def reg(register, field):
+            return getattr(csr, CSRSlave.port_name("engine", register, field))
+
+        words = Cat(*(reg(f"CMD{k}", "bits") for k in range(COMMAND_WORDS)))
+        m.d.comb += [
+            engine.cmd.eq(words[:COMMAND_LAYOUT.size]),
+            engine.push.eq(reg("CONTROL", "push")),
+            engine.go.eq(reg("CONTROL", "go")),
+            engine.arm.eq(reg("CONTROL", "arm")),
+            engine.clear.eq(reg("CONTROL", "clear")),
+            engine.start_at.eq(reg("START_AT", "cycle")),
+            engine.now.eq(cycles),
+            engine.node_id.eq(self.node_id),
+            engine.op.eq(reg("REDUCTION", "op")),
+            engine.dtype.eq(reg("REDUCTION", "dtype")),
+        ]
+        wiring.connect(m, engine.send_rd, devmem.send_rd)
+        wiring.connect(m, engine.local_rd, devmem.local_rd)
+        wiring.connect(m, engine.wr, devmem.engine_wr)
+        values.update({
+            ("engine", "CAPS", "depth"): engine.queue_depth,
+            ("engine", "CAPS", "alu_latency"): engine.alu.latency,
+            ("engine", "PACKET", "beats"): engine.packet_beats,
+            ("engine", "STATUS", "queued"): engine.queued,
+            ("engine", "STATUS", "armed"): engine.armed,
+            ("engine", "STATUS", "busy"): engine.busy,
+            ("engine", "STATUS", "done"): engine.done,
+            ("engine", "STATUS", "error"): engine.errors.as_value().any(),
+            ("engine", "STEP", "count"): engine.step,
+            ("engine", "STARTED_AT", "cycle"): engine.started_at,
+            ("engine", "FINISHED_AT", "cycle"): engine.finished_at,
+        })
+        for name in ENGINE_ERROR_LAYOUT.members:
+            values["engine", "ERRORS", name] = getattr(engine.errors, name)
+        for name in COUNTERS:
+            values["engine", name.upper(), "count"] = getattr(engine, name)
+        return engine.tx, engine.rx, (engine.barrier_done, engine.barrier_done_seq)
+
+    def _elaborate_barrier(self, m, cycles, reg, engine_done):
+        """The barrier unit, its notices as control packets, and its registers' values;
+        returns the notice packet ports and the values.  ``engine_done`` (strobe, seq) is the
+        engine's completion of a barrier command."""
         m.submodules.barrier = unit = self.barrier
         m.submodules.notice_tx = sender = HeaderSender(self._data_width)
         m.submodules.notice_rx = receiver = HeaderReceiver(self._data_width)
@@ -260,9 +336,12 @@ class NicCore(wiring.Component):
             m.d.sync += [armed.eq(1), armed_seq.eq(reg("CONTROL", "seq"))]
         with m.Elif(fire):
             m.d.sync += armed.eq(0)
+        engine_strobe, engine_seq = engine_done
+        m.d.comb += self._engine.barrier_seq.eq(unit.seq)
         m.d.comb += [
-            unit.done.eq(reg("CONTROL", "done") | fire),
-            unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"), armed_seq)),
+            unit.done.eq(reg("CONTROL", "done") | fire | engine_strobe),
+            unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"),
+                                 Mux(fire, armed_seq, engine_seq))),
         ]
 
         # Notices travel as header-only control packets: code = notice kind, arg = subject,
@@ -279,8 +358,6 @@ class NicCore(wiring.Component):
             header.arg.eq(notice.subject),
             header.value.eq(notice.estimate),
         ]
-        wiring.connect(m, sender.packets, wiring.flipped(self.net_tx))
-        wiring.connect(m, wiring.flipped(self.net_rx), receiver.packets)
         header = receiver.header.payload
         notice = unit.rx.payload
         m.d.comb += [
@@ -341,4 +418,4 @@ class NicCore(wiring.Component):
         }
         for name in ERROR_LAYOUT.members:
             values.setdefault(("barrier", "ERRORS", name), getattr(errors, name))
-        return values
+        return sender.packets, receiver.packets, values

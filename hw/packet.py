@@ -24,13 +24,14 @@ The stream carries only ``payload``, ``valid`` and ``ready`` (Amaranth RFC 61), 
 lives in the payload layout.
 """
 
-from amaranth.hdl import Const, Module, Signal
+from amaranth.hdl import Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
 __all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream", "PacketKind",
-           "packet_header_layout", "header_beats", "HeaderSender", "HeaderReceiver"]
+           "packet_header_layout", "header_beats", "HeaderSender", "HeaderReceiver",
+           "PacketArbiter", "PacketDemux"]
 
 
 #: Width of the ``dest`` field: node ids are 16 bits throughout the register map.
@@ -68,10 +69,16 @@ class PacketKind(enum.Enum, shape=4):
     """What a packet is; the ``kind`` field of its header.  0 is never sent."""
     #: A barrier notice (seed 004): header only, ``code`` = the notice kind.
     BARRIER = 1
+    #: The collective engine's clear-to-send: header only; the receiver of message ``seq``
+    #: from node ``dst`` is ready for it.
+    CLEAR = 2
+    #: The collective engine's data: ``length`` payload bytes of message ``seq`` starting at
+    #: byte ``addr`` of the message's stream.
+    DATA = 3
 
     @property
     def is_control(self):
-        return self in (PacketKind.BARRIER,)
+        return self in (PacketKind.BARRIER, PacketKind.CLEAR)
 
 
 def packet_header_layout():
@@ -201,4 +208,103 @@ class HeaderReceiver(wiring.Component):
                     m.d.sync += index.eq(index + 1)
                 with m.If(completes):
                     m.d.sync += held.eq(1)
+        return m
+
+
+def _check_count(what, count):
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise TypeError(f"{what} must be an integer, not {count!r}")
+    if count < 1:
+        raise ValueError(f"{what} must be at least 1, not {count!r}")
+
+
+class PacketArbiter(wiring.Component):
+    """Merges the packet streams ``i_0 .. i_<n-1>`` into ``o``, a whole packet at a time.
+
+    When no packet is moving, a waiting control packet goes first (the lowest-numbered input
+    holding one), then the lowest-numbered input with a bulk packet: number the inputs so
+    the ones that must not starve come first.  The grant is kept from a packet's first beat
+    to its ``last`` beat, so packets never interleave.  The output is combinational (no
+    added latency); ``o.valid`` does not depend on ``o.ready``.
+    """
+
+    def __init__(self, inputs, data_width):
+        _check_count("Number of inputs", inputs)
+        _check_data_width(data_width)
+        self._inputs = inputs
+        members = {f"i_{k}": In(packet_stream(data_width)) for k in range(inputs)}
+        members["o"] = Out(packet_stream(data_width))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._inputs
+        inputs = [getattr(self, f"i_{k}") for k in range(n)]
+        locked = Signal()
+        owner = Signal(range(max(n, 2)))
+        choice = Signal(range(max(n, 2)))
+        # Lowest-numbered bulk request, then lowest-numbered control request on top.
+        for k in reversed(range(n)):
+            with m.If(inputs[k].valid):
+                m.d.comb += choice.eq(k)
+        any_control = Signal()
+        for k in reversed(range(n)):
+            with m.If(inputs[k].valid & inputs[k].payload.control):
+                m.d.comb += [choice.eq(k), any_control.eq(1)]
+        grant = Mux(locked, owner, choice)
+        for k, port in enumerate(inputs):
+            with m.If(grant == k):
+                m.d.comb += [self.o.valid.eq(port.valid), self.o.payload.eq(port.payload),
+                             port.ready.eq(self.o.ready)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += [locked.eq(~self.o.payload.last), owner.eq(grant)]
+        return m
+
+
+class PacketDemux(wiring.Component):
+    """Sends each packet of ``i`` to output ``o_<k>``, k chosen by ``route`` from the kind.
+
+    ``route`` is a dict ``{PacketKind: output number}``; a packet of any other kind (or a
+    header kind 0) goes to output ``default``.  The kind is read from the first beat (the
+    header's low bits), and the whole packet follows it.  Combinational, no added latency.
+    """
+
+    def __init__(self, data_width, route, *, outputs, default):
+        _check_data_width(data_width)
+        _check_count("Number of outputs", outputs)
+        for kind, k in route.items():
+            if not isinstance(kind, PacketKind):
+                raise TypeError(f"route keys must be PacketKind members, not {kind!r}")
+            if not isinstance(k, int) or not 0 <= k < outputs:
+                raise ValueError(f"route target must be an output number below {outputs}, "
+                                 f"not {k!r}")
+        if not isinstance(default, int) or not 0 <= default < outputs:
+            raise ValueError(f"default must be an output number below {outputs}, "
+                             f"not {default!r}")
+        self._route = dict(route)
+        self._outputs = outputs
+        self._default = default
+        members = {"i": In(packet_stream(data_width))}
+        members.update({f"o_{k}": Out(packet_stream(data_width)) for k in range(outputs)})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        outputs = [getattr(self, f"o_{k}") for k in range(self._outputs)]
+        first = Signal(init=1)          # the next beat starts a packet
+        held = Signal(range(max(self._outputs, 2)))
+        kind = self.i.payload.data[:PacketKind.as_shape().width]
+        chosen = Signal(range(max(self._outputs, 2)), init=self._default)
+        m.d.comb += chosen.eq(self._default)
+        with m.Switch(kind):
+            for pk, k in self._route.items():
+                with m.Case(pk.value):
+                    m.d.comb += chosen.eq(k)
+        target = Mux(first, chosen, held)
+        for k, port in enumerate(outputs):
+            m.d.comb += port.payload.eq(self.i.payload)
+            with m.If(target == k):
+                m.d.comb += [port.valid.eq(self.i.valid), self.i.ready.eq(port.ready)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [first.eq(self.i.payload.last), held.eq(target)]
         return m

@@ -2,7 +2,9 @@
 
 Layers, bottom up: a transport per node (:mod:`nicoll.transport`; one per backend), the
 register access layer generated from the SystemRDL map (:mod:`nicoll.regs`), a
-:class:`Device` per node, and a :class:`Cluster` of N nodes.
+:class:`Device` per node with its block drivers (:mod:`nicoll.barrier`, :mod:`nicoll.engine`),
+the collective compilers (:mod:`nicoll.schedule`), and a :class:`Cluster` of N nodes that
+runs collectives and barriers.
 """
 
 from .cluster import Cluster

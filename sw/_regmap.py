@@ -84,13 +84,114 @@ REGMAP = RegisterMap(
                 Field(name='ops', lsb=0, width=10, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
-        Block(name='engine', offset=0x200, desc='Header reserved for the schedule engine (seeds 000, 001, 002).', registers=(
+        Block(name='engine', offset=0x200, desc='The schedule engine (seeds 000, 001, 002): a queue of step commands the host pushes, run from a start cycle; its status, errors and performance counters.', registers=(
             Register(name='ID', address=0x200, offset=0x00, width=32, desc='Constant tag naming the block (four ASCII characters, first character in the top byte).', fields=(
                 Field(name='tag', lsb=0, width=32, sw='r', hw='na', reset=0x454e474e, desc=''),
             )),
             Register(name='VERSION', address=0x204, offset=0x04, width=32, desc='The driver refuses a block whose major version differs from the one it was written for.', fields=(
-                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on compatible additions.'),
-                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on incompatible changes.'),
+                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on compatible additions.'),
+                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on incompatible changes.'),
+            )),
+            Register(name='CAPS', address=0x208, offset=0x08, width=32, desc='depth: step commands the queue holds. alu_latency: clock cycles from a received beat entering the reduction ALU to its result. packet_beats: the largest payload, in beats, of one data packet.', fields=(
+                Field(name='depth', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='alu_latency', lsb=16, width=8, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='PACKET', address=0x20c, offset=0x0c, width=32, desc='beats: the largest payload, in beats, a data packet of this build carries.', fields=(
+                Field(name='beats', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='REDUCTION', address=0x210, offset=0x10, width=32, desc='The op (nicoll.hw.ops.ReduceOp) and element type (nicoll.hw.ops.DType) of every reducing step of the queued schedule.', fields=(
+                Field(name='op', lsb=0, width=4, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='dtype', lsb=4, width=4, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CONTROL', address=0x214, offset=0x14, width=32, desc='push = 1: append the command in CMD0 .. CMD10 to the queue (refused with an error while running or when the queue is full; a command naming bytes outside device memory or a node >= MAX_NODES is refused and not queued). go = 1: run the queue now. arm = 1: run it in the first cycle CYCLES >= START_AT. clear = 1: empty the queue and clear STATUS, ERRORS and the counters (also stops a running schedule: use it to recover from an error).', fields=(
+                Field(name='push', lsb=0, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='go', lsb=1, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='arm', lsb=2, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='clear', lsb=3, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+            )),
+            Register(name='STATUS', address=0x218, offset=0x18, width=32, desc='queued: commands in the queue. step: the command running (the count of commands finished). armed: waiting for START_AT. busy: running. done: the queue ran to its end (every write landed and every packet left). error: any ERRORS bit; the engine stops at the first error.', fields=(
+                Field(name='queued', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='armed', lsb=16, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='busy', lsb=17, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='done', lsb=18, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='error', lsb=19, width=1, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='STEP', address=0x21c, offset=0x1c, width=32, desc='Commands of the queue finished since the start.', fields=(
+                Field(name='count', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='CMD0', address=0x220, offset=0x20, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD1', address=0x224, offset=0x24, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD2', address=0x228, offset=0x28, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD3', address=0x22c, offset=0x2c, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD4', address=0x230, offset=0x30, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD5', address=0x234, offset=0x34, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD6', address=0x238, offset=0x38, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD7', address=0x23c, offset=0x3c, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD8', address=0x240, offset=0x40, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD9', address=0x244, offset=0x44, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CMD10', address=0x248, offset=0x48, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
+                Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='ERRORS', address=0x250, offset=0x50, width=32, desc='queue_full: push with the queue full. running: push while the engine runs. region: a pushed command names bytes outside device memory, a run longer than its stride, or a strided region that does not end where its span says. peer: a pushed command names a node >= MAX_NODES. command: a pushed command has a reserved action or a barrier with data. unexpected: a data packet that no receive of the running step expects (wrong source, tag or offset); it is dropped. length: a received message holds more or fewer bytes than the receiving region. alu: the reduction ALU refused the op and type (not in this build). protocol: a clear-to-send with a tag other than the one the sender waits for.', fields=(
+                Field(name='queue_full', lsb=0, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='running', lsb=1, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='region', lsb=2, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='peer', lsb=3, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='command', lsb=4, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='unexpected', lsb=5, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='length', lsb=6, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='alu', lsb=7, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='protocol', lsb=8, width=1, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='START_AT', address=0x258, offset=0x58, width=64, desc='CONTROL.arm starts the queue in the first cycle CYCLES >= START_AT, so every node of a cluster can start at the same cycle.', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='STARTED_AT', address=0x260, offset=0x60, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='FINISHED_AT', address=0x268, offset=0x68, width=64, desc='', fields=(
+                Field(name='cycle', lsb=0, width=64, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='BYTES_SENT', address=0x270, offset=0x70, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='BYTES_RECEIVED', address=0x274, offset=0x74, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='PACKETS_SENT', address=0x278, offset=0x78, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='PACKETS_RECEIVED', address=0x27c, offset=0x7c, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='ALU_BEATS', address=0x280, offset=0x80, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='BUSY_CYCLES', address=0x284, offset=0x84, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='STALL_CYCLES', address=0x288, offset=0x88, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
         Block(name='repack', offset=0x300, desc='Header reserved for the repack (aggregator) units and their control tree (seed 003).', registers=(

@@ -3,14 +3,23 @@
 ``nicoll.Cluster(nodes=8, backend="verilator")`` builds (or reuses a cached build of) the
 simulated cluster, starts it, and opens every node through the same driver code whatever
 the backend.  Use it as a context manager or call :meth:`Cluster.close`.
+
+Collectives (:meth:`Cluster.allreduce`, ...) compile into per-rank schedules
+(:mod:`nicoll.schedule`) and run on the nodes' engines (:mod:`nicoll.engine`): each rank's
+input goes into its device memory, its schedule into its engine's queue, every engine is
+armed for one common start cycle, and the outputs are read back once every engine is done.
 """
 
 from dataclasses import dataclass
 import numbers
 
+import numpy as np
+
+from . import schedule as _schedule
 from .barrier import MODES
 from .config import BACKENDS, ClusterConfig, DEFAULT_MAX_NODES, DEFAULT_MEM_SIZE
 from .device import Device
+from .engine import ERROR_NAMES, error_text
 from .errors import NicollError
 from .tree import BarrierTree
 
@@ -18,6 +27,25 @@ __all__ = ["Cluster", "BarrierResult", "CallStats"]
 
 #: Barrier numbers wrap at 16 bits (every notice carries one).
 _SEQ_MASK = 0xFFFF
+#: Bus accesses that arm one node (a 64-bit cycle and a CONTROL write), for the common start.
+_ARM_ACCESSES = 3
+#: A collective's cycle budget, from its plan: a fixed allowance, then per step of any rank (a
+#: clear-to-send round trip through the switch and the ALU pipeline), per beat any rank sends
+#: (as if the switch carried one beat at a time for the whole cluster), and per barrier step
+#: (notices up and down the barrier tree).
+_BUDGET_BASE = 2000
+_BUDGET_PER_STEP = 400
+_BUDGET_PER_BEAT = 4
+_BUDGET_PER_BARRIER = 2000
+#: Options each collective passes on to its schedule compiler (nicoll.schedule).
+_OPTIONS = {
+    "allreduce": ("slices", "segments", "shape"),
+    "reduce": ("slices", "segments", "shape"),
+    "reduce_scatter": ("slices", "segments", "shape"),
+    "allgather": ("slices", "segments", "shape"),
+    "alltoall": ("scratch_blocks", "segments"),
+    "alltoallv": ("segments",),
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +75,13 @@ class CallStats:
     #: For a barrier: per rank, the cycle (from the start) it saw the release; None on the
     #: model backend.
     release_cycles: list | None = None
+    #: For a collective, per rank, from the engine's counters: payload bytes sent and
+    #: received, packets sent (data and clear-to-send) and received, ALU beats.
+    bytes_sent: list | None = None
+    bytes_received: list | None = None
+    packets: list | None = None
+    packets_received: list | None = None
+    alu_beats: list | None = None
 
 
 class _ModelBackend:
@@ -54,13 +89,15 @@ class _ModelBackend:
 
     def __init__(self, config):
         from .barrier_model import BarrierNetworkModel, ModelClock
+        from .engine_model import EngineNetworkModel
         from .model import ModelNode
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
+        self.engine = EngineNetworkModel(self.clock, config.max_nodes)
         self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
                                  max_nodes=config.max_nodes, mem_size=config.mem_size,
                                  alu_capabilities=config.alu_capabilities,
-                                 clock=self.clock, barrier=self.barrier)
+                                 clock=self.clock, barrier=self.barrier, engine=self.engine)
                        for rank in range(config.nodes)]
 
     def transports(self):
@@ -195,10 +232,7 @@ class Cluster:
         seq = self._barrier_seq
 
         # Completions at exact cycles: each node is armed to signal done at start + arrive[r].
-        # The start lies far enough ahead that every node is armed before it.
-        first = root.cycles()
-        per_read = root.cycles() - first        # one 64-bit read: two bus accesses
-        start = first + 2 * per_read + per_read * (3 * self.nodes + 2) + 64
+        start = self._start_cycle(self._devices[self._tree.root], _ARM_ACCESSES)
         for rank, dev in enumerate(self._devices):
             dev.barrier.done(seq, at=start + arrive[rank])
         armed_by = root.cycles()
@@ -283,6 +317,278 @@ class Cluster:
                                   "'collect' only, not 'normal'")
             sub = "count"
         return arrive, sub, int(m or 0), int(c or 0), int(estimate or 0)
+
+    def _start_cycle(self, clock, accesses):
+        """A cycle far enough ahead that every node can be armed for it first: ``accesses``
+        bus accesses per node, measured on ``clock`` (a Device), with a margin of two."""
+        first = clock.cycles()
+        per_read = clock.cycles() - first       # one 64-bit read: two bus accesses
+        return first + per_read * (accesses * self.nodes + 4) + 64
+
+    # -- collectives (seeds 000, 001, 002) ------------------------------------------------
+
+    def allreduce(self, xs, op="sum", algorithm="auto", **options):
+        """Every rank gets the reduction of every rank's array.
+
+        :param xs: one numpy array per rank, all of one shape and dtype.
+        :param op: ``"sum"``, ``"prod"``, ``"min"``, ``"max"``, ``"band"``, ``"bor"``,
+            ``"bxor"``, ``"land"``, ``"lor"`` or ``"lxor"``.
+        :param algorithm: ``"recursive_halving"`` (seed 000), ``"ring"``, ``"tree"``
+            (seed 002), ``"prt"``, or ``"auto"`` (recursive halving).
+        :param options: ``slices``, ``segments``, ``shape`` of
+            :func:`nicoll.schedule.allreduce`.
+        :returns: one array per rank, of the inputs' shape.
+        :raises NicollError: bad input (before anything is posted), or device errors by
+            their register names.
+        """
+        xs = self._arrays("allreduce", xs)
+        self._check_call("allreduce", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.allreduce(self.nodes, xs[0].size, xs[0].dtype, op, algorithm, **options)
+        return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def reduce(self, xs, op="sum", root=0, algorithm="auto", **options):
+        """Rank ``root`` gets the reduction of every rank's array; the others get None.
+        Arguments as :meth:`allreduce`."""
+        xs = self._arrays("reduce", xs)
+        self._check_call("reduce", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.reduce(self.nodes, xs[0].size, xs[0].dtype, op, root, algorithm,
+                                **options)
+        return [None if y is None else y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def reduce_scatter(self, xs, op="sum", counts=None, algorithm="auto", **options):
+        """Rank r gets chunk r of the reduction of the ranks' arrays (taken flat).
+
+        :param counts: elements of each rank's chunk (zeros allowed), adding up to the
+            arrays' size; None: the sizes of ``numpy.array_split``.
+        :returns: one 1-D array per rank.  Other arguments as :meth:`allreduce`.
+        """
+        xs = self._arrays("reduce_scatter", xs)
+        self._check_call("reduce_scatter", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.reduce_scatter(self.nodes, xs[0].size, xs[0].dtype, op, counts,
+                                        algorithm, **options)
+        return self._run(plan, xs)
+
+    def allgather(self, xs, algorithm="auto", **options):
+        """Every rank gets the ranks' arrays concatenated in rank order (``numpy.concatenate``).
+
+        :param xs: one numpy array per rank, all of one shape and dtype (any fixed-size type).
+        :param algorithm: as :meth:`allreduce`.
+        """
+        xs = self._arrays("allgather", xs)
+        self._check_call("allgather", algorithm, options)
+        plan = _schedule.allgather(self.nodes, xs[0].size, xs[0].dtype, algorithm, **options)
+        shape = xs[0].shape
+        shape = (self.nodes * shape[0],) + shape[1:] if shape else (self.nodes,)
+        return [y.reshape(shape) for y in self._run(plan, xs)]
+
+    def alltoall(self, xs, algorithm="auto", *, scratch_blocks=None, **options):
+        """Rank i's array (taken flat) is cut into N equal blocks; block j goes to rank j,
+        where it is block i.
+
+        :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
+            input's place with ``scratch_blocks`` blocks of scratch, default 1) or ``"auto"``
+            (pairwise).  ``"aggregate"`` (seed 003) is refused: the repack units are not yet
+            reachable through the register map.
+        :param options: ``segments`` of :func:`nicoll.schedule.alltoall`.
+        :returns: one array per rank, of the inputs' shape.
+        """
+        xs = self._arrays("alltoall", xs)
+        self._check_call("alltoall", algorithm, options)
+        size = xs[0].size
+        if size % self.nodes:
+            raise NicollError(f"alltoall cuts each array into {self.nodes} equal blocks; "
+                              f"{size} elements do not divide by {self.nodes}")
+        if scratch_blocks is not None:
+            options["scratch_blocks"] = scratch_blocks
+        plan = _schedule.alltoall(self.nodes, size // self.nodes, xs[0].dtype, algorithm,
+                                  **options)
+        return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def alltoallv(self, blocks, algorithm="auto", **options):
+        """``blocks[i][j]`` (a 1-D array, possibly empty) goes from rank i to rank j.
+
+        :param algorithm: ``"pairwise"`` or ``"auto"`` (pairwise).
+        :param options: ``segments`` of :func:`nicoll.schedule.alltoallv`.
+        :returns: ``out`` with ``out[j][i]`` the block rank i sent to rank j.
+        """
+        self._check_open()
+        n = self.nodes
+        if isinstance(blocks, (np.ndarray, str, bytes)) or not hasattr(blocks, "__len__"):
+            raise NicollError(f"alltoallv takes an {n}×{n} list of lists of 1-D numpy arrays, "
+                              f"not {type(blocks).__name__}")
+        if len(blocks) != n:
+            raise NicollError(f"alltoallv takes one row of blocks per rank: {n} rows, "
+                              f"not {len(blocks)}")
+        flat = []
+        for i, row in enumerate(blocks):
+            if isinstance(row, (np.ndarray, str, bytes)) or not hasattr(row, "__len__"):
+                raise NicollError(f"blocks[{i}] must be a list of {n} 1-D numpy arrays, "
+                                  f"not {type(row).__name__}")
+            if len(row) != n:
+                raise NicollError(f"blocks[{i}] must hold one block per rank ({n}), "
+                                  f"not {len(row)}")
+            for j, block in enumerate(row):
+                if not isinstance(block, np.ndarray):
+                    raise NicollError(f"blocks[{i}][{j}] must be a numpy array, "
+                                      f"not {type(block).__name__}")
+                if block.ndim != 1:
+                    raise NicollError(f"blocks[{i}][{j}] must be 1-D, not of shape {block.shape}")
+                if block.dtype != blocks[0][0].dtype:
+                    raise NicollError(f"blocks[{i}][{j}] is {block.dtype} but blocks[0][0] is "
+                                      f"{blocks[0][0].dtype}: every block must have one dtype")
+                flat.append(block)
+        self._check_call("alltoallv", algorithm, options)
+        dtype = blocks[0][0].dtype
+        sizes = [[blocks[i][j].size for j in range(n)] for i in range(n)]
+        plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
+        inputs = [np.concatenate([np.ascontiguousarray(b) for b in row]) for row in blocks]
+        outputs = self._run(plan, inputs)
+        out = []
+        for j, y in enumerate(outputs):
+            bounds = np.cumsum([0] + [sizes[i][j] for i in range(n)])
+            out.append([y[bounds[i]:bounds[i + 1]] for i in range(n)])
+        return out
+
+    # -- posting a collective -------------------------------------------------------------
+
+    def _arrays(self, what, xs):
+        """Check one numpy array per rank, all of one shape and dtype."""
+        self._check_open()
+        n = self.nodes
+        if isinstance(xs, (np.ndarray, str, bytes)) or not hasattr(xs, "__len__"):
+            raise NicollError(f"{what} takes a list of {n} numpy arrays, one per rank, "
+                              f"not {type(xs).__name__}")
+        xs = list(xs)
+        if len(xs) != n:
+            raise NicollError(f"{what} takes one array per rank: {n} arrays, not {len(xs)}")
+        for r, x in enumerate(xs):
+            if not isinstance(x, np.ndarray):
+                raise NicollError(f"{what}: input {r} must be a numpy array, "
+                                  f"not {type(x).__name__}")
+            if x.dtype != xs[0].dtype:
+                raise NicollError(f"{what}: input {r} is {x.dtype} but input 0 is "
+                                  f"{xs[0].dtype}; every rank must give the same dtype")
+            if x.shape != xs[0].shape:
+                raise NicollError(f"{what}: input {r} has shape {x.shape} but input 0 has "
+                                  f"{xs[0].shape}; every rank must give the same shape")
+        return xs
+
+    def _check_call(self, what, algorithm, options, op=None, dtype=None):
+        """The algorithm, the options and (for reductions) the op and type of a call."""
+        if what in ("alltoall", "alltoallv"):
+            known = _schedule.ALLTOALL_ALGORITHMS if what == "alltoall" else ("pairwise",)
+        else:
+            known = _schedule.REDUCTION_ALGORITHMS
+        if algorithm == "aggregate" and what in ("alltoall", "alltoallv"):
+            raise NicollError(f"{what} algorithm 'aggregate' runs on the repack units (seed "
+                              f"003), which are not yet reachable through the register map; "
+                              f"use {', '.join(map(repr, known))} or 'auto'")
+        if not isinstance(algorithm, str) or algorithm not in known + ("auto",):
+            raise NicollError(f"unknown {what} algorithm {algorithm!r}; algorithms are "
+                              f"{', '.join(map(repr, known))} and 'auto'")
+        for name in options:
+            if name not in _OPTIONS[what]:
+                raise NicollError(f"{what} has no option {name!r}; its options are "
+                                  f"{', '.join(_OPTIONS[what])}")
+        if op is not None:
+            self._devices[0].check_reduction(op, dtype)
+
+    def _run(self, plan, inputs):
+        """Post a compiled plan on every node, run it and return each rank's output (1-D)."""
+        devices = self._devices
+        # Everything the nodes would refuse is refused here, before anything is posted.
+        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
+            if schedule.buffer_bytes > dev.mem_size:
+                raise NicollError(f"{plan.collective} ({plan.algorithm}) needs a "
+                                  f"{schedule.buffer_bytes}-byte buffer on rank {r}; its device "
+                                  f"memory holds {dev.mem_size} bytes")
+            if len(schedule.steps) > dev.engine.depth:
+                raise NicollError(f"{plan.collective} ({plan.algorithm}) takes "
+                                  f"{len(schedule.steps)} steps on rank {r}; the engine's queue "
+                                  f"holds {dev.engine.depth}")
+        barriers = sum(step.barrier for step in plan.schedules[0].steps)
+        if barriers:
+            # Barrier steps (seed 001, S23) run through the barrier units: they need the tree,
+            # and the root must release only when every rank is done.
+            if self._tree is None:
+                self.configure_barrier()
+            devices[self._tree.root].barrier.set_mode("normal")
+
+        for x, schedule, dev in zip(inputs, plan.schedules, devices):
+            raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+            for piece in schedule.load:
+                dev.mem_write(piece.buffer, raw[piece.data:piece.data + piece.length])
+            dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
+        clock = devices[0]
+        start = self._start_cycle(clock, _ARM_ACCESSES)
+        for dev in devices:
+            dev.engine.arm(start)
+        armed_by = clock.cycles()
+        if armed_by >= start:
+            raise NicollError(f"arming the engines took until cycle {armed_by}, past the "
+                              f"start {start}; the backend's bus is slower than measured")
+        self._wait(plan, clock, start)
+        self._barrier_seq = (self._barrier_seq + barriers) & _SEQ_MASK
+
+        outputs = []
+        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
+            count = plan.output_counts[r]
+            if count is None:
+                outputs.append(None)
+                continue
+            raw = bytearray(count * plan.dtype.itemsize)
+            for piece in schedule.result:
+                raw[piece.data:piece.data + piece.length] = dev.mem_read(piece.buffer, piece.length)
+            outputs.append(np.frombuffer(raw, dtype=plan.dtype))
+        counters = [dev.engine.counters() for dev in devices]
+        cycles = None
+        if self.backend != "model":
+            cycles = max(dev.engine.finished_at() - start for dev in devices)
+        self.last = CallStats(cycles=cycles,
+                              bytes_sent=[c["bytes_sent"] for c in counters],
+                              bytes_received=[c["bytes_received"] for c in counters],
+                              packets=[c["packets_sent"] for c in counters],
+                              packets_received=[c["packets_received"] for c in counters],
+                              alu_beats=[c["alu_beats"] for c in counters])
+        return outputs
+
+    def _budget(self, plan):
+        """Cycles the plan may take from its start (see _BUDGET_*)."""
+        width = self.data_width // 8
+        steps = sum(len(s.steps) for s in plan.schedules)
+        beats = sum(-(-step.send.length // width) for s in plan.schedules for step in s.steps
+                    if step.send is not None)
+        barriers = sum(step.barrier for step in plan.schedules[0].steps)
+        return (_BUDGET_BASE + _BUDGET_PER_STEP * steps + _BUDGET_PER_BEAT * beats
+                + _BUDGET_PER_BARRIER * barriers)
+
+    def _wait(self, plan, clock, start):
+        """Wait until every engine is done, within the plan's budget; raise naming the ranks
+        that are not, where they are and their errors."""
+        budget = self._budget(plan)
+        pending = list(range(self.nodes))
+        while pending:
+            status = self._devices[pending[0]].engine.status()
+            if status.done:
+                pending.pop(0)
+            elif status.error or clock.cycles() - start > budget:
+                break
+        problems, failed = [], False
+        for rank, dev in enumerate(self._devices):
+            status, errors = dev.engine.status(), dev.engine.errors()
+            if status.done and not errors:
+                continue
+            names = [n for n in ERROR_NAMES if n in errors]
+            failed |= bool(names)
+            where = f"step {status.step} of {status.queued}"
+            problems.append(f"rank {rank} stopped at {where} with {error_text(names)}" if names
+                            else f"rank {rank} waits at {where}")
+        if failed:
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) failed on the engines: "
+                              + "; ".join(problems))
+        if problems:
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) did not finish on every "
+                              f"rank within {budget} cycles of its start: " + "; ".join(problems))
 
     def _check_open(self):
         if self._closed:

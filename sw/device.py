@@ -9,6 +9,7 @@ import numpy as np
 
 from ._regmap import REGMAP
 from .barrier import BarrierDriver
+from .engine import EngineDriver
 from .errors import NicollError
 from .regmap import BusResponse
 from .regs import Registers
@@ -40,6 +41,9 @@ class Device:
             raise NicollError(f"node opened as rank {rank} reports node id {self.node_id}")
         #: The barrier block (seed 004): :class:`~nicoll.barrier.BarrierDriver`.
         self.barrier = BarrierDriver(self.regs, node_id=self.node_id, max_nodes=self.max_nodes)
+        #: The collective engine (seeds 000, 001, 002): :class:`~nicoll.engine.EngineDriver`.
+        self.engine = EngineDriver(self.regs, node_id=self.node_id, data_width=self.data_width,
+                                   mem_size=self.mem_size)
 
     def _check_headers(self, regmap):
         for block in regmap.blocks:

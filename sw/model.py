@@ -7,11 +7,16 @@ by the nodes of a cluster (:class:`~nicoll.barrier_model.ModelClock`), advances 
 cost per bus transaction (:data:`REGISTER_ACCESS_CYCLES`, and one cycle per data beat of a
 memory transfer), so it is monotonic and orders events but says nothing about real timing;
 the Cluster reports ``cycles=None`` for this backend.  The barrier block is the
-zero-latency network model of :mod:`nicoll.barrier_model`.
+zero-latency network model of :mod:`nicoll.barrier_model`, the engine block the zero-latency
+model of :mod:`nicoll.engine_model`; both reach the node through :meth:`ModelNode.on_write`,
+:meth:`~ModelNode.field`, :meth:`~ModelNode.drive`, and, where one block acts on another
+inside the core (the engine signalling done to the barrier unit), :meth:`~ModelNode.peek`
+and :meth:`~ModelNode.strobe`.
 """
 
 from ._regmap import REGMAP
 from .barrier_model import BarrierNetworkModel, ModelClock
+from .engine_model import EngineNetworkModel
 from .regmap import BusResponse
 from .transport import Transport
 
@@ -25,9 +30,9 @@ class ModelNode(Transport):
     """One node: register file + device memory, reached through the Transport interface."""
 
     def __init__(self, *, node_id, data_width, max_nodes, mem_size, alu_capabilities=None,
-                 regmap=REGMAP, clock=None, barrier=None):
-        """``clock`` and ``barrier`` are shared by the nodes of one cluster; a node made
-        without them gets its own (a cluster of one)."""
+                 regmap=REGMAP, clock=None, barrier=None, engine=None):
+        """``clock``, ``barrier`` and ``engine`` are shared by the nodes of one cluster; a node
+        made without them gets its own (a cluster of one)."""
         from nicoll.hw.alu import capability_masks
         self.regmap = regmap
         self.data_width = data_width
@@ -38,6 +43,10 @@ class ModelNode(Transport):
             barrier = BarrierNetworkModel(clock, max_nodes)
         if barrier.clock is not clock:
             raise ValueError("the barrier model must run on the node's clock")
+        if engine is None:
+            engine = EngineNetworkModel(clock, max_nodes)
+        if engine.clock is not clock:
+            raise ValueError("the engine model must run on the node's clock")
         self.clock = clock
         # Values that hardware drives, by (block, register, field) name.
         self._hw_values = {
@@ -61,6 +70,7 @@ class ModelNode(Transport):
                     if f.is_storage:
                         self._storage[reg.address, f.name] = f.reset or 0
         barrier.attach(self, node_id)
+        engine.attach(self, node_id)
         for block in regmap.blocks:
             for reg in block.registers:
                 for f in reg.fields:
@@ -144,6 +154,35 @@ class ModelNode(Transport):
             reg = self.regmap.block(block).register(register)
             key = self._field_keys[block, register, field] = (reg.address, reg.field(field).name)
         return self._storage[key]
+
+    def peek(self, block, register, field):
+        """The value a field reads now, without a bus access (the clock does not move)."""
+        reg = self.regmap.block(block).register(register)
+        f = reg.field(field)
+        if f.is_storage:
+            return self._storage[reg.address, f.name]
+        if f.hw_driven:
+            return self._hw_values[block, register, field]()
+        return f.reset or 0
+
+    def strobe(self, block, register, **fields):
+        """Write fields from inside the core, as another block's wires do: no bus access, the
+        clock does not move.  The register's write hooks run with the fields set, then every
+        field written gets its old value back (a one-cycle strobe)."""
+        reg = self.regmap.block(block).register(register)
+        saved = {}
+        for name, value in fields.items():
+            f = reg.field(name)
+            if not f.is_storage:
+                raise ValueError(f"{block}.{register}.{name} is not a field software writes")
+            saved[f.name] = self._storage[reg.address, f.name]
+            self._storage[reg.address, f.name] = value & ((1 << f.width) - 1)
+        try:
+            for callback in self._on_write.get((block, register), ()):
+                callback()
+        finally:
+            for name, value in saved.items():
+                self._storage[reg.address, name] = value
 
     def drive(self, block, register, field, source):
         """Make the hardware-driven field read ``source()``."""

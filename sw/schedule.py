@@ -57,12 +57,12 @@ Reductions (``allreduce``, ``reduce``, ``reduce_scatter``, ``allgather``):
 ``docs/algorithms.md`` describes each one's steps, reduction order and traffic.
 """
 
-import enum
 import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from .actions import Action
 from .errors import NicollError
 from .ops import check_op_dtype, numpy_dtype, resolve_dtype
 
@@ -103,20 +103,6 @@ def _flag(what, value):
 
 
 # -- the step format ---------------------------------------------------------------------------
-
-class Action(enum.IntEnum):
-    """What a step does with the bytes it receives."""
-    #: Store them in the receive region.
-    COPY = 0
-    #: Store ``local ∘ received`` (the local bytes are the left operand).
-    REDUCE_LOCAL_FIRST = 1
-    #: Store ``received ∘ local``.
-    REDUCE_RECEIVED_FIRST = 2
-
-    @property
-    def reduces(self):
-        return self is not Action.COPY
-
 
 @dataclass(frozen=True)
 class Region:

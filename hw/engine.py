@@ -1,0 +1,665 @@
+# Ref: seed 002 (ICT/CAS): collectives over a general logical topology as data, not hardware.
+# Ref: seed 000 (CN101206588): received data is reduced while the next data travels, and an
+#      iteration's last reduction overlaps the next iteration's first exchange.
+# Ref: seed 001: a barrier between batches of an in-place all-to-all (S23).
+"""The collective engine: runs one rank's schedule of step commands (seed 002).
+
+The host compiles a collective into per-rank schedules (:mod:`nicoll.schedule`), lowers each
+:class:`~nicoll.schedule.Step` into a :data:`COMMAND_LAYOUT` command, pushes the commands
+into the engine's queue through the register map and starts every node at the same cycle.
+The engine knows nothing of rings, trees or recursive halving.
+
+Commands and messages
+---------------------
+A command has a send half (the bytes of region ``send`` go to node ``send_to`` as message
+``send_tag``) and a receive half (message ``recv_tag`` from node ``recv_from`` lands in region
+``recv``: stored, or reduced with the bytes already there, local operand first or received
+operand first).  A region is ``length`` bytes of device memory taken ``run`` bytes at a time,
+each run ``stride`` bytes after the one before (``run`` 0 or ≥ ``length``: contiguous).
+A message is the region's bytes as one packed stream; the sender and the receiver may lay
+them out differently (any alignment, contiguous or strided).
+
+Transfers are a rendezvous, so a receiver never holds data it has no place for: on reaching
+a receive, the engine sends the source a clear-to-send control packet (kind
+:attr:`~nicoll.hw.packet.PacketKind.CLEAR`, ``seq`` = tag); a sender streams a message only
+after its clear-to-send arrived.  The messages between a pair of nodes are handled in the same
+order by both, so each node waits for at most one clear-to-send per peer.  Data packets
+(kind :attr:`~nicoll.hw.packet.PacketKind.DATA`) carry at most ``packet_beats`` beats of the
+stream each; their header names the tag and the stream offset, which the receiver checks.
+
+Overlap (seed 000): received beats are reduced as they arrive, so segment j+1 always travels
+while segment j is reduced, at beat granularity.  A command starts as soon as the previous one
+has sent its last beat and taken its last received beat, while that beat's reduction is
+still in the ALU; a row read that would see a write still in flight waits for it (a
+scoreboard of the rows in the write pipeline), so the overlap can never read stale data.
+A command with ``fence`` set, a barrier, and a command whose receive stores where the previous
+one reduced (or the reverse) wait for every earlier write instead.
+"""
+
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..actions import Action
+from .bytestream import REGION_LAYOUT
+from .ops import DType, ReduceOp
+
+__all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
+           "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
+
+
+class StepAction(enum.Enum, shape=2):
+    """What a command does with the bytes it receives (the values of
+    :class:`nicoll.schedule.Action`)."""
+    COPY = Action.COPY.value
+    REDUCE_LOCAL_FIRST = Action.REDUCE_LOCAL_FIRST.value
+    REDUCE_RECEIVED_FIRST = Action.REDUCE_RECEIVED_FIRST.value
+
+
+
+#: One step command, as the host packs it into CMD0 .. CMD10 (bit 32k of the layout is bit 0
+#: of CMDk).  ``packet_beats`` 0 means the build's largest packet (register PACKET).
+COMMAND_LAYOUT = data.StructLayout({
+    "send": REGION_LAYOUT,
+    "recv": REGION_LAYOUT,
+    "send_to": 16,
+    "recv_from": 16,
+    "send_tag": 16,
+    "recv_tag": 16,
+    "packet_beats": 16,
+    "action": StepAction,
+    "has_send": 1,
+    "has_recv": 1,
+    "fence": 1,
+    "barrier": 1,
+})
+
+#: 32-bit register words a command takes.
+COMMAND_WORDS = -(-COMMAND_LAYOUT.size // 32)
+
+#: Step commands the queue holds by default (a ring over 64 ranks takes 126).
+DEFAULT_QUEUE_DEPTH = 256
+#: Largest payload of one data packet, in beats, by default: long enough that the header beat
+#: costs under 0.5 % of the link, short enough that a control packet waits little behind it.
+DEFAULT_PACKET_BEATS = 256
+
+#: Error bits of the engine, named as the ERRORS register's fields (register map, engine
+#: block), which give their meaning.
+ERROR_LAYOUT = data.StructLayout({
+    "queue_full": 1, "running": 1, "region": 1, "peer": 1, "command": 1,
+    "unexpected": 1, "length": 1, "alu": 1, "protocol": 1,
+})
+
+#: The counters the engine keeps (register names in lower case).
+COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", "alu_beats",
+            "busy_cycles", "stall_cycles")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class Engine(wiring.Component):
+    """The collective engine of one node (see the module docstring).
+
+    Parameters
+    ----------
+    data_width : int
+        Bits per beat of the packet streams and of device memory rows.
+    max_nodes : int
+        Node ids this build can name (clear-to-send table entries).
+    mem_size : int
+        Bytes of device memory; commands naming bytes beyond it are refused.
+    alu_capabilities : set of (ReduceOp, DType) or None
+        The pairs the reduction ALU computes (None: every pair).
+    queue_depth : int
+        Commands the queue holds.
+    packet_beats : int
+        Largest payload of a data packet, in beats.
+
+    Members
+    -------
+    cmd : ``In(COMMAND_LAYOUT)``
+        The command ``push`` appends (the CMD registers).
+    push, go, arm, clear : ``In(1)``
+        One-cycle strobes of CONTROL.
+    start_at, now : ``In(64)``
+        START_AT and the cycle counter.
+    node_id : ``In(16)``
+    op, dtype : ``In(ReduceOp)``, ``In(DType)``
+        The REDUCTION register.
+    queued, step : ``Out(16)``; armed, busy, done : ``Out(1)``; errors : ``Out(ERROR_LAYOUT)``
+    started_at, finished_at : ``Out(64)``; one ``Out(32)`` per name of :data:`COUNTERS`.
+    barrier_seq : ``In(16)``
+        The barrier unit's current barrier number.
+    barrier_done : ``Out(1)``, barrier_done_seq : ``Out(16)``
+        Signal this node's completion of a barrier (a barrier command).
+    send_rd, local_rd : ``Out(MemoryReadSignature)``; wr : ``Out(MemoryWriteSignature)``
+        Device memory ports.
+    tx : ``Out(packet_stream(data_width))``; rx : ``In(packet_stream(data_width))``
+        Packets of kinds CLEAR and DATA.
+    """
+
+    def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
+                 queue_depth=DEFAULT_QUEUE_DEPTH, packet_beats=DEFAULT_PACKET_BEATS):
+        from .alu import check_capabilities
+        from .devmem import MemoryReadSignature, MemoryWriteSignature
+        from .packet import DEST_WIDTH, packet_stream
+        for name, value, low, high in (("queue_depth", queue_depth, 1, 65535),
+                                       ("packet_beats", packet_beats, 1, 65535),
+                                       ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
+                                       ("mem_size", mem_size, 1, 1 << 32)):
+            if not _is_int(value):
+                raise TypeError(f"{name} must be an integer, not {value!r}")
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+        if data_width not in (64, 128, 256, 512):
+            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        beat_bytes = data_width // 8
+        if mem_size & (mem_size - 1) or mem_size % beat_bytes:
+            raise ValueError(f"mem_size must be a power of two and a multiple of {beat_bytes}, "
+                             f"not {mem_size!r}")
+        self._data_width = data_width
+        self._max_nodes = max_nodes
+        self._mem_size = mem_size
+        self._caps = check_capabilities(alu_capabilities)
+        self._queue_depth = queue_depth
+        self._packet_beats = packet_beats
+        self._rows = mem_size // beat_bytes
+        self.row_bits = max(1, (self._rows - 1).bit_length())
+        members = {
+            "cmd": In(COMMAND_LAYOUT),
+            "push": In(1), "go": In(1), "arm": In(1), "clear": In(1),
+            "start_at": In(64), "now": In(64), "node_id": In(DEST_WIDTH),
+            "op": In(ReduceOp), "dtype": In(DType),
+            "queued": Out(16), "step": Out(16),
+            "armed": Out(1), "busy": Out(1), "done": Out(1),
+            "errors": Out(ERROR_LAYOUT),
+            "started_at": Out(64), "finished_at": Out(64),
+            "barrier_seq": In(16), "barrier_done": Out(1), "barrier_done_seq": Out(16),
+            "send_rd": Out(MemoryReadSignature(self.row_bits, data_width)),
+            "local_rd": Out(MemoryReadSignature(self.row_bits, data_width)),
+            "wr": Out(MemoryWriteSignature(self.row_bits, data_width)),
+            "tx": Out(packet_stream(data_width)),
+            "rx": In(packet_stream(data_width)),
+        }
+        members.update({name: Out(32) for name in COUNTERS})
+        super().__init__(members)
+        self._alu = None
+
+    @property
+    def alu(self):
+        """The reduction ALU (built on first use)."""
+        if self._alu is None:
+            from .alu import ReductionALU
+            self._alu = ReductionALU(self._data_width, capabilities=self._caps)
+        return self._alu
+
+    @property
+    def queue_depth(self):
+        return self._queue_depth
+
+    @property
+    def packet_beats(self):
+        return self._packet_beats
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Array, Const, Module, Mux, ResetInserter, Signal
+        from amaranth.lib.memory import Memory
+        from .bytestream import RegionWalker, RowPacker, RowUnpacker
+        from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
+                             packet_header_layout)
+
+        m = Module()
+        width = self._data_width
+        beat_bytes = width // 8
+        lane_bits = beat_bytes.bit_length() - 1
+        hbeats = header_beats(width)
+        header_size = packet_header_layout().size
+        # Everything that holds state about a running schedule restarts on CONTROL.clear.
+        reset = ResetInserter(self.clear)
+
+        # ---- Queue and push-time checks (nothing refused is queued) -----------------------
+        queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[])
+        m.submodules.queue = queue
+        q_wr = queue.write_port()
+        q_rd = queue.read_port(domain="sync", transparent_for=())
+        cmd = self.cmd
+
+        def region_bad(region):
+            strided = (region.run != 0) & (region.run < region.length)
+            end = Signal(33)
+            m.d.comb += end.eq(region.offset + region.length)
+            return ((end > self._mem_size) | (region.length == 0)
+                    | (strided & (region.run > region.stride)))
+
+        errors = Signal(ERROR_LAYOUT)
+        m.d.comb += self.errors.eq(errors)
+        raise_error = Signal(ERROR_LAYOUT)     # bits set this cycle
+        with m.If(self.clear):
+            m.d.sync += errors.eq(0)
+        with m.Else():
+            m.d.sync += errors.eq(errors.as_value() | raise_error.as_value())
+        any_error = errors.as_value().any()
+
+        state = Signal(range(8))
+        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED = range(8)
+        running = (state != IDLE) & (state != DONE) & (state != STOPPED)
+
+        queued = Signal(16)
+        m.d.comb += self.queued.eq(queued)
+        send_bad = cmd.has_send & region_bad(cmd.send)
+        recv_bad = cmd.has_recv & region_bad(cmd.recv)
+        peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
+                    | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
+        command_bad = ((cmd.action.as_value() == 3)
+                       | (cmd.barrier & (cmd.has_send | cmd.has_recv))
+                       | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
+                       | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
+                       | (cmd.packet_beats > self._packet_beats))
+        full = queued >= self._queue_depth
+        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(cmd)]
+        with m.If(self.push & ~self.clear):
+            with m.If(running):
+                m.d.comb += raise_error.running.eq(1)
+            with m.Elif(full):
+                m.d.comb += raise_error.queue_full.eq(1)
+            with m.Elif(send_bad | recv_bad | peer_bad | command_bad):
+                m.d.comb += [raise_error.region.eq(send_bad | recv_bad),
+                             raise_error.peer.eq(peer_bad),
+                             raise_error.command.eq(command_bad)]
+            with m.Else():
+                m.d.comb += q_wr.en.eq(1)
+                m.d.sync += queued.eq(queued + 1)
+
+        # ---- Datapath blocks -------------------------------------------------------------
+        m.submodules.tx_walker = tx_walker = reset(RegionWalker(width))
+        m.submodules.packer = packer = reset(RowPacker(width))
+        m.submodules.rx_walker = rx_walker = reset(RegionWalker(width))
+        m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
+        m.submodules.alu = alu = reset(self.alu)
+        m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
+        m.submodules.tx_arbiter = arbiter = reset(PacketArbiter(2, width))
+        wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
+        wiring.connect(m, clear_tx.packets, arbiter.i_0)     # clear-to-send first
+        data_out = arbiter.i_1
+
+        # ---- Write pipeline and its scoreboard ---------------------------------------------
+        # Rows whose reduced value is on its way to memory: the beat read for the local
+        # operand (stage 1) and every beat inside the ALU.  A read of such a row waits.
+        depth = self.alu.latency + 4
+        pend_row = Array(Signal(self.row_bits, name=f"pend_row{k}") for k in range(depth))
+        pend_valid = Signal(depth)
+        pend_mask = Array(Signal(beat_bytes, name=f"pend_mask{k}") for k in range(depth))
+        head = Signal(range(depth))        # oldest entry
+        tail = Signal(range(depth))        # next free
+        count = Signal(range(depth + 1))
+        s1_valid = Signal()
+        s1_row = Signal(self.row_bits)
+
+        def hazard(row):
+            hit = s1_valid & (s1_row == row)
+            for k in range(depth):
+                hit |= pend_valid[k] & (pend_row[k] == row)
+            return hit
+        pipeline_empty = ~s1_valid & (count == 0)
+
+        # ---- Control ---------------------------------------------------------------------
+        idx = Signal(16)
+        cur = Signal(COMMAND_LAYOUT)
+        armed = Signal()
+        m.d.comb += [self.armed.eq(armed), self.busy.eq(running), self.done.eq(state == DONE),
+                     self.step.eq(idx)]
+        counters = {name: getattr(self, name) for name in COUNTERS}
+        bump = {name: Signal(32, name=f"bump_{name}") for name in COUNTERS}
+
+        tx_busy = Signal()
+        rx_busy = Signal()
+        tx_start = Signal()
+        rx_start = Signal()
+        barrier_seq = Signal(16)
+
+        with m.If(self.clear):
+            m.d.sync += armed.eq(0)
+        with m.Elif(self.arm):
+            m.d.sync += armed.eq(1)
+        start = (self.go | (armed & (self.now >= self.start_at))) & ~self.clear
+        m.d.comb += q_rd.addr.eq(idx)
+
+        with m.If(self.clear):
+            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0)]
+        with m.Elif(any_error & running):
+            m.d.sync += state.eq(STOPPED)
+        with m.Else():
+            with m.Switch(state):
+                with m.Case(IDLE, DONE):
+                    with m.If(start & ~any_error):
+                        m.d.sync += [armed.eq(0), idx.eq(0), self.started_at.eq(self.now),
+                                     state.eq(Mux(queued == 0, FINISH, FETCH))]
+                        for name in COUNTERS:
+                            m.d.sync += counters[name].eq(0)
+                with m.Case(FETCH):
+                    m.d.sync += state.eq(LOAD)
+                with m.Case(LOAD):
+                    m.d.sync += [cur.eq(q_rd.data), state.eq(DISPATCH)]
+                with m.Case(DISPATCH):
+                    drain = (cur.fence | cur.barrier
+                             | (cur.has_recv & (cur.action == StepAction.COPY)))
+                    ready = ~tx_busy & ~rx_busy & (~drain | pipeline_empty)
+                    with m.If(ready):
+                        m.d.sync += idx.eq(idx + 1)
+                        with m.If(cur.barrier):
+                            m.d.comb += self.barrier_done.eq(1)
+                            m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
+                        with m.Else():
+                            m.d.comb += [tx_start.eq(cur.has_send), rx_start.eq(cur.has_recv)]
+                            m.d.sync += state.eq(Mux(idx + 1 == queued, FINISH, FETCH))
+                with m.Case(BARRIER):
+                    # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
+                    with m.If(self.barrier_seq != barrier_seq):
+                        m.d.sync += state.eq(Mux(idx == queued, FINISH, FETCH))
+                with m.Case(FINISH):
+                    with m.If(~tx_busy & ~rx_busy & pipeline_empty & ~clear_tx.header.valid
+                              & ~self.tx.valid):
+                        m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now)]
+        m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
+
+        for name in COUNTERS:
+            with m.If(~self.clear & ~(start & ((state == IDLE) | (state == DONE)))):
+                m.d.sync += counters[name].eq(counters[name] + bump[name])
+        m.d.comb += [bump["busy_cycles"].eq(running),
+                     bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
+        with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
+            m.d.comb += bump["packets_sent"].eq(1)
+
+        tx_peer = Signal(16)
+
+        # ---- Clear-to-send table ---------------------------------------------------------
+        cts_valid = Signal(self._max_nodes)
+        cts_tags = Memory(shape=16, depth=self._max_nodes, init=[])
+        m.submodules.cts_tags = cts_tags
+        cts_wr = cts_tags.write_port()
+        cts_rd = cts_tags.read_port(domain="comb")
+        # Which node a clear-to-send arrives from, and which one the sender takes.
+        peer_bits = max(1, (self._max_nodes - 1).bit_length())
+        cts_set_valid = Signal()
+        cts_set_peer = Signal(peer_bits)
+        cts_take_valid = Signal()
+        cts_set = Signal(self._max_nodes)
+        cts_take = Signal(self._max_nodes)
+        for k in range(self._max_nodes):
+            m.d.comb += [cts_set[k].eq(cts_set_valid & (cts_set_peer == k)),
+                         cts_take[k].eq(cts_take_valid & (tx_peer[:peer_bits] == k))]
+        with m.If(self.clear):
+            m.d.sync += cts_valid.eq(0)
+        with m.Else():
+            m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
+
+        # ---- Transmit half ---------------------------------------------------------------
+        tx_tag = Signal(16)
+        tx_length = Signal(32)
+        tx_packet = Signal(16)
+        tx_region = Signal(REGION_LAYOUT)
+        tx_wait = Signal()              # waiting for the clear-to-send
+        tx_walk = Signal()              # the walker has not taken the region yet
+        m.d.comb += cts_rd.addr.eq(tx_peer)
+        with m.If(self.clear):
+            m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
+        with m.Elif(tx_start):
+            m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to),
+                         tx_tag.eq(cur.send_tag), tx_length.eq(cur.send.length),
+                         tx_region.eq(cur.send),
+                         tx_packet.eq(Mux(cur.packet_beats == 0, self._packet_beats,
+                                          cur.packet_beats))]
+        peer_ready = cts_valid.bit_select(tx_peer[:peer_bits], 1)
+        with m.If(tx_wait & peer_ready & ~any_error):
+            with m.If(cts_rd.data != tx_tag):
+                m.d.comb += raise_error.protocol.eq(1)
+            with m.Else():
+                m.d.comb += cts_take_valid.eq(1)
+                m.d.sync += [tx_wait.eq(0), tx_walk.eq(1)]
+        m.d.comb += [tx_walker.command.valid.eq(tx_walk),
+                     tx_walker.command.payload.offset.eq(tx_region.offset),
+                     tx_walker.command.payload.length.eq(tx_region.length),
+                     tx_walker.command.payload.run.eq(tx_region.run),
+                     tx_walker.command.payload.stride.eq(tx_region.stride)]
+        with m.If(tx_walker.command.valid & tx_walker.command.ready):
+            m.d.sync += tx_walk.eq(0)
+
+        # Read stage: one row per clock into the packer, unless the row is still being written.
+        t_valid = Signal()
+        t_lo = Signal(lane_bits)
+        t_n = Signal(lane_bits + 1)
+        t_last = Signal()
+        chunk = tx_walker.chunks.payload
+        t_advance = ~t_valid | packer.rows.ready
+        t_outside = (chunk.row >> self.row_bits) != 0
+        t_issue = (tx_walker.chunks.valid & t_advance & ~hazard(chunk.row[:self.row_bits])
+                   & ~any_error)
+        with m.If(tx_walker.chunks.valid & t_outside):
+            m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
+        m.d.comb += [tx_walker.chunks.ready.eq(t_issue & ~t_outside),
+                     self.send_rd.addr.eq(chunk.row),
+                     self.send_rd.en.eq(t_issue & ~t_outside)]
+        with m.If(t_advance):
+            m.d.sync += t_valid.eq(t_issue & ~t_outside)
+        with m.If(t_issue):
+            m.d.sync += [t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last)]
+        m.d.comb += [packer.rows.valid.eq(t_valid),
+                     packer.rows.payload.data.eq(self.send_rd.data),
+                     packer.rows.payload.lo.eq(t_lo),
+                     packer.rows.payload.n.eq(t_n),
+                     packer.rows.payload.last.eq(t_last)]
+
+        # Packetizer: a header, then up to tx_packet beats of the packed stream, until the
+        # message's last beat.
+        header = Signal(packet_header_layout())
+        header_bits = Signal(hbeats * width)
+        m.d.comb += header_bits.eq(header.as_value())
+        remaining = Signal(32)
+        offset = Signal(32)
+        in_header = Signal()
+        h_index = Signal(range(max(hbeats, 2)))
+        p_count = Signal(16)
+        packet_bytes = Mux(remaining > tx_packet * beat_bytes, tx_packet * beat_bytes, remaining)
+        m.d.comb += [header.kind.eq(PacketKind.DATA),
+                     header.code.eq(remaining <= tx_packet * beat_bytes),   # the final packet
+                     header.src.eq(self.node_id), header.dst.eq(tx_peer),
+                     header.seq.eq(tx_tag), header.length.eq(packet_bytes),
+                     header.addr.eq(offset)]
+        with m.If(tx_start):
+            m.d.sync += [remaining.eq(cur.send.length), offset.eq(0), in_header.eq(1),
+                         h_index.eq(0)]
+        out = data_out.payload
+        m.d.comb += [out.dest.eq(tx_peer), out.control.eq(0)]
+        with m.If(in_header):
+            m.d.comb += [data_out.valid.eq(tx_busy & ~tx_wait),
+                         out.keep.eq((1 << beat_bytes) - 1), out.last.eq(0)]
+            with m.Switch(h_index):
+                for k in range(hbeats):
+                    with m.Case(k):
+                        m.d.comb += out.data.eq(header_bits[k * width:(k + 1) * width])
+            with m.If(data_out.valid & data_out.ready):
+                with m.If(h_index == hbeats - 1):
+                    m.d.sync += [in_header.eq(0), h_index.eq(0), p_count.eq(0)]
+                    m.d.comb += bump["bytes_sent"].eq(packet_bytes)
+                with m.Else():
+                    m.d.sync += h_index.eq(h_index + 1)
+        with m.Else():
+            end_of_packet = (p_count == tx_packet - 1) | packer.beats.payload.last
+            m.d.comb += [data_out.valid.eq(packer.beats.valid & tx_busy),
+                         packer.beats.ready.eq(data_out.ready & tx_busy),
+                         out.data.eq(packer.beats.payload.data),
+                         out.keep.eq(packer.beats.payload.keep),
+                         out.last.eq(end_of_packet)]
+            with m.If(data_out.valid & data_out.ready):
+                m.d.sync += p_count.eq(p_count + 1)
+                with m.If(end_of_packet):
+                    m.d.sync += [remaining.eq(remaining - packet_bytes),
+                                 offset.eq(offset + packet_bytes), in_header.eq(1)]
+                    with m.If(packer.beats.payload.last):
+                        m.d.sync += tx_busy.eq(0)
+
+        # ---- Receive half ----------------------------------------------------------------
+        rx_peer = Signal(16)
+        rx_tag = Signal(16)
+        rx_total = Signal(32)
+        rx_bytes = Signal(32)           # bytes of the message accepted so far
+        rx_reduce = Signal()
+        rx_local_first = Signal()
+        rx_walk = Signal()
+        rx_region = Signal(REGION_LAYOUT)
+        cts_pending = Signal()
+        with m.If(self.clear):
+            m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
+        with m.Elif(rx_start):
+            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1),
+                         rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
+                         rx_total.eq(cur.recv.length), rx_bytes.eq(0),
+                         rx_region.eq(cur.recv),
+                         rx_reduce.eq(cur.action != StepAction.COPY),
+                         rx_local_first.eq(cur.action == StepAction.REDUCE_LOCAL_FIRST)]
+        m.d.comb += [rx_walker.command.valid.eq(rx_walk),
+                     rx_walker.command.payload.offset.eq(rx_region.offset),
+                     rx_walker.command.payload.length.eq(rx_region.length),
+                     rx_walker.command.payload.run.eq(rx_region.run),
+                     rx_walker.command.payload.stride.eq(rx_region.stride)]
+        with m.If(rx_walker.command.valid & rx_walker.command.ready):
+            m.d.sync += rx_walk.eq(0)
+        wiring.connect(m, rx_walker.chunks, unpacker.chunks)
+
+        # The clear-to-send: the source may now stream the message.
+        cts = clear_tx.header.payload
+        m.d.comb += [clear_tx.header.valid.eq(cts_pending),
+                     cts.kind.eq(PacketKind.CLEAR), cts.src.eq(self.node_id),
+                     cts.dst.eq(rx_peer), cts.seq.eq(rx_tag)]
+        with m.If(clear_tx.header.valid & clear_tx.header.ready):
+            m.d.sync += cts_pending.eq(0)
+
+        # Packet parser: collect the header, then pass, or drop, the payload.
+        P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
+        p_state = Signal(range(4))
+        collected = Signal(hbeats * width)
+        r_index = Signal(range(max(hbeats, 2)))
+        got = Signal(packet_header_layout())
+        got_last = Signal()             # the header's last beat ended the packet
+        completes = Signal()
+        m.d.comb += got.eq(collected[:header_size])
+        beat = self.rx.payload
+        with m.If(self.clear):
+            m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
+        with m.Else():
+            with m.Switch(p_state):
+                with m.Case(P_HEADER):
+                    m.d.comb += self.rx.ready.eq(1)
+                    with m.If(self.rx.valid):
+                        with m.Switch(r_index):
+                            for k in range(hbeats):
+                                with m.Case(k):
+                                    m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
+                        with m.If(r_index == hbeats - 1):
+                            m.d.sync += [r_index.eq(0), got_last.eq(beat.last),
+                                         p_state.eq(P_DECIDE)]
+                        with m.Elif(beat.last):     # shorter than a header: dropped
+                            m.d.sync += r_index.eq(0)
+                            m.d.comb += raise_error.unexpected.eq(1)
+                        with m.Else():
+                            m.d.sync += r_index.eq(r_index + 1)
+                with m.Case(P_DECIDE):
+                    m.d.comb += bump["packets_received"].eq(1)
+                    after = got.length + rx_bytes
+                    expected = (rx_busy & (got.src == rx_peer) & (got.seq == rx_tag)
+                                & (got.addr == rx_bytes) & ~cts_pending)
+                    with m.If(got.kind == PacketKind.CLEAR):
+                        with m.If(got.src < self._max_nodes):
+                            m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
+                                         cts_wr.en.eq(1), cts_set_valid.eq(1),
+                                         cts_set_peer.eq(got.src)]
+                        with m.Else():
+                            m.d.comb += raise_error.unexpected.eq(1)
+                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
+                    with m.Elif((got.kind == PacketKind.DATA) & expected & ~got_last
+                                & (got.length != 0)):
+                        with m.If((after > rx_total) | (got.code[0] & (after != rx_total))):
+                            m.d.comb += raise_error.length.eq(1)
+                            m.d.sync += p_state.eq(P_DROP)
+                        with m.Else():
+                            m.d.comb += bump["bytes_received"].eq(got.length)
+                            m.d.sync += [rx_bytes.eq(after), completes.eq(after == rx_total),
+                                         p_state.eq(P_PASS)]
+                    with m.Else():
+                        m.d.comb += raise_error.unexpected.eq(1)
+                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
+                with m.Case(P_PASS):
+                    m.d.comb += [unpacker.beats.valid.eq(self.rx.valid),
+                                 unpacker.beats.payload.data.eq(beat.data),
+                                 unpacker.beats.payload.keep.eq(beat.keep),
+                                 unpacker.beats.payload.last.eq(beat.last & completes),
+                                 self.rx.ready.eq(unpacker.beats.ready)]
+                    with m.If(self.rx.valid & self.rx.ready & beat.last):
+                        m.d.sync += p_state.eq(P_HEADER)
+                with m.Case(P_DROP):
+                    m.d.comb += self.rx.ready.eq(1)
+                    with m.If(self.rx.valid & beat.last):
+                        m.d.sync += p_state.eq(P_HEADER)
+        with m.If(unpacker.overrun | unpacker.underrun):
+            m.d.comb += raise_error.length.eq(1)
+        m.d.comb += unpacker.clear.eq(self.clear)
+
+        # Rows out of the unpacker: stored at once (copy) or reduced with the local row.
+        row = unpacker.rows.payload
+        r_outside = (row.row >> self.row_bits) != 0
+        with m.If(unpacker.rows.valid & r_outside):
+            m.d.comb += raise_error.region.eq(1)
+        s1_mask = Signal(beat_bytes)
+        s1_data = Signal(width)
+        room = count < depth
+        alu_take = s1_valid & room & alu.a.ready     # the ALU takes both operands at once
+        s1_advance = ~s1_valid | alu_take
+        with m.If(~rx_reduce):
+            copy_take = unpacker.rows.valid & ~r_outside & ~any_error
+            m.d.comb += [unpacker.rows.ready.eq(copy_take)]
+            with m.If(copy_take):
+                m.d.comb += [self.wr.addr.eq(row.row), self.wr.data.eq(row.data),
+                             self.wr.en.eq(row.mask)]
+        with m.Else():
+            take = (unpacker.rows.valid & ~r_outside & ~any_error & s1_advance
+                    & ~hazard(row.row[:self.row_bits]))
+            m.d.comb += [unpacker.rows.ready.eq(take),
+                         self.local_rd.addr.eq(row.row), self.local_rd.en.eq(take)]
+            with m.If(s1_advance):
+                m.d.sync += s1_valid.eq(take)
+            with m.If(take):
+                m.d.sync += [s1_row.eq(row.row), s1_mask.eq(row.mask), s1_data.eq(row.data)]
+        with m.If(unpacker.rows.valid & unpacker.rows.ready & row.last):
+            m.d.sync += rx_busy.eq(0)
+
+        local = self.local_rd.data
+        m.d.comb += [alu.a.valid.eq(s1_valid & room),
+                     alu.b.valid.eq(s1_valid & room),
+                     alu.a.payload.data.eq(Mux(rx_local_first, local, s1_data)),
+                     alu.b.payload.data.eq(Mux(rx_local_first, s1_data, local)),
+                     alu.a.payload.op.eq(self.op), alu.a.payload.dtype.eq(self.dtype),
+                     alu.result.ready.eq(1)]
+        with m.If(alu_take):
+            m.d.comb += bump["alu_beats"].eq(1)
+            m.d.sync += [pend_row[tail].eq(s1_row), pend_mask[tail].eq(s1_mask),
+                         tail.eq(Mux(tail == depth - 1, 0, tail + 1))]
+        result = alu.result
+        with m.If(result.valid):
+            with m.If(result.payload.error):
+                m.d.comb += raise_error.alu.eq(1)
+            with m.Else():
+                m.d.comb += [self.wr.addr.eq(pend_row[head]), self.wr.data.eq(result.payload.data),
+                             self.wr.en.eq(pend_mask[head])]
+            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
+        set_bits = Signal(depth)
+        clr_bits = Signal(depth)
+        with m.If(alu_take):
+            m.d.comb += set_bits.eq(1 << tail)
+        with m.If(result.valid):
+            m.d.comb += clr_bits.eq(1 << head)
+        m.d.sync += [pend_valid.eq((pend_valid & ~clr_bits) | set_bits),
+                     count.eq(count + alu_take - result.valid)]
+        with m.If(self.clear):
+            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), head.eq(0), tail.eq(0)]
+        return m
