@@ -1,7 +1,7 @@
 # Ref: Amaranth RFC 61 / amaranth.lib.stream (a transfer happens in a cycle where valid and
 #      ready are both high; valid never waits for ready).
-# Ref: AMBA 4 AXI4-Stream Protocol Specification (IHI0051A), 2.1 and 2.4.3 (TKEEP marks the
-#      bytes of a beat that belong to the stream; a partial beat ends a packet).
+# Ref: AMBA 4 AXI4-Stream Protocol Specification (IHI0051A), 2.1 (TDATA, TKEEP, TLAST: the
+#      beat layout mirrors them).
 """Memory regions as packed byte streams.
 
 A collective engine sends a *region* of a node's device memory over the network as one packed
@@ -204,8 +204,9 @@ class RegionWalker(wiring.Component):
 
     One chunk per clock while ``chunks.ready`` is high.  The next command is taken in the
     cycle the previous region's last chunk is taken, so regions follow each other without a
-    gap; ``chunks.valid`` comes from a flop.  A chunk appears the cycle after its command is
-    taken.  Addresses advance by additions only: no multiplier, no divider.
+    gap (an empty region costs one cycle); ``chunks.valid`` comes from a flop.  A region's
+    first chunk is offered the cycle after its command is taken.  Addresses advance by
+    additions only: no multiplier, no divider.
     """
 
     def __init__(self, data_width, addr_width=32):
@@ -316,7 +317,8 @@ class RowPacker(wiring.Component):
     One row in and one beat out per clock.  A beat is offered the cycle after the row that
     completes it is taken; ``beats.valid`` and the beat come from flops.  ``rows.ready``
     depends combinationally on ``beats.ready`` (a row is taken into the room a leaving beat
-    frees).
+    frees).  When a message's last row leaves more than ``W`` bytes to send, the next
+    message's first row waits one cycle, until the final beat goes.
     """
 
     def __init__(self, data_width):

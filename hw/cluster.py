@@ -17,7 +17,7 @@ inside the gateware they are packet streams.
 import contextlib
 
 from amaranth.back import rtlil, verilog
-from amaranth.hdl import Module
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -159,10 +159,57 @@ def _without_zero_memory_init():
         emitter.emit_memory = original
 
 
+class _ClusterOfInstances(wiring.Component):
+    """The ports of :class:`ClusterTop`, with each node an instance of the Verilog module
+    ``nicoll_niccore`` (:func:`niccore_verilog`) instead of its own copy of the gateware."""
+
+    def __init__(self, *, nodes, **core_kwargs):
+        self._nodes = nodes
+        core = _NicCoreVerilogTop(**core_kwargs)
+        self._core_signature = core.signature
+        # Only its signature is wanted here; niccore_verilog() converts a core of its own.
+        core._MustUse__silence = core.core._MustUse__silence = True
+        self._data_width = core_kwargs.get("data_width", 256)
+        top = ClusterTop(nodes=nodes, **core_kwargs)
+        top._MustUse__silence = True          # only its ports are copied
+        super().__init__(dict(top.signature.members))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.switch = switch = Switch(self._nodes, self._data_width)
+        for i in range(self._nodes):
+            ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal(), "i_node_id": i}
+            local = self._core_signature.create(path=(f"node{i}",))
+            for path, member, value in self._core_signature.flatten(local):
+                ports[("i_" if member.flow == In else "o_") + "__".join(path)] = value
+            m.submodules[f"node{i}"] = Instance("nicoll_niccore", **ports)
+            wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), local.s_axil)
+            wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axi")), local.s_axi)
+            tx, rx = switch.rx(i), switch.tx(i)
+            m.d.comb += [tx.payload.data.eq(local.net_tx.tdata), tx.payload.keep.eq(local.net_tx.tkeep),
+                         tx.payload.last.eq(local.net_tx.tlast), tx.payload.dest.eq(local.net_tx.tdest),
+                         tx.payload.control.eq(local.net_tx.tuser), tx.valid.eq(local.net_tx.tvalid),
+                         local.net_tx.tready.eq(tx.ready),
+                         local.net_rx.tdata.eq(rx.payload.data), local.net_rx.tkeep.eq(rx.payload.keep),
+                         local.net_rx.tlast.eq(rx.payload.last), local.net_rx.tdest.eq(rx.payload.dest),
+                         local.net_rx.tuser.eq(rx.payload.control), local.net_rx.tvalid.eq(rx.valid),
+                         rx.ready.eq(local.net_rx.tready)]
+        m.d.comb += self.switch_dropped.eq(switch.dropped)
+        return m
+
+
 def cluster_verilog(**kwargs):
-    """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``, for simulation."""
+    """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``, for simulation.
+
+    The core is converted once, as module ``nicoll_niccore``, and instantiated for every node:
+    elaborating and compiling one copy instead of N keeps big clusters quick to build.
+    """
+    kwargs = dict(kwargs)
+    nodes = kwargs.pop("nodes")
+    core = niccore_verilog(**kwargs)
     with _without_zero_memory_init():
-        return verilog.convert(ClusterTop(**kwargs), name="nicoll_cluster")
+        top = verilog.convert(_ClusterOfInstances(nodes=nodes, **kwargs), name="nicoll_cluster")
+    return core + "\n" + top
 
 
 class _NicCoreVerilogTop(wiring.Component):

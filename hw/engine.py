@@ -144,20 +144,9 @@ class Engine(wiring.Component):
         from .alu import check_capabilities
         from .devmem import MemoryReadSignature, MemoryWriteSignature
         from .packet import DEST_WIDTH, packet_stream
-        for name, value, low, high in (("queue_depth", queue_depth, 1, 65535),
-                                       ("packet_beats", packet_beats, 1, 65535),
-                                       ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
-                                       ("mem_size", mem_size, 1, 1 << 32)):
-            if not _is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if not low <= value <= high:
-                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
-        if data_width not in (64, 128, 256, 512):
-            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        self.check_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+                          queue_depth=queue_depth, packet_beats=packet_beats)
         beat_bytes = data_width // 8
-        if mem_size & (mem_size - 1) or mem_size % beat_bytes:
-            raise ValueError(f"mem_size must be a power of two and a multiple of {beat_bytes}, "
-                             f"not {mem_size!r}")
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._mem_size = mem_size
@@ -185,6 +174,25 @@ class Engine(wiring.Component):
         members.update({name: Out(32) for name in COUNTERS})
         super().__init__(members)
         self._alu = None
+
+    @staticmethod
+    def check_params(*, data_width, max_nodes, mem_size, queue_depth, packet_beats):
+        """Raise TypeError / ValueError naming a build parameter the engine cannot take."""
+        from .packet import DEST_WIDTH
+        for name, value, low, high in (("queue_depth", queue_depth, 1, 65535),
+                                       ("packet_beats", packet_beats, 1, 65535),
+                                       ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
+                                       ("mem_size", mem_size, 1, 1 << 32)):
+            if not _is_int(value):
+                raise TypeError(f"{name} must be an integer, not {value!r}")
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+        if data_width not in (64, 128, 256, 512):
+            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        beat_bytes = data_width // 8
+        if mem_size & (mem_size - 1) or mem_size % beat_bytes:
+            raise ValueError(f"mem_size must be a power of two and a multiple of {beat_bytes}, "
+                             f"not {mem_size!r}")
 
     @property
     def alu(self):
@@ -304,11 +312,13 @@ class Engine(wiring.Component):
         pipeline_empty = ~s1_valid & (count == 0)
 
         # ---- Control ---------------------------------------------------------------------
-        idx = Signal(16)
+        idx = Signal(16)                # the next command to fetch
+        finished = Signal(16)           # commands finished (STEP)
+        counted = Signal()              # the last data command dispatched is not yet counted
         cur = Signal(COMMAND_LAYOUT)
         armed = Signal()
         m.d.comb += [self.armed.eq(armed), self.busy.eq(running), self.done.eq(state == DONE),
-                     self.step.eq(idx)]
+                     self.step.eq(finished)]
         counters = {name: getattr(self, name) for name in COUNTERS}
         bump = {name: Signal(32, name=f"bump_{name}") for name in COUNTERS}
 
@@ -320,20 +330,24 @@ class Engine(wiring.Component):
 
         with m.If(self.clear):
             m.d.sync += armed.eq(0)
-        with m.Elif(self.arm):
+        with m.Elif(self.arm & ~running):      # an arm while running is ignored
             m.d.sync += armed.eq(1)
         start = (self.go | (armed & (self.now >= self.start_at))) & ~self.clear
         m.d.comb += q_rd.addr.eq(idx)
 
         with m.If(self.clear):
-            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0)]
+            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), finished.eq(0), counted.eq(0)]
         with m.Elif(any_error & running):
             m.d.sync += state.eq(STOPPED)
         with m.Else():
             with m.Switch(state):
                 with m.Case(IDLE, DONE):
-                    with m.If(start & ~any_error):
+                    # A start with an error standing does nothing (but disarms).
+                    with m.If(start & any_error):
+                        m.d.sync += armed.eq(0)
+                    with m.Elif(start):
                         m.d.sync += [armed.eq(0), idx.eq(0), self.started_at.eq(self.now),
+                                     finished.eq(0), counted.eq(0),
                                      state.eq(Mux(queued == 0, FINISH, FETCH))]
                         for name in COUNTERS:
                             m.d.sync += counters[name].eq(0)
@@ -346,7 +360,9 @@ class Engine(wiring.Component):
                              | (cur.has_recv & (cur.action == StepAction.COPY)))
                     ready = ~tx_busy & ~rx_busy & (~drain | pipeline_empty)
                     with m.If(ready):
-                        m.d.sync += idx.eq(idx + 1)
+                        # The previous data command finished: every beat sent and taken.
+                        m.d.sync += [idx.eq(idx + 1), finished.eq(finished + counted),
+                                     counted.eq(~cur.barrier)]
                         with m.If(cur.barrier):
                             m.d.comb += self.barrier_done.eq(1)
                             m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
@@ -356,15 +372,19 @@ class Engine(wiring.Component):
                 with m.Case(BARRIER):
                     # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
                     with m.If(self.barrier_seq != barrier_seq):
-                        m.d.sync += state.eq(Mux(idx == queued, FINISH, FETCH))
+                        m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
+                                     finished.eq(finished + 1)]
                 with m.Case(FINISH):
                     with m.If(~tx_busy & ~rx_busy & pipeline_empty & ~clear_tx.header.valid
                               & ~self.tx.valid):
-                        m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now)]
+                        m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
+                                     finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
 
         for name in COUNTERS:
-            with m.If(~self.clear & ~(start & ((state == IDLE) | (state == DONE)))):
+            with m.If(self.clear):
+                m.d.sync += counters[name].eq(0)
+            with m.Elif(~(start & ((state == IDLE) | (state == DONE)))):
                 m.d.sync += counters[name].eq(counters[name] + bump[name])
         m.d.comb += [bump["busy_cycles"].eq(running),
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
@@ -579,7 +599,9 @@ class Engine(wiring.Component):
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif((got.kind == PacketKind.DATA) & expected & ~got_last
                                 & (got.length != 0)):
-                        with m.If((after > rx_total) | (got.code[0] & (after != rx_total))):
+                        # More bytes than the region, or the message's final packet
+                        # leaving it short, or a packet filling it with more to come.
+                        with m.If((after > rx_total) | (got.code[0] != (after == rx_total))):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Else():

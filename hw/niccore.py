@@ -139,10 +139,11 @@ class NicCore(wiring.Component):
         self._csr = None
         self._devmem = None
         self._barrier = None
-        # The engine checks its own parameters now, so a bad one fails at construction.
-        self._engine = Engine(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
-                              alu_capabilities=self.alu_capabilities, queue_depth=queue_depth,
-                              packet_beats=packet_beats)
+        Engine.check_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+                            queue_depth=queue_depth, packet_beats=packet_beats)
+        self._queue_depth = queue_depth
+        self._packet_beats = packet_beats
+        self._engine = None
 
     @property
     def csr(self):
@@ -166,7 +167,11 @@ class NicCore(wiring.Component):
 
     @property
     def engine(self):
-        """The collective engine (:class:`~nicoll.hw.engine.Engine`)."""
+        """The collective engine (:class:`~nicoll.hw.engine.Engine`), built on first use."""
+        if self._engine is None:
+            self._engine = Engine(data_width=self._data_width, max_nodes=self._max_nodes,
+                                  mem_size=self._mem_size, alu_capabilities=self.alu_capabilities,
+                                  queue_depth=self._queue_depth, packet_beats=self._packet_beats)
         return self._engine
 
     @property
@@ -244,7 +249,7 @@ class NicCore(wiring.Component):
     def _elaborate_engine(self, m, cycles, values):
         """The collective engine, its memory ports and registers; returns its packet ports
         and its barrier strobe (done, seq)."""
-        m.submodules.engine = engine = self._engine
+        m.submodules.engine = engine = self.engine
         csr, devmem = self.csr, self.devmem
 
         def reg(register, field):
@@ -337,7 +342,7 @@ class NicCore(wiring.Component):
         with m.Elif(fire):
             m.d.sync += armed.eq(0)
         engine_strobe, engine_seq = engine_done
-        m.d.comb += self._engine.barrier_seq.eq(unit.seq)
+        m.d.comb += self.engine.barrier_seq.eq(unit.seq)
         m.d.comb += [
             unit.done.eq(reg("CONTROL", "done") | fire | engine_strobe),
             unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"),

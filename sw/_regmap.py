@@ -92,7 +92,7 @@ REGMAP = RegisterMap(
                 Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on compatible additions.'),
                 Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on incompatible changes.'),
             )),
-            Register(name='CAPS', address=0x208, offset=0x08, width=32, desc='depth: step commands the queue holds. alu_latency: clock cycles from a received beat entering the reduction ALU to its result. packet_beats: the largest payload, in beats, of one data packet.', fields=(
+            Register(name='CAPS', address=0x208, offset=0x08, width=32, desc='depth: step commands the queue holds. alu_latency: clock cycles from a received beat entering the reduction ALU to its result.', fields=(
                 Field(name='depth', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
                 Field(name='alu_latency', lsb=16, width=8, sw='r', hw='w', reset=None, desc=''),
             )),
@@ -103,20 +103,20 @@ REGMAP = RegisterMap(
                 Field(name='op', lsb=0, width=4, sw='rw', hw='r', reset=0x0, desc=''),
                 Field(name='dtype', lsb=4, width=4, sw='rw', hw='r', reset=0x0, desc=''),
             )),
-            Register(name='CONTROL', address=0x214, offset=0x14, width=32, desc='push = 1: append the command in CMD0 .. CMD10 to the queue (refused with an error while running or when the queue is full; a command naming bytes outside device memory or a node >= MAX_NODES is refused and not queued). go = 1: run the queue now. arm = 1: run it in the first cycle CYCLES >= START_AT. clear = 1: empty the queue and clear STATUS, ERRORS and the counters (also stops a running schedule: use it to recover from an error).', fields=(
+            Register(name='CONTROL', address=0x214, offset=0x14, width=32, desc='push = 1: append the command in CMD0 .. CMD10 to the queue (refused with an error while running or when the queue is full; a command naming bytes outside device memory, a node >= MAX_NODES or reserved values is refused and not queued). go = 1: run the queue now. arm = 1: run it in the first cycle CYCLES >= START_AT (ignored while running). A start while an ERRORS bit is set does nothing. clear = 1: empty the queue and clear STATUS, ERRORS and the counters (also stops a running schedule: use it to recover from an error).', fields=(
                 Field(name='push', lsb=0, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
                 Field(name='go', lsb=1, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
                 Field(name='arm', lsb=2, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
                 Field(name='clear', lsb=3, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
             )),
-            Register(name='STATUS', address=0x218, offset=0x18, width=32, desc='queued: commands in the queue. step: the command running (the count of commands finished). armed: waiting for START_AT. busy: running. done: the queue ran to its end (every write landed and every packet left). error: any ERRORS bit; the engine stops at the first error.', fields=(
+            Register(name='STATUS', address=0x218, offset=0x18, width=32, desc='queued: commands in the queue. armed: waiting for START_AT. busy: running. done: the queue ran to its end (every write landed and every packet left). error: any ERRORS bit; the engine stops at the first error.', fields=(
                 Field(name='queued', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
                 Field(name='armed', lsb=16, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='busy', lsb=17, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='done', lsb=18, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='error', lsb=19, width=1, sw='r', hw='w', reset=None, desc=''),
             )),
-            Register(name='STEP', address=0x21c, offset=0x1c, width=32, desc='Commands of the queue finished since the start.', fields=(
+            Register(name='STEP', address=0x21c, offset=0x1c, width=32, desc='Commands of the queue finished since the start: a data command when it has sent every beat and taken every received beat, a barrier when it is released.', fields=(
                 Field(name='count', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
             )),
             Register(name='CMD0', address=0x220, offset=0x20, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
@@ -152,7 +152,7 @@ REGMAP = RegisterMap(
             Register(name='CMD10', address=0x248, offset=0x48, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
                 Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
             )),
-            Register(name='ERRORS', address=0x250, offset=0x50, width=32, desc='queue_full: push with the queue full. running: push while the engine runs. region: a pushed command names bytes outside device memory, a run longer than its stride, or a strided region that does not end where its span says. peer: a pushed command names a node >= MAX_NODES. command: a pushed command has a reserved action or a barrier with data. unexpected: a data packet that no receive of the running step expects (wrong source, tag or offset); it is dropped. length: a received message holds more or fewer bytes than the receiving region. alu: the reduction ALU refused the op and type (not in this build). protocol: a clear-to-send with a tag other than the one the sender waits for.', fields=(
+            Register(name='ERRORS', address=0x250, offset=0x50, width=32, desc='queue_full: push with the queue full. running: push while the engine runs. region: a pushed command names an empty region, bytes outside device memory (a strided region is checked at push from offset + length; the rest of its span is checked row by row as it is walked, and the engine stops before the first row outside memory), or a run longer than its stride. peer: a pushed command names a node >= MAX_NODES. command: a pushed command has a reserved action or a barrier with data. unexpected: a data packet that no receive of the running step expects (wrong source, tag or offset); it is dropped. length: a received message holds more or fewer bytes than the receiving region. alu: the reduction ALU refused the op and type (not in this build). protocol: a clear-to-send with a tag other than the one the sender waits for.', fields=(
                 Field(name='queue_full', lsb=0, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='running', lsb=1, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='region', lsb=2, width=1, sw='r', hw='w', reset=None, desc=''),

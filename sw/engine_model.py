@@ -190,7 +190,10 @@ class EngineNetworkModel:
     def _refusals(self, node_id, c):
         """The ERRORS bits a pushed command sets (empty: it is queued)."""
         problems = set()
-        if c["action"] not in _ACTIONS or (c["barrier"] and (c["has_send"] or c["has_recv"])):
+        if (c["action"] not in _ACTIONS or (c["barrier"] and (c["has_send"] or c["has_recv"]))
+                or not (c["barrier"] or c["has_send"] or c["has_recv"])
+                or (c["action"] != StepAction.COPY.value and not c["has_recv"])
+                or c["packet_beats"] > self.packet_beats):
             problems.add("command")
         for has, peer, region in (("has_send", "send_to", "send"), ("has_recv", "recv_from", "recv")):
             if not c[has]:
@@ -198,7 +201,7 @@ class EngineNetworkModel:
             if c[peer] >= self.max_nodes:
                 problems.add("peer")
             r = c[region]
-            if _strided(r) and r["run"] > r["stride"]:
+            if r["length"] == 0 or (_strided(r) and r["run"] > r["stride"]):
                 problems.add("region")
             elif _end(r) > len(self._memory[node_id]):
                 problems.add("region")
@@ -211,15 +214,13 @@ class EngineNetworkModel:
             e = self._engines[node_id]
             e.armed = False
             self._armed.discard(node_id)
-            if e.busy:
-                continue
+            if e.busy or e.errors:
+                continue        # an error stops the engine until CONTROL.clear
             e.busy, e.done, e.step = True, False, 0
             e.entered = e.sent = e.received = False
             e.counts = dict.fromkeys(COUNTER_NAMES, 0)
             e.started_at = now
-            if e.errors:
-                e.busy = False          # it stops at the first error: one already there
-            elif not e.queue:
+            if not e.queue:
                 self._finish(node_id, now)
             else:
                 self._running.add(node_id)

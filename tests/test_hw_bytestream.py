@@ -99,9 +99,9 @@ def row_write(row, lo, piece, last):
 
 
 def reference_unpack(messages):
-    """Rows and flags RowUnpacker gives for ``[(payload, chunks), ...]``: chunks are served
-    while the payload has room for all of them; the first that does not fit and the rest are
-    dropped, the one with ``last`` giving a mask-zero row."""
+    """Rows and flags RowUnpacker gives for ``[(payload, chunks), ...]``: chunks are served in
+    order while the payload still holds all of the chunk's bytes; the first that does not fit
+    and those after it are dropped, the one with ``last`` giving a mask-zero row."""
     rows, overrun, underrun = [], False, False
     for payload, chunks in messages:
         pos = 0
@@ -130,6 +130,21 @@ def simulate(dut, *testbenches, background=(), watchdog_cycles=20_000):
     sim.run()
 
 
+async def offer(ctx, port, payload):
+    """Offer one item on ``port`` until it is taken; return the clock cycles that took."""
+    ctx.set(port.payload, payload)
+    ctx.set(port.valid, 1)
+    cycles = 0
+    while True:
+        # Plain ticks rather than ``tick().until()``: a test failing elsewhere then leaves
+        # no half-run async generator behind to complain when it is collected.
+        *_, ready = await ctx.tick().sample(port.ready)
+        cycles += 1
+        if ready:
+            ctx.set(port.valid, 0)
+            return cycles
+
+
 def feed(port, queue, rng, stall, encode=None):
     """Offer the items appearing in ``queue`` on ``port``, with a random gap before each."""
     async def run(ctx):
@@ -139,10 +154,7 @@ def feed(port, queue, rng, stall, encode=None):
                 await ctx.tick()
                 continue
             item = queue.popleft()
-            ctx.set(port.payload, encode(item) if encode else item)
-            ctx.set(port.valid, 1)
-            await ctx.tick().until(port.ready)
-            ctx.set(port.valid, 0)
+            await offer(ctx, port, encode(item) if encode else item)
     return run
 
 
@@ -266,6 +278,8 @@ def test_reference_chunks():
     (64, 0, 0.3), (128, 1, 0.0), (256, 2, 0.5), (512, 3, 0.2),
 ])
 def test_walker_random_regions(data_width, seed, stall):
+    """Random regions, contiguous and strided, with random gaps and ready: exactly the
+    reference chunks."""
     lanes = data_width // 8
     rng = random.Random(seed)
     regions = [random_region(rng, lanes, 1 << 31) for _ in range(60)]
@@ -371,8 +385,6 @@ def test_round_trip(data_width, seed, stall):
         assert not ctx.get(unpacker.overrun) and not ctx.get(unpacker.underrun)
         assert not ctx.get(src_walker.busy) and not ctx.get(dst_walker.busy)
 
-    rows_sink = collect(unpacker.rows, ROW_FIELDS, stream_rng("rows"), stall, rows)
-
     simulate(top, main, background=[
         feed(src_walker.command, deque(src for src, _ in pairs), stream_rng("src"), stall),
         feed(dst_walker.command, deque(dst for _, dst in pairs), stream_rng("dst"), stall),
@@ -382,7 +394,7 @@ def test_round_trip(data_width, seed, stall):
         feed(unpacker.beats, beats_link, stream_rng("b2"), stall),
         collect(dst_walker.chunks, CHUNK_FIELDS, stream_rng("c2"), stall, dst_link),
         feed(unpacker.chunks, dst_link, stream_rng("c3"), stall),
-        rows_sink,
+        collect(unpacker.rows, ROW_FIELDS, stream_rng("rows"), stall, rows),
     ])
 
     # The packed stream: full beats but each message's last, keep a low mask, unkept lanes
@@ -432,15 +444,8 @@ def test_packer_throughput():
     async def rows_in(ctx):
         cycle = 0
         for row in rows:
-            ctx.set(dut.rows.payload, row)
-            ctx.set(dut.rows.valid, 1)
-            while True:
-                *_, ready = await ctx.tick().sample(dut.rows.ready)
-                cycle += 1
-                if ready:
-                    break
+            cycle += await offer(ctx, dut.rows, row)
             row_cycles.append(cycle)
-        ctx.set(dut.rows.valid, 0)
 
     simulate(dut, main, rows_in, background=[collect(dut.beats, BEAT_FIELDS, None, 0, got)])
     assert [b for _, b in got] == expected
@@ -455,7 +460,8 @@ def test_packer_throughput():
 
 @pytest.mark.parametrize("dst", ["unaligned", "short_runs"])
 def test_unpacker_throughput(dst):
-    """K full beats in on consecutive cycles; one chunk per clock whatever the destination."""
+    """K full beats of a message into an unaligned contiguous region or into runs of 3 bytes:
+    one chunk per clock either way, each row offered one cycle after its chunk is taken."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(6)
     payload = rng.randbytes(K * lanes)
@@ -468,23 +474,14 @@ def test_unpacker_throughput(dst):
     got = []
 
     async def beats_in(ctx):
-        for cycle, beat in enumerate(pack_beats(payload, lanes), start=1):
-            ctx.set(dut.beats.payload, beat)
-            ctx.set(dut.beats.valid, 1)
-            await ctx.tick().until(dut.beats.ready)
-        ctx.set(dut.beats.valid, 0)
+        for beat in pack_beats(payload, lanes):
+            await offer(ctx, dut.beats, beat)
 
     async def chunks_in(ctx):
-        for cycle, chunk in enumerate(chunks, start=1):
-            ctx.set(dut.chunks.payload, chunk)
-            ctx.set(dut.chunks.valid, 1)
-            *_, ready = await ctx.tick().sample(dut.chunks.ready)
+        for k, chunk in enumerate(chunks):
             # The first beat is buffered in cycle 1, so the first chunk waits one cycle;
             # after that every chunk is taken at once.
-            while not ready:
-                assert cycle == 1, f"chunk {cycle} not taken at once"
-                *_, ready = await ctx.tick().sample(dut.chunks.ready)
-        ctx.set(dut.chunks.valid, 0)
+            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 0 else 1), k
 
     async def main(ctx):
         while len(got) < len(chunks):

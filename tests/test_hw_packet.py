@@ -1,5 +1,6 @@
 # amaranth: UnusedElaboratable=no
-"""Packet stream layout, the packet header, and header-only packets sent and received."""
+"""Packet stream layout, the packet header, header-only packets sent and received, and the
+packet arbiter and demultiplexer."""
 
 import random
 
@@ -9,15 +10,17 @@ from amaranth.lib import data, stream, wiring
 from amaranth.sim import Simulator
 
 from nicoll.hw import packet as packet_mod
-from nicoll.hw.packet import (HeaderReceiver, HeaderSender, PacketKind, header_beats,
-                              packet_beat_layout, packet_header_layout, packet_stream)
+from nicoll.hw.packet import (HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
+                              PacketKind, header_beats, packet_beat_layout,
+                              packet_header_layout, packet_stream)
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 
 
 def test_all():
     assert packet_mod.__all__ == ["DEST_WIDTH", "packet_beat_layout", "packet_stream",
                                   "PacketKind", "packet_header_layout", "header_beats",
-                                  "HeaderSender", "HeaderReceiver"]
+                                  "HeaderSender", "HeaderReceiver", "PacketArbiter",
+                                  "PacketDemux"]
 
 
 @pytest.mark.parametrize("data_width", [64, 128, 256, 512])
@@ -164,3 +167,304 @@ def test_receiver_counts_extra_and_short_packets():
 
     run_testbenches(receiver, source, sink)
     assert got == [bits, bits]
+
+
+# ---- PacketArbiter and PacketDemux ----------------------------------------------------------
+
+def tagged_packet(rng, src, seq, beats, *, control=0, kind=None):
+    """Beats whose data names (src, seq, beat) in bits 8..31, so a receiver can tell which
+    packet and which beat it holds; ``kind`` (if given) fills the low 4 bits of the first
+    beat, where a header carries its kind."""
+    out = []
+    for b in range(beats):
+        data = rng.getrandbits(64) & ~0xffffff00 | (src << 24) | (seq << 12) | (b << 8)
+        if kind is not None and b == 0:
+            data = data & ~0xf | kind
+        out.append({"data": data, "keep": rng.getrandbits(8), "last": int(b == beats - 1),
+                    "dest": rng.getrandbits(16), "control": control})
+    return out
+
+
+def beat_src(beat):
+    return beat["data"] >> 24 & 0xff
+
+
+def as_dict(payload):
+    return {"data": payload.data, "keep": payload.keep, "last": payload.last,
+            "dest": payload.dest, "control": payload.control}
+
+
+def packet_source(port, packets, rng, stall):
+    """A testbench sending ``packets`` on ``port`` with random gaps between beats."""
+    async def tb(ctx):
+        for packet in packets:
+            for beat in packet:
+                while rng.random() < stall:
+                    ctx.set(port.valid, 0)
+                    await ctx.tick()
+                ctx.set(port.payload, beat)
+                ctx.set(port.valid, 1)
+                await ctx.tick().until(port.ready)
+        ctx.set(port.valid, 0)
+    return tb
+
+
+def packet_sink(port, received, rng, stall):
+    """A background testbench taking beats from ``port`` into ``received`` with random
+    ready."""
+    async def tb(ctx):
+        while True:
+            ready = rng.random() >= stall
+            ctx.set(port.ready, ready)
+            *_, valid, payload = await ctx.tick().sample(port.valid, port.payload)
+            if valid and ready:
+                received.append(as_dict(payload))
+    return tb
+
+
+def whole_packets(beats):
+    """Split a beat sequence into packets; every packet must be one packet's beats in order."""
+    packets, current = [], []
+    for beat in beats:
+        if current:
+            assert beat["data"] >> 8 & 0xffff0 == current[0]["data"] >> 8 & 0xffff0 \
+                and beat_src(beat) == beat_src(current[0]), "beats of two packets interleave"
+        assert beat["data"] >> 8 & 0xf == len(current), "a beat out of order"
+        current.append(beat)
+        if beat["last"]:
+            packets.append(current)
+            current = []
+    assert not current, "the stream stopped inside a packet"
+    return packets
+
+
+def test_arbiter_ports():
+    dut = PacketArbiter(3, 64)
+    assert list(dut.signature.members) == ["i_0", "i_1", "i_2", "o"]
+    assert dut.signature.members["i_1"] == wiring.In(packet_stream(64))
+    assert dut.signature.members["o"] == wiring.Out(packet_stream(64))
+
+
+def test_arbiter_constructor_errors():
+    with pytest.raises(TypeError, match=r"^Number of inputs must be an integer, not '2'$"):
+        PacketArbiter("2", 64)
+    with pytest.raises(TypeError, match=r"^Number of inputs must be an integer, not True$"):
+        PacketArbiter(True, 64)
+    with pytest.raises(ValueError, match=r"^Number of inputs must be at least 1, not 0$"):
+        PacketArbiter(0, 64)
+    with pytest.raises(TypeError, match=r"^Data width must be an integer, not None$"):
+        PacketArbiter(2, None)
+    with pytest.raises(ValueError, match=r"^Data width must be a positive multiple of 8, "
+                                         r"not 20$"):
+        PacketArbiter(2, 20)
+
+
+@pytest.mark.parametrize("inputs,seed,src_stall,dst_stall", [
+    (1, 0, 0.3, 0.3),
+    (2, 1, 0.0, 0.0),
+    (3, 2, 0.5, 0.5),
+    (4, 3, 0.2, 0.7),
+    (4, 4, 0.7, 0.1),
+])
+def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall):
+    """Every packet comes out whole, once, each input's in order; at every packet boundary the
+    grant goes as the docstring says: the lowest-numbered input offering a control packet,
+    else the lowest-numbered input offering a packet."""
+    rng = random.Random(seed)
+    dut = PacketArbiter(inputs, 64)
+    ports = [getattr(dut, f"i_{k}") for k in range(inputs)]
+    packets = [[tagged_packet(rng, src, seq, rng.randrange(1, 6), control=rng.random() < 0.3)
+                for seq in range(rng.randrange(10, 20))] for src in range(inputs)]
+    received = []
+    grants = []         # (src of the packet granted, valid and control of every input)
+
+    async def monitor(ctx):
+        first = True
+        async for _, _, o_valid, o_ready, beat, *offers in ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload,
+                *(v for p in ports for v in (p.valid, p.payload.control))):
+            if o_valid and o_ready:
+                if first:
+                    grants.append((beat_src(as_dict(beat)), offers))
+                first = bool(beat.last)
+
+    async def main(ctx):
+        total = sum(len(p) for mine in packets for p in mine)
+        while len(received) < total:
+            await ctx.tick()
+        for _ in range(10):         # nothing more comes out
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(20_000), background=True)
+    sim.add_testbench(monitor, background=True)
+    sim.add_testbench(packet_sink(dut.o, received, random.Random(f"sink{seed}"), dst_stall),
+                      background=True)
+    for k, port in enumerate(ports):
+        sim.add_testbench(packet_source(port, packets[k], random.Random(f"src{seed}/{k}"),
+                                        src_stall))
+    sim.add_testbench(main)
+    sim.run()
+
+    got = whole_packets(received)
+    for src in range(inputs):
+        assert [p for p in got if beat_src(p[0]) == src] == packets[src]
+    assert len(got) == sum(map(len, packets))
+    assert len(grants) == len(got)
+    for src, offers in grants:
+        valid, control = offers[0::2], offers[1::2]
+        controls = [k for k in range(inputs) if valid[k] and control[k]]
+        offering = [k for k in range(inputs) if valid[k]]
+        assert src == (controls or offering)[0], (src, offers)
+
+
+def test_arbiter_control_waits_at_most_one_packet():
+    """Two saturating bulk inputs and a control input numbered after them.  A control packet
+    offered while a bulk packet moves goes right after that one: no packet starts while it
+    waits.  Input 0 is served whenever it offers a packet, so input 1 waits until input 0
+    has nothing left."""
+    rng = random.Random(21)
+    dut = PacketArbiter(3, 64)
+    bulk = [[tagged_packet(rng, src, seq, 5) for seq in range(6)] for src in (0, 1)]
+    control = [tagged_packet(rng, 2, seq, 2, control=1) for seq in range(4)]
+    received = []
+    starts = []         # (src of each packet started, whether a control packet was offered)
+
+    async def control_source(ctx):
+        for packet in control:
+            for _ in range(rng.randrange(3, 14)):
+                await ctx.tick()
+            for beat in packet:
+                ctx.set(dut.i_2.payload, beat)
+                ctx.set(dut.i_2.valid, 1)
+                await ctx.tick().until(dut.i_2.ready)
+            ctx.set(dut.i_2.valid, 0)
+
+    async def monitor(ctx):
+        first = True
+        async for _, _, valid, ready, beat, offered in ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload, dut.i_2.valid):
+            if valid and ready:
+                if first:
+                    starts.append((beat_src(as_dict(beat)), offered))
+                first = bool(beat.last)
+
+    async def main(ctx):
+        while len(received) < 2 * 6 * 5 + 4 * 2:
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(5_000), background=True)
+    sim.add_testbench(monitor, background=True)
+    sim.add_testbench(packet_sink(dut.o, received, random.Random(22), 0.3), background=True)
+    sim.add_testbench(packet_source(dut.i_0, bulk[0], rng, 0.0))
+    sim.add_testbench(packet_source(dut.i_1, bulk[1], rng, 0.0))
+    sim.add_testbench(control_source)
+    sim.add_testbench(main)
+    sim.run()
+    order = [beat_src(p[0]) for p in whole_packets(received)]
+    assert [s for s in order if s != 2] == [0] * 6 + [1] * 6
+    assert [p for p in whole_packets(received) if beat_src(p[0]) == 2] == control
+    assert [src for src, _ in starts] == order
+    # The control packets came while bulk traffic moved, not after it.
+    assert order.index(2) > 0 and len(order) - 1 - order[::-1].index(2) < len(order) - 1
+    assert all(src == 2 for src, offered in starts if offered), starts
+
+
+def test_arbiter_adds_no_latency():
+    """A beat offered on an input is on the output in the same cycle, and ``o.valid`` does not
+    wait for ``o.ready``."""
+    dut = PacketArbiter(2, 64)
+    beat = {"data": 0x1234, "keep": 0xff, "last": 1, "dest": 3, "control": 0}
+
+    async def tb(ctx):
+        ctx.set(dut.i_1.payload, beat)
+        ctx.set(dut.i_1.valid, 1)
+        ctx.set(dut.o.ready, 0)
+        assert ctx.get(dut.o.valid) == 1
+        assert as_dict(ctx.get(dut.o.payload)) == beat
+        assert ctx.get(dut.i_1.ready) == 0 and ctx.get(dut.i_0.ready) == 0
+        ctx.set(dut.o.ready, 1)
+        assert ctx.get(dut.i_1.ready) == 1 and ctx.get(dut.i_0.ready) == 0
+        await ctx.tick()
+        ctx.set(dut.i_1.valid, 0)
+        assert ctx.get(dut.o.valid) == 0
+
+    run_testbenches(dut, tb)
+
+
+ROUTE = {PacketKind.BARRIER: 0, PacketKind.CLEAR: 2, PacketKind.DATA: 1}
+
+
+def test_demux_ports():
+    dut = PacketDemux(64, ROUTE, outputs=3, default=2)
+    assert list(dut.signature.members) == ["i", "o_0", "o_1", "o_2"]
+    assert dut.signature.members["i"] == wiring.In(packet_stream(64))
+    assert dut.signature.members["o_2"] == wiring.Out(packet_stream(64))
+
+
+def test_demux_constructor_errors():
+    with pytest.raises(TypeError, match=r"^route keys must be PacketKind members, not 1$"):
+        PacketDemux(64, {1: 0}, outputs=2, default=0)
+    with pytest.raises(ValueError, match=r"^route target must be an output number below 2, "
+                                         r"not 2$"):
+        PacketDemux(64, {PacketKind.DATA: 2}, outputs=2, default=0)
+    with pytest.raises(ValueError, match=r"^route target must be an output number below 2, "
+                                         r"not '1'$"):
+        PacketDemux(64, {PacketKind.DATA: "1"}, outputs=2, default=0)
+    with pytest.raises(ValueError, match=r"^default must be an output number below 2, "
+                                         r"not -1$"):
+        PacketDemux(64, {}, outputs=2, default=-1)
+    with pytest.raises(ValueError, match=r"^default must be an output number below 2, "
+                                         r"not None$"):
+        PacketDemux(64, {}, outputs=2, default=None)
+    with pytest.raises(ValueError, match=r"^Number of outputs must be at least 1, not 0$"):
+        PacketDemux(64, {}, outputs=0, default=0)
+    with pytest.raises(TypeError, match=r"^Number of outputs must be an integer, not 2\.0$"):
+        PacketDemux(64, {}, outputs=2.0, default=0)
+    with pytest.raises(ValueError, match=r"^Data width must be a positive multiple of 8, "
+                                         r"not 0$"):
+        PacketDemux(0, {}, outputs=1, default=0)
+
+
+@pytest.mark.parametrize("route,outputs,default,seed,src_stall,dst_stall", [
+    (ROUTE, 3, 2, 0, 0.0, 0.0),
+    (ROUTE, 3, 0, 1, 0.3, 0.5),
+    ({PacketKind.BARRIER: 0, PacketKind.CLEAR: 1, PacketKind.DATA: 1}, 2, 0, 2, 0.5, 0.3),
+    ({PacketKind.DATA: 3}, 4, 1, 3, 0.1, 0.7),
+    ({}, 1, 0, 4, 0.2, 0.2),
+])
+def test_demux_routes_whole_packets(route, outputs, default, seed, src_stall, dst_stall):
+    """Packets of every kind (0 .. 15 in the first beat's low bits; later beats' low bits are
+    random) reach the routed output, others the default one, whole and in order, with each
+    output stalling at random."""
+    rng = random.Random(seed)
+    dut = PacketDemux(64, route, outputs=outputs, default=default)
+    packets = [tagged_packet(rng, 0, seq, rng.randrange(1, 6), control=rng.getrandbits(1),
+                             kind=rng.randrange(16))
+               for seq in range(80)]
+    received = [[] for _ in range(outputs)]
+    by_value = {kind.value: k for kind, k in route.items()}
+
+    async def main(ctx):
+        total = sum(map(len, packets))
+        while sum(map(len, received)) < total:
+            await ctx.tick()
+        for _ in range(10):
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(20_000), background=True)
+    for k in range(outputs):
+        sim.add_testbench(packet_sink(getattr(dut, f"o_{k}"), received[k],
+                                      random.Random(f"sink{seed}/{k}"), dst_stall),
+                          background=True)
+    sim.add_testbench(packet_source(dut.i, packets, rng, src_stall))
+    sim.add_testbench(main)
+    sim.run()
+    for k in range(outputs):
+        expected = [p for p in packets if by_value.get(p[0]["data"] & 0xf, default) == k]
+        assert whole_packets(received[k]) == expected

@@ -1,0 +1,748 @@
+# amaranth: UnusedElaboratable=no
+"""Engine: step commands of node 0 sending to itself, checked against a byte-level model of
+device memory.
+
+The engine's ``tx`` comes back on its ``rx`` through a two-entry register slice that can
+refuse beats at random; its three memory ports reach one memory with a byte-masked write port
+and two non-transparent read ports, as DeviceMemory gives them.  Every test builds one
+simulator and runs several short schedules on it, clearing the engine in between.
+"""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.sim import Simulator
+
+from nicoll.hw.engine import COMMAND_LAYOUT, COUNTERS, ERROR_LAYOUT, Engine, StepAction
+from nicoll.hw.ops import DType, ReduceOp
+from nicoll.hw.packet import packet_beat_layout
+from nicoll.hw.skid import SkidBuffer
+from nicoll.sim.testbench import PERIOD, watchdog
+
+MEM_SIZE = 1024
+BEAT = 8                                # bytes per row and per beat
+ROWS = MEM_SIZE // BEAT
+MAX_NODES = 4
+QUEUE_DEPTH = 8
+PACKET_BEATS = 4
+CAPABILITIES = {(ReduceOp.SUM, DType.INT32), (ReduceOp.MAX, DType.INT32),
+                (ReduceOp.SUM, DType.FLOAT32)}
+
+COPY = StepAction.COPY
+LOCAL_FIRST = StepAction.REDUCE_LOCAL_FIRST
+RECEIVED_FIRST = StepAction.REDUCE_RECEIVED_FIRST
+
+
+class Loopback(Elaboratable):
+    """One engine (node 0) whose packets come back to it, its device memory, and ``now``
+    counting clock cycles from 0.  ``hold`` refuses the engine's ``tx`` beats this cycle."""
+
+    def __init__(self, image):
+        assert len(image) == MEM_SIZE
+        self.engine = Engine(data_width=64, max_nodes=MAX_NODES, mem_size=MEM_SIZE,
+                             alu_capabilities=CAPABILITIES, queue_depth=QUEUE_DEPTH,
+                             packet_beats=PACKET_BEATS)
+        self.memory = Memory(shape=64, depth=ROWS,
+                             init=[int.from_bytes(image[k:k + BEAT], "little")
+                                   for k in range(0, MEM_SIZE, BEAT)])
+        self.loop = SkidBuffer(packet_beat_layout(64))
+        self.hold = Signal()
+        self.now = Signal(64)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.engine = engine = self.engine
+        m.submodules.memory = memory = self.memory
+        m.submodules.loop = loop = self.loop
+
+        wr = memory.write_port(granularity=8)
+        m.d.comb += [wr.addr.eq(engine.wr.addr), wr.data.eq(engine.wr.data),
+                     wr.en.eq(engine.wr.en)]
+        for port in (engine.send_rd, engine.local_rd):
+            rd = memory.read_port(domain="sync", transparent_for=())
+            m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(rd.data)]
+
+        m.d.comb += [loop.i.payload.eq(engine.tx.payload),
+                     loop.i.valid.eq(engine.tx.valid & ~self.hold),
+                     engine.tx.ready.eq(loop.i.ready & ~self.hold)]
+        wiring.connect(m, loop.o, engine.rx)
+
+        m.d.sync += self.now.eq(self.now + 1)
+        m.d.comb += engine.now.eq(self.now)
+        return m
+
+
+def simulate(image, main, *, stall=0.0, seed=0, cycles=60_000):
+    """Run ``main(ctx, dut)`` on a fresh Loopback holding ``image``; the loop refuses a beat
+    with probability ``stall`` each cycle."""
+    dut = Loopback(image)
+
+    async def backpressure(ctx):
+        rng = random.Random(seed)
+        while True:
+            ctx.set(dut.hold, rng.random() < stall)
+            await ctx.tick()
+
+    async def testbench(ctx):
+        await main(ctx, dut)
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(cycles), background=True)
+    if stall:
+        sim.add_testbench(backpressure, background=True)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+# ---- Commands and the reference model ---------------------------------------------------------
+
+def region(offset, length, run=0, stride=0):
+    return {"offset": offset, "length": length, "run": run, "stride": stride}
+
+
+def command(*, send=None, recv=None, action=COPY, tag=1, packet_beats=0, **fields):
+    """A self-send (peer 0) with the given halves, as a COMMAND_LAYOUT field dict."""
+    value = {"send": send or region(0, 0), "recv": recv or region(0, 0),
+             "send_to": 0, "recv_from": 0, "send_tag": tag, "recv_tag": tag,
+             "packet_beats": packet_beats, "action": action,
+             "has_send": send is not None, "has_recv": recv is not None,
+             "fence": 0, "barrier": 0}
+    value.update(fields)
+    return value
+
+
+def runs(r):
+    """(first byte, length) of each run of a region, in stream order."""
+    if r["run"] == 0 or r["run"] >= r["length"]:
+        return [(r["offset"], r["length"])]
+    out, left = [], r["length"]
+    while left:
+        out.append((r["offset"] + len(out) * r["stride"], min(r["run"], left)))
+        left -= out[-1][1]
+    return out
+
+
+def addresses(r):
+    """The byte addresses of a region, in stream order."""
+    return [a for start, n in runs(r) for a in range(start, start + n)]
+
+
+def chunks(r):
+    """(run, row) pairs of a region: the beats a reducing receive puts through the ALU."""
+    return sum((start + n - 1) // BEAT - start // BEAT + 1 for start, n in runs(r))
+
+
+def ceil(a, b):
+    return -(-a // b)
+
+
+def data_packets(cmd):
+    return ceil(cmd["send"]["length"], (cmd["packet_beats"] or PACKET_BEATS) * BEAT)
+
+
+def combine(op, dtype, a, b):
+    """``a op b`` element-wise on little-endian 4-byte elements."""
+    if dtype == DType.FLOAT32:
+        x, y = np.frombuffer(a, "<f4"), np.frombuffer(b, "<f4")
+        assert not (np.isnan(x).any() or np.isnan(y).any())
+        with np.errstate(all="ignore"):
+            return (x + y).astype("<f4").tobytes()
+    x, y = np.frombuffer(a, "<i4").astype(np.int64), np.frombuffer(b, "<i4").astype(np.int64)
+    result = {ReduceOp.SUM: x + y, ReduceOp.MAX: np.maximum(x, y)}[op]
+    return (result & 0xffffffff).astype("<u4").tobytes()
+
+
+class Model:
+    """Device memory as the commands of a schedule leave it."""
+
+    def __init__(self, image):
+        self.mem = bytearray(image)
+
+    def run(self, cmd, op=None, dtype=None):
+        src, dst = addresses(cmd["send"]), addresses(cmd["recv"])
+        assert len(src) == len(dst) and not set(src) & set(dst)
+        stream = bytes(self.mem[a] for a in src)
+        if cmd["action"] == COPY:
+            for a, byte in zip(dst, stream):
+                self.mem[a] = byte
+            return
+        received = dict(zip(dst, stream))
+        for word in sorted({a // 4 for a in dst}):
+            span = range(4 * word, 4 * word + 4)
+            assert all(a in received for a in span), "a reduce must cover whole elements"
+            local, other = bytes(self.mem[a] for a in span), bytes(received[a] for a in span)
+            a, b = (local, other) if cmd["action"] == LOCAL_FIRST else (other, local)
+            self.mem[span.start:span.stop] = combine(op, dtype, a, b)
+
+
+def random_image(rng, kind="bytes"):
+    if kind == "float32":
+        # Finite values of every magnitude, subnormals included: no NaN to compare.
+        words = []
+        while len(words) < MEM_SIZE // 4:
+            w = rng.getrandbits(32)
+            if (w >> 23) & 0xff != 0xff:
+                words.append(w)
+        return b"".join(w.to_bytes(4, "little") for w in words)
+    return bytes(rng.getrandbits(8) for _ in range(MEM_SIZE))
+
+
+# ---- Testbench steps --------------------------------------------------------------------------
+
+def errors(ctx, dut):
+    """The names of the ERRORS bits set."""
+    value = ctx.get(dut.engine.errors).as_value().value
+    return {name for name, field in ERROR_LAYOUT if value >> field.offset & 1}
+
+
+def counters(ctx, dut):
+    return {name: ctx.get(getattr(dut.engine, name)) for name in COUNTERS}
+
+
+def memory(ctx, dut):
+    return b"".join(ctx.get(dut.memory.data[k]).to_bytes(BEAT, "little") for k in range(ROWS))
+
+
+async def pulse(ctx, strobe):
+    ctx.set(strobe, 1)
+    await ctx.tick()
+    ctx.set(strobe, 0)
+
+
+async def push(ctx, dut, cmd):
+    """Push one command (a field dict or a data.Const); returns the errors after it."""
+    if isinstance(cmd, dict):
+        cmd = COMMAND_LAYOUT.const(cmd)
+    ctx.set(dut.engine.cmd, cmd)
+    await pulse(ctx, dut.engine.push)
+    return errors(ctx, dut)
+
+
+async def clear(ctx, dut):
+    await pulse(ctx, dut.engine.clear)
+    assert errors(ctx, dut) == set()
+    assert ctx.get(dut.engine.queued) == 0 and not ctx.get(dut.engine.busy)
+    assert not ctx.get(dut.engine.done) and not ctx.get(dut.engine.armed)
+
+
+async def wait_stopped(ctx, dut, limit=5_000):
+    """Wait until the engine is done or stopped by an error."""
+    engine = dut.engine
+    for _ in range(limit):
+        if ctx.get(engine.done) or (not ctx.get(engine.busy) and errors(ctx, dut)):
+            return
+        await ctx.tick()
+    raise TimeoutError(f"engine still busy after {limit} cycles")
+
+
+async def settle(ctx, dut, quiet=8):
+    """Wait until no beat has been on the loop for ``quiet`` cycles, so a clear does not
+    leave half a packet on the wire."""
+    run = 0
+    while run < quiet:
+        moving = ctx.get(dut.engine.tx.valid) or ctx.get(dut.loop.o.valid)
+        run = 0 if moving else run + 1
+        await ctx.tick()
+
+
+async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.INT32):
+    """Clear, push ``cmds``, go, wait for done; checks memory against the model, STATUS and
+    the counters."""
+    engine = dut.engine
+    await clear(ctx, dut)
+    ctx.set(engine.op, op)
+    ctx.set(engine.dtype, dtype)
+    for k, cmd in enumerate(cmds):
+        assert await push(ctx, dut, cmd) == set()
+        assert ctx.get(engine.queued) == k + 1
+    await pulse(ctx, engine.go)
+    assert ctx.get(engine.busy)
+    await wait_stopped(ctx, dut)
+    assert errors(ctx, dut) == set()
+    assert ctx.get(engine.done) and not ctx.get(engine.busy)
+    assert ctx.get(engine.step) == len(cmds) and ctx.get(engine.queued) == len(cmds)
+    for cmd in cmds:
+        model.run(cmd, op, dtype)
+    assert memory(ctx, dut) == bytes(model.mem)
+    got = counters(ctx, dut)
+    moved = sum(c["send"]["length"] for c in cmds)
+    packets = sum(data_packets(c) + 1 for c in cmds)
+    assert got["bytes_sent"] == got["bytes_received"] == moved
+    assert got["packets_sent"] == got["packets_received"] == packets
+    assert got["alu_beats"] == sum(chunks(c["recv"]) for c in cmds if c["action"] != COPY)
+    assert got["busy_cycles"] == ctx.get(engine.finished_at) - ctx.get(engine.started_at) > 0
+    return got
+
+
+# ---- Tests ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stall", [0.0, 0.5])
+def test_copy_contiguous(stall):
+    """Self-sends of 1 .. 100 bytes between aligned and unaligned offsets, in packets of
+    1 .. 4 beats: the receive region gets the send region's bytes, no other byte changes."""
+    rng = random.Random(f"copy{stall}")
+    image = random_image(rng)
+    model = Model(image)
+    cases = [(1, 0, 512, 0), (100, 3, 517, 0), (8, 8, 520, 1), (9, 7, 1015, 4), (64, 0, 960, 2)]
+    for _ in range(14):
+        length = rng.randrange(1, 101)
+        aligned = rng.random() < 0.4
+        send = rng.randrange(0, 512 - length)
+        recv = rng.randrange(512, MEM_SIZE - length + 1)
+        if aligned:
+            send, recv = send & ~7, recv & ~7
+        cases.append((length, send, recv, rng.randrange(PACKET_BEATS + 1)))
+
+    async def main(ctx, dut):
+        for length, send, recv, beats in cases:
+            cmd = command(send=region(send, length), recv=region(recv, length),
+                          tag=rng.getrandbits(16), packet_beats=beats)
+            got = await run_schedule(ctx, dut, model, [cmd])
+            assert got["packets_sent"] == ceil(ceil(length, BEAT), beats or PACKET_BEATS) + 1
+        assert memory(ctx, dut) != image            # the copies did something
+
+    simulate(image, main, stall=stall, seed=1)
+
+
+def random_strided(rng, length, base, limit):
+    run = rng.randrange(1, length) if length > 1 else 1
+    stride = run + rng.randrange(0, 12)
+    r = region(0, length, run, stride)
+    span = max(addresses(r)) + 1
+    r["offset"] = rng.randrange(base, limit - span + 1)
+    return r
+
+
+def test_strided():
+    """Strided send into a contiguous receive, the reverse, and strided into strided, with
+    runs shorter than a row, a row long and longer."""
+    rng = random.Random(7)
+    image = random_image(rng)
+    model = Model(image)
+    schedules = [
+        [command(send=region(5, 40, 3, 7), recv=region(600, 40))],
+        [command(send=region(64, 37), recv=region(601, 37, 5, 9), packet_beats=1)],
+        [command(send=region(16, 40, 4, 12), recv=region(512, 40, 8, 8))],
+        [command(send=region(0, 30, 30, 40), recv=region(700, 30, 1, 3))],
+    ]
+    for _ in range(6):
+        length = rng.randrange(1, 90)
+        send = random_strided(rng, length, 0, 512) if rng.random() < 0.7 \
+            else region(rng.randrange(0, 400), length)
+        recv = random_strided(rng, length, 512, MEM_SIZE)
+        halves = [send, recv] if rng.random() < 0.5 else [recv, send]
+        # Either half may be the strided one, in either half of memory; they never overlap.
+        schedules.append([command(send=halves[0], recv=halves[1], tag=rng.getrandbits(16),
+                                  packet_beats=rng.randrange(PACKET_BEATS + 1))])
+
+    async def main(ctx, dut):
+        for cmds in schedules:
+            await run_schedule(ctx, dut, model, cmds)
+
+    simulate(image, main, seed=2)
+
+
+def reduce_cases(rng, aligned_send):
+    cases = []
+    for _ in range(5):
+        elements = rng.randrange(1, 25)
+        length = 4 * elements
+        send = rng.randrange(0, 512 - length)
+        if aligned_send:
+            send &= ~3
+        if rng.random() < 0.5:
+            recv = region(rng.randrange(512, MEM_SIZE - length) & ~3, length)
+        else:
+            # Runs of whole elements; with a stride of 4 every run is its own chunk, so two
+            # chunks of one row follow each other through the ALU.
+            run = 4 * rng.randrange(1, 4)
+            stride = run + 4 * rng.randrange(0, 3)
+            span = (elements * 4 // run) * stride + run
+            recv = region(rng.randrange(512, MEM_SIZE - span) & ~3, length, run, stride)
+        cases.append((region(send, length), recv))
+    return cases
+
+
+@pytest.mark.parametrize("op,dtype", [(ReduceOp.SUM, DType.INT32), (ReduceOp.MAX, DType.INT32),
+                                      (ReduceOp.SUM, DType.FLOAT32)])
+def test_reduce(op, dtype):
+    """REDUCE_LOCAL_FIRST and REDUCE_RECEIVED_FIRST: the receive region becomes op(local,
+    received) element-wise; the ALU takes one beat per (run, row) of the receive region."""
+    rng = random.Random(f"reduce{op}{dtype}")
+    floats = dtype == DType.FLOAT32
+    image = random_image(rng, "float32" if floats else "bytes")
+    model = Model(image)
+    cases = reduce_cases(rng, aligned_send=floats)
+    cases.append((region(0, 8), region(512, 8, 4, 4)))          # both halves of one row
+
+    async def main(ctx, dut):
+        for k, (send, recv) in enumerate(cases):
+            action = (LOCAL_FIRST, RECEIVED_FIRST)[k % 2]
+            cmd = command(send=send, recv=recv, action=action, tag=k,
+                          packet_beats=rng.randrange(PACKET_BEATS + 1))
+            await run_schedule(ctx, dut, model, [cmd], op=op, dtype=dtype)
+
+    simulate(image, main, stall=0.3, seed=3)
+
+
+def test_queue_of_commands():
+    """Several commands in one queue, each reading what the one before wrote: a copy then a
+    reduce into the copied bytes; a reduce then a send of the bytes just reduced into another
+    reduce (the send's reads wait on the scoreboard for rows still in the ALU); two reduces
+    into the same bytes; a reduce then a send of its bytes into a copy (the copy waits for
+    the whole write pipeline); four commands back to back."""
+    rng = random.Random(11)
+    image = random_image(rng)
+    model = Model(image)
+    schedules = [
+        [command(send=region(3, 40), recv=region(512, 40), tag=1),
+         command(send=region(100, 40), recv=region(512, 40), action=LOCAL_FIRST, tag=2)],
+        [command(send=region(200, 24), recv=region(600, 24), action=RECEIVED_FIRST, tag=3),
+         command(send=region(600, 24), recv=region(704, 24), action=LOCAL_FIRST, tag=4)],
+        [command(send=region(40, 16), recv=region(640, 16), action=LOCAL_FIRST, tag=11),
+         command(send=region(60, 16), recv=region(640, 16), action=RECEIVED_FIRST, tag=12)],
+        [command(send=region(200, 16), recv=region(608, 16), action=LOCAL_FIRST, tag=5),
+         command(send=region(612, 8), recv=region(800, 8), tag=6)],
+        [command(send=region(8, 12), recv=region(516, 12, 4, 8), action=LOCAL_FIRST, tag=7),
+         command(send=region(516, 12, 4, 8), recv=region(900, 12, 4, 4),
+                 action=RECEIVED_FIRST, tag=8, packet_beats=1),
+         command(send=region(900, 12, 4, 4), recv=region(520, 12), action=LOCAL_FIRST,
+                 tag=9, fence=1),
+         command(send=region(512, 32), recv=region(960, 32), tag=10)],
+    ]
+
+    async def main(ctx, dut):
+        for cmds in schedules:
+            await run_schedule(ctx, dut, model, cmds, op=ReduceOp.SUM, dtype=DType.INT32)
+
+    simulate(image, main, seed=4)
+
+
+def raw_command(fields, **raw):
+    """A command with some fields set to values the layout's enums cannot name."""
+    bits = COMMAND_LAYOUT.const(fields).as_value().value
+    for name, value in raw.items():
+        field = COMMAND_LAYOUT[name]
+        bits = bits & ~(((1 << field.width) - 1) << field.offset) | value << field.offset
+    return data.Const(COMMAND_LAYOUT, bits)
+
+
+GOOD = command(send=region(0, 16), recv=region(512, 16))
+
+REFUSED = {
+    "outside memory": ({"region"}, command(send=region(1020, 8), recv=region(512, 8))),
+    "receive outside memory": ({"region"}, command(send=region(0, 8), recv=region(1017, 8))),
+    "offset beyond memory": ({"region"}, command(send=region(0, 8), recv=region(1 << 20, 8))),
+    "zero length": ({"region"}, command(send=region(0, 0), recv=region(512, 0))),
+    "run longer than stride": ({"region"},
+                               command(send=region(0, 16, 8, 4), recv=region(512, 16))),
+    "send peer": ({"peer"}, command(send=region(0, 8), recv=region(512, 8), send_to=4)),
+    "receive peer": ({"peer"}, command(send=region(0, 8), recv=region(512, 8),
+                                       recv_from=0xffff)),
+    "action 3": ({"command"}, raw_command(command(send=region(0, 8), recv=region(512, 8)),
+                                          action=3)),
+    "barrier with data": ({"command"}, command(send=region(0, 8), barrier=1)),
+    "nothing to do": ({"command"}, command()),
+    "reduce without receive": ({"command"}, command(send=region(0, 8), action=LOCAL_FIRST)),
+    "packet too long": ({"command"}, command(send=region(0, 8), recv=region(512, 8),
+                                             packet_beats=PACKET_BEATS + 1)),
+    "several at once": ({"region", "peer", "command"},
+                        command(send=region(1020, 8), send_to=9, action=RECEIVED_FIRST)),
+}
+
+
+def test_push_time_errors():
+    """Each refused push sets its ERRORS bit and queues nothing; clear clears the bit; the
+    queue takes QUEUE_DEPTH commands; a push while running is refused and stops the run."""
+    image = random_image(random.Random(13))
+    model = Model(image)
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        for name, (bits, cmd) in REFUSED.items():
+            await clear(ctx, dut)
+            assert await push(ctx, dut, GOOD) == set()
+            assert await push(ctx, dut, cmd) == bits, name
+            assert ctx.get(engine.queued) == 1, name
+            await pulse(ctx, engine.go)     # an error blocks the start
+            assert not ctx.get(engine.busy) and not ctx.get(engine.done), name
+
+        # A barrier alone, a send alone and a reducing receive alone are accepted.
+        await clear(ctx, dut)
+        assert await push(ctx, dut, command(barrier=1)) == set()
+        assert await push(ctx, dut, command(send=region(0, 8))) == set()
+        assert await push(ctx, dut, command(recv=region(512, 8), action=LOCAL_FIRST)) == set()
+        assert ctx.get(engine.queued) == 3
+
+        await clear(ctx, dut)
+        for k in range(QUEUE_DEPTH):
+            assert await push(ctx, dut, command(send=region(8 * k, 8), recv=region(512 + 8 * k, 8),
+                                                tag=k)) == set()
+        assert ctx.get(engine.queued) == QUEUE_DEPTH
+        assert await push(ctx, dut, GOOD) == {"queue_full"}
+        assert ctx.get(engine.queued) == QUEUE_DEPTH
+        await clear(ctx, dut)
+
+        # A full queue runs.
+        cmds = [command(send=region(8 * k, 8), recv=region(512 + 8 * k, 8), tag=k)
+                for k in range(QUEUE_DEPTH)]
+        await run_schedule(ctx, dut, model, cmds)
+
+        # Push while running.
+        await clear(ctx, dut)
+        assert await push(ctx, dut, command(send=region(0, 96), recv=region(600, 96))) == set()
+        await pulse(ctx, engine.go)
+        await ctx.tick()
+        assert ctx.get(engine.busy)
+        assert await push(ctx, dut, GOOD) == {"running"}
+        assert ctx.get(engine.queued) == 1
+        await wait_stopped(ctx, dut)
+        assert not ctx.get(engine.busy) and not ctx.get(engine.done)
+        await settle(ctx, dut)
+        await clear(ctx, dut)
+        model.mem[:] = memory(ctx, dut)     # the stopped copy may have written some rows
+        await run_schedule(ctx, dut, model, [GOOD])
+
+    simulate(image, main, seed=5)
+
+
+def test_protocol_error():
+    """A clear-to-send whose tag is not the one the sender waits for sets ``protocol`` and
+    stops the engine before any data moves."""
+    image = random_image(random.Random(17))
+
+    async def main(ctx, dut):
+        cmd = command(send=region(0, 16), recv=region(512, 16), send_tag=3, recv_tag=4)
+        assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, dut.engine.go)
+        await wait_stopped(ctx, dut)
+        assert errors(ctx, dut) == {"protocol"}
+        assert not ctx.get(dut.engine.done)
+        await settle(ctx, dut)
+        assert memory(ctx, dut) == image
+        assert counters(ctx, dut)["bytes_sent"] == 0
+
+    simulate(image, main, seed=6)
+
+
+def test_arm_starts_at_start_at():
+    """With START_AT in the future the engine waits, armed, and starts in the cycle
+    ``now == start_at``; with START_AT in the past it starts in the first cycle it is armed."""
+    image = random_image(random.Random(19))
+    model = Model(image)
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        cmd = command(send=region(0, 24), recv=region(512, 24))
+        for delay in (40, 1, -5):
+            await clear(ctx, dut)
+            assert await push(ctx, dut, cmd) == set()
+            start_at = ctx.get(dut.now) + delay
+            ctx.set(engine.start_at, start_at)
+            armed_in = ctx.get(dut.now)
+            await pulse(ctx, engine.arm)
+            # After the edge that ends cycle ``now - 1``: busy iff that cycle started it.
+            while not ctx.get(engine.busy):
+                now = ctx.get(dut.now)
+                assert ctx.get(engine.armed) and now - 1 < max(start_at, armed_in + 1)
+                await ctx.tick()
+            assert ctx.get(dut.now) - 1 == max(start_at, armed_in + 1)
+            assert not ctx.get(engine.armed)
+            assert ctx.get(engine.started_at) == max(start_at, armed_in + 1)
+            await wait_stopped(ctx, dut)
+            assert ctx.get(engine.done) and errors(ctx, dut) == set()
+            model.run(cmd)
+            assert memory(ctx, dut) == bytes(model.mem)
+            assert ctx.get(engine.finished_at) > ctx.get(engine.started_at)
+
+    simulate(image, main, seed=7)
+
+
+def test_alu_capability_missing():
+    """A reducing receive with an op and type this build leaves out sets ``alu``, stops the
+    engine, and writes nothing; a capable reduce afterwards works."""
+    rng = random.Random(23)
+    image = random_image(rng)
+    model = Model(image)
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        for op, dtype in ((ReduceOp.PROD, DType.INT32), (ReduceOp.SUM, DType.INT64),
+                          (ReduceOp.MAX, DType.FLOAT32)):
+            await clear(ctx, dut)
+            ctx.set(engine.op, op)
+            ctx.set(engine.dtype, dtype)
+            cmd = command(send=region(0, 40), recv=region(512, 40), action=LOCAL_FIRST)
+            assert await push(ctx, dut, cmd) == set()
+            await pulse(ctx, engine.go)
+            await wait_stopped(ctx, dut)
+            assert errors(ctx, dut) == {"alu"}, (op, dtype)
+            assert not ctx.get(engine.busy) and not ctx.get(engine.done)
+            await settle(ctx, dut)
+            assert memory(ctx, dut) == image
+        cmd = command(send=region(0, 40), recv=region(512, 40), action=LOCAL_FIRST)
+        await run_schedule(ctx, dut, model, [cmd], op=ReduceOp.MAX, dtype=DType.INT32)
+
+    simulate(image, main, seed=8)
+
+
+@pytest.mark.parametrize("send_length,recv_length,packet_beats", [
+    (16, 24, 0), (24, 16, 0), (16, 24, 1), (40, 24, 2),
+    (24, 16, 1),
+])
+def test_length_mismatch(send_length, recv_length, packet_beats):
+    """A message shorter or longer than its receive region sets ``length`` and stops the
+    engine; clear recovers and the next schedule runs."""
+    rng = random.Random(29)
+    image = random_image(rng)
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        cmd = command(send=region(0, send_length), recv=region(512, recv_length),
+                      packet_beats=packet_beats)
+        assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        await wait_stopped(ctx, dut)
+        assert errors(ctx, dut) == {"length"}
+        assert not ctx.get(engine.busy) and not ctx.get(engine.done)
+        await settle(ctx, dut)
+        model = Model(memory(ctx, dut))
+        assert model.mem[:512] == image[:512] and model.mem[512 + recv_length:] == \
+            image[512 + recv_length:]
+        await run_schedule(ctx, dut, model,
+                           [command(send=region(100, 30), recv=region(700, 30), tag=2),
+                            command(send=region(700, 28), recv=region(800, 28),
+                                    action=RECEIVED_FIRST, tag=3)])
+
+    simulate(image, main, seed=9)
+
+
+SCHEDULE = [
+    command(send=region(5, 77, 7, 10), recv=region(513, 77), tag=1, packet_beats=2),
+    command(send=region(200, 48), recv=region(520, 48, 8, 12), action=LOCAL_FIRST, tag=2),
+    command(send=region(520, 48, 8, 12), recv=region(900, 48), action=RECEIVED_FIRST, tag=3),
+    command(send=region(900, 48), recv=region(704, 48, 4, 4), tag=4, packet_beats=1),
+    command(send=region(300, 100), recv=region(620, 100), action=LOCAL_FIRST, tag=5),
+]
+
+
+@pytest.mark.parametrize("stall", [0.0, 0.3, 0.8])
+def test_backpressure_never_changes_results(stall):
+    """The same schedule of copies and reduces gives the same memory whatever the loop's
+    backpressure; stall_cycles counts the cycles the engine offered a beat the loop refused."""
+    image = random_image(random.Random(31))
+
+    async def main(ctx, dut):
+        model = Model(image)
+        got = await run_schedule(ctx, dut, model, SCHEDULE, op=ReduceOp.MAX, dtype=DType.INT32)
+        # The engine's own receiver stalls the loop too (a cycle per packet header).
+        assert 0 < got["stall_cycles"] < got["busy_cycles"]
+        if stall:
+            assert got["stall_cycles"] > got["busy_cycles"] * stall / 4
+
+    simulate(image, main, stall=stall, seed=10)
+
+
+def test_clear_zeroes_counters():
+    """CONTROL.clear empties the queue and clears STATUS, ERRORS and the counters."""
+    image = random_image(random.Random(37))
+
+    async def main(ctx, dut):
+        cmd = command(send=region(0, 40), recv=region(512, 40), action=LOCAL_FIRST)
+        got = await run_schedule(ctx, dut, Model(image), [cmd])
+        assert all(got[name] for name in COUNTERS if name != "stall_cycles")
+        await pulse(ctx, dut.engine.clear)
+        assert ctx.get(dut.engine.queued) == 0 and not ctx.get(dut.engine.done)
+        assert counters(ctx, dut) == dict.fromkeys(COUNTERS, 0)
+
+    simulate(image, main, seed=11)
+
+
+def test_strided_region_past_memory_never_runs():
+    """A strided region whose runs pass the end of memory although ``offset + length`` does
+    not is refused, at push or when its first row outside memory comes up: either way it
+    ends in ``region`` and writes nothing outside the region."""
+    image = random_image(random.Random(41))
+
+    async def main(ctx, dut):
+        for cmd in (command(send=region(1000, 8, 4, 100), recv=region(512, 8)),
+                    command(send=region(0, 16), recv=region(992, 16, 4, 12))):
+            await clear(ctx, dut)
+            refused = await push(ctx, dut, cmd)
+            if not refused:
+                await pulse(ctx, dut.engine.go)
+                await wait_stopped(ctx, dut)
+            assert errors(ctx, dut) == {"region"}
+            assert not ctx.get(dut.engine.busy) and not ctx.get(dut.engine.done)
+            await settle(ctx, dut)
+            inside = set(addresses(cmd["recv"]))
+            after = memory(ctx, dut)
+            assert all(after[a] == image[a] for a in range(MEM_SIZE) if a not in inside)
+
+    simulate(image, main, seed=12)
+
+
+def test_step_counts_finished_commands():
+    """STEP: commands of the queue finished since the start (STATUS: the command running)."""
+    image = random_image(random.Random(47))
+    cmds = [command(send=region(0, 64), recv=region(512, 64), tag=1),
+            command(send=region(64, 64), recv=region(600, 64), tag=2)]
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        for cmd in cmds:
+            assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        seen = set()
+        while not ctx.get(engine.done):
+            received = ctx.get(engine.bytes_received)
+            seen.add((ctx.get(engine.step), received))
+            if received < 64:           # the first message has not all arrived
+                assert ctx.get(engine.step) == 0, sorted(seen)
+            await ctx.tick()
+        assert ctx.get(engine.step) == 2
+
+    simulate(image, main, seed=14)
+
+
+def test_barrier_command():
+    """A barrier command signals done for the barrier unit's current barrier once the command
+    before it has finished, and holds the queue until the unit moves on to the next one."""
+    image = random_image(random.Random(53))
+    model = Model(image)
+    cmds = [command(send=region(0, 40), recv=region(512, 40), action=LOCAL_FIRST, tag=1),
+            command(barrier=1),
+            command(send=region(512, 40), recv=region(800, 40), tag=2)]
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        ctx.set(engine.op, ReduceOp.SUM)
+        ctx.set(engine.dtype, DType.INT32)
+        ctx.set(engine.barrier_seq, 5)
+        for cmd in cmds:
+            assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        while not ctx.get(engine.barrier_done):
+            await ctx.tick()
+        assert ctx.get(engine.barrier_done_seq) == 5
+        # The reduce has landed: the barrier waits for every earlier write.
+        model.run(cmds[0], ReduceOp.SUM, DType.INT32)
+        assert memory(ctx, dut) == bytes(model.mem)
+        await ctx.tick()
+        for _ in range(100):
+            assert not ctx.get(engine.barrier_done) and ctx.get(engine.busy)
+            assert ctx.get(engine.bytes_sent) == 40
+            await ctx.tick()
+        ctx.set(engine.barrier_seq, 6)
+        await wait_stopped(ctx, dut)
+        assert ctx.get(engine.done) and errors(ctx, dut) == set()
+        model.run(cmds[2])
+        assert memory(ctx, dut) == bytes(model.mem)
+        assert ctx.get(engine.bytes_sent) == ctx.get(engine.bytes_received) == 80
+
+    simulate(image, main, seed=15)
