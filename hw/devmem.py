@@ -86,8 +86,8 @@ class DeviceMemory(wiring.Component):
         Add the collective engine's ports: two read ports (the bytes it sends and the local
         operands of its reductions) and a write port (what it receives), so the engine
         moves a beat per clock on each while the host port stays usable.  The host should
-        not write rows the engine is using while a schedule runs: which write lands first
-        in a cycle both write one row is not defined.
+        not write rows the engine is using while a schedule runs.  Both share the memory's
+        write port: a host write beat waits in any cycle the engine writes.
 
     Members
     -------
@@ -168,11 +168,12 @@ class DeviceMemory(wiring.Component):
         # Reads and writes are unordered AXI channels, so a read racing a write to the same
         # row may see either value: no bypass logic is needed.
         rd_port = mem.read_port(domain="sync", transparent_for=())
+        # The engine's writes share the one write port: a write beat of the host waits in a
+        # cycle the engine writes, so the memory keeps a single write port and each read
+        # port can be a copy of a dual-port block RAM.
+        engine_writes = Const(0)
         if self._engine_ports:
-            engine_wr = mem.write_port(granularity=8)
-            m.d.comb += [engine_wr.addr.eq(self.engine_wr.addr),
-                         engine_wr.data.eq(self.engine_wr.data),
-                         engine_wr.en.eq(self.engine_wr.en)]
+            engine_writes = self.engine_wr.en.any()
             for port in (self.send_rd, self.local_rd):
                 # Not transparent: the engine's scoreboard keeps a read from a row whose
                 # write is still on its way.
@@ -227,11 +228,16 @@ class DeviceMemory(wiring.Component):
         # W beat is taken at once.  The burst ends on the beat count of AWLEN; WLAST is not
         # needed to find it.
         m.d.comb += [
-            axi.wready.eq(w_busy),
+            axi.wready.eq(w_busy & ~engine_writes),
             wr_port.addr.eq(row(w_addr)),
             wr_port.data.eq(axi.wdata),
         ]
-        with m.If(axi.wvalid & w_busy):
+        if self._engine_ports:
+            with m.If(engine_writes):
+                m.d.comb += [wr_port.addr.eq(self.engine_wr.addr),
+                             wr_port.data.eq(self.engine_wr.data),
+                             wr_port.en.eq(self.engine_wr.en)]
+        with m.If(axi.wvalid & axi.wready):
             w_ok = in_range(w_addr)
             with m.If(w_ok & ~w_bad):
                 m.d.comb += wr_port.en.eq(axi.wstrb)

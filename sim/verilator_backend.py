@@ -68,12 +68,20 @@ def _tail(path, lines=30):
         return "(no log)"
 
 
-def build_design(*, name, key, toplevel, make_verilog, progress=None):
+#: C++ optimization of the cluster builds, given to Verilator's make: the run-once code (the
+#: VPI symbol table that --public-flat-rw fills with every signal) at -O0, the model at -O1.
+#: At the default -Os a cluster with its ALUs compiles several times longer.
+CLUSTER_MAKE_OPTIONS = "OPT_SLOW=-O0 OPT_FAST=-O1"
+
+
+def build_design(*, name, key, toplevel, make_verilog, progress=None, make_options=""):
     """Verilate the Verilog ``make_verilog()`` returns, once per ``key``; return the folder.
 
     The folder is ``<build root>/verilator/<name>-<digest>``; its ``obj`` subfolder is the
     cocotb runner's build_dir.  ``key`` must describe every elaboration parameter.
+    ``make_options`` are variables for Verilator's make (such as ``OPT_FAST=-O1``).
     """
+    key = (key, make_options)
     say = progress or (lambda message: None)
     folder = build_root() / "verilator" / f"{name}-{_source_digest(key)}"
     stamp = folder / "built"
@@ -97,7 +105,7 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None):
         # enough to be split into several C++ files fails to compile ("Vtop__pch.h.fast:
         # linker input file not found"); a variable given in MAKEFLAGS overrides the file's.
         saved = os.environ.get("MAKEFLAGS")
-        os.environ["MAKEFLAGS"] = f"{saved or ''} CFG_CXXFLAGS_PCH_I=-include".strip()
+        os.environ["MAKEFLAGS"] = f"{saved or ''} CFG_CXXFLAGS_PCH_I=-include {make_options}".strip()
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=folder / "obj",
                          build_args=list(VERILATOR_ARGS), waves=_waves(), log_file=log)
@@ -119,7 +127,7 @@ def build(config, progress=None):
     from nicoll.hw.cluster import cluster_verilog
     return build_design(name=f"cluster_{config.slug()}", key=config, toplevel=TOPLEVEL,
                         make_verilog=lambda: cluster_verilog(**config.hw_kwargs()),
-                        progress=progress)
+                        progress=progress, make_options=CLUSTER_MAKE_OPTIONS)
 
 
 class VerilatorCluster(SimCluster):

@@ -4,6 +4,8 @@
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
     nicoll synth --board versa_ecp5 [--block alu|barrier|repack]   utilization and Fmax
+    nicoll bench <collective> [--nodes N] [--sizes 8:1M] [--algorithm A,B] [--backend B]
+                                                OSU-style sweep: cycles, bandwidth, efficiency
 """
 
 import argparse
@@ -136,6 +138,53 @@ def _synth(args):
     return 0
 
 
+def _bench(args):
+    import csv
+    from rich.table import Table
+    from .bench import format_size, parse_sizes, run_bench
+    console = _console()
+    sizes = parse_sizes(args.sizes)
+    algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
+    table = Table(title=f"{args.collective}, {args.nodes} nodes on {args.backend}, "
+                        f"{args.dtype} {args.op}, data_width {args.data_width}, "
+                        f"µs at {args.clock_mhz:g} MHz")
+    for column in ("size", "algorithm", "cycles avg", "min", "max", "µs", "algbw GB/s",
+                   "busbw GB/s", "bound", "efficiency", "result"):
+        table.add_column(column, justify="right")
+    with console.status("starting") as status:
+        def on_row(row):
+            eff = row.efficiency
+            console.print(f"  {format_size(row.size):>6} B  {row.algorithm:<18} "
+                          f"{row.cycles_max:>9} cycles  "
+                          f"{'-' if eff is None else f'{eff:.3f}'}  "
+                          f"{'✓' if row.correct else '✗'}")
+        rows, figures = run_bench(args.collective, nodes=args.nodes, sizes=sizes,
+                                  algorithms=algorithms, backend=args.backend, dtype=args.dtype,
+                                  op=args.op, data_width=args.data_width,
+                                  clock_mhz=args.clock_mhz,
+                                  progress=lambda message: status.update(message),
+                                  on_row=on_row)
+    for row in rows:
+        eff = row.efficiency
+        table.add_row(format_size(row.size), row.algorithm, f"{row.cycles_avg:.0f}",
+                      str(row.cycles_min), str(row.cycles_max), f"{row.microseconds:.2f}",
+                      f"{row.algbw_gbs:.3f}", f"{row.busbw_gbs:.3f}", f"{row.bound:.0f}",
+                      "-" if eff is None else f"{eff:.3f}", "✓" if row.correct else "✗")
+    rate = figures["cycles_per_second"]
+    table.caption = (f"{figures['simulated_cycles']:,} cycles simulated in "
+                     f"{figures['wall_seconds']:.1f} s"
+                     + (f" ({rate:,.0f} cycles/s)" if rate else ""))
+    console.print(table)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0].as_dict()))
+            writer.writeheader()
+            for row in rows:
+                writer.writerow(row.as_dict())
+        console.print(f"wrote {args.csv}")
+    return 0 if all(row.correct for row in rows) else 1
+
+
 def _size(text):
     units = {"k": 1 << 10, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     if text and text[-1] in units:
@@ -180,6 +229,23 @@ def _parser():
     synth.add_argument("--max-group", type=int, default=8,
                        help="repack: largest source / destination subgroup (default 8)")
     synth.set_defaults(func=_synth)
+    bench = sub.add_parser("bench", help="OSU-style sweep of one collective: cycles, "
+                                         "bandwidth and efficiency against the bound")
+    bench.add_argument("collective", choices=("allreduce", "reduce", "reduce_scatter",
+                                              "allgather", "alltoall"))
+    bench.add_argument("--nodes", type=int, default=8)
+    bench.add_argument("--sizes", default="8:1M",
+                       help="bytes per rank: LOW:HIGH doubling, or a list (default 8:1M)")
+    bench.add_argument("--algorithm", default="auto",
+                       help="algorithm, or several separated by commas (default auto)")
+    bench.add_argument("--backend", choices=BACKENDS, default="verilator")
+    bench.add_argument("--dtype", default="float32")
+    bench.add_argument("--op", default="sum")
+    bench.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    bench.add_argument("--clock-mhz", type=float, default=125.0,
+                       help="clock for the µs and bandwidth columns (default 125)")
+    bench.add_argument("--csv", help="also write the rows to this CSV file")
+    bench.set_defaults(func=_bench)
     return parser
 
 

@@ -82,6 +82,9 @@ class CallStats:
     packets: list | None = None
     packets_received: list | None = None
     alu_beats: list | None = None
+    #: For a collective, per rank, cycles from the start until its engine finished (from
+    #: FINISHED_AT); None on the model backend.
+    rank_cycles: list | None = None
 
 
 class _ModelBackend:
@@ -154,6 +157,9 @@ class Cluster:
         self._barrier_seq = 0
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None
+        #: The :class:`~nicoll.schedule.Plan` the last collective ran (its ``algorithm`` says
+        #: what "auto" chose); None before the first.
+        self.last_plan = None
 
     @property
     def nodes(self):
@@ -495,6 +501,7 @@ class Cluster:
 
     def _run(self, plan, inputs):
         """Post a compiled plan on every node, run it and return each rank's output (1-D)."""
+        self.last_plan = plan
         devices = self._devices
         # Everything the nodes would refuse is refused here, before anything is posted.
         for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
@@ -541,10 +548,11 @@ class Cluster:
                 raw[piece.data:piece.data + piece.length] = dev.mem_read(piece.buffer, piece.length)
             outputs.append(np.frombuffer(raw, dtype=plan.dtype))
         counters = [dev.engine.counters() for dev in devices]
-        cycles = None
+        cycles = rank_cycles = None
         if self.backend != "model":
-            cycles = max(dev.engine.finished_at() - start for dev in devices)
-        self.last = CallStats(cycles=cycles,
+            rank_cycles = [dev.engine.finished_at() - start for dev in devices]
+            cycles = max(rank_cycles)
+        self.last = CallStats(cycles=cycles, rank_cycles=rank_cycles,
                               bytes_sent=[c["bytes_sent"] for c in counters],
                               bytes_received=[c["bytes_received"] for c in counters],
                               packets=[c["packets_sent"] for c in counters],

@@ -17,6 +17,21 @@ ALU_CAPABILITIES = frozenset(
 #: in Python get a small cluster, Verilator a binary tree of depth 3.
 NODES = {"model": 8, "amaranth": 3, "verilator": 8}
 
+#: The simulated clusters (Amaranth and Verilator) get a narrow data path and the cheap part of
+#: the ALU (the shared integer/compare unit and the float32 units): the Amaranth simulator runs
+#: the gateware in Python, and Verilator compiles every float unit into C++ (minutes each).
+SIM_ALU_CAPABILITIES = frozenset(
+    {(op, t) for t in INTEGER_TYPES for op in ReduceOp if op != ReduceOp.PROD}
+    | {(op, DType.FLOAT32) for op in (ReduceOp.SUM, ReduceOp.PROD, ReduceOp.MIN, ReduceOp.MAX)}
+    | {(ReduceOp.MIN, DType.FLOAT64), (ReduceOp.MAX, DType.FLOAT64)})
+
 #: The cluster keyword arguments (besides nodes and backend) of those tests.
-CLUSTER_KWARGS = dict(data_width=256, max_nodes=64, mem_size=4096,
+CLUSTER_KWARGS = dict(data_width=256, max_nodes=64, mem_size=1 << 16,
                       alu_capabilities=ALU_CAPABILITIES)
+
+
+def cluster_kwargs(backend):
+    """The cluster keyword arguments (besides nodes and backend) of ``backend``'s tests."""
+    if backend in ("amaranth", "verilator"):
+        return dict(CLUSTER_KWARGS, data_width=64, alu_capabilities=SIM_ALU_CAPABILITIES)
+    return dict(CLUSTER_KWARGS)

@@ -15,7 +15,7 @@ import nicoll
 from nicoll import NicollError
 from nicoll.tree import BarrierTree
 
-from conftest import CLUSTER_KWARGS, NODES
+from conftest import NODES, cluster_kwargs
 
 #: An upper bound of the cycles one tree hop takes (notice to packet, switch, packet to
 #: notice, the unit's forwarding) at every data width the tests use.
@@ -37,7 +37,7 @@ BACKENDS = [
 @pytest.fixture(scope="module", params=BACKENDS)
 def cluster(request):
     backend = request.param
-    with nicoll.Cluster(nodes=NODES[backend], backend=backend, **CLUSTER_KWARGS) as cl:
+    with nicoll.Cluster(nodes=NODES[backend], backend=backend, **cluster_kwargs(backend)) as cl:
         cl.configure_barrier()
         yield cl
 

@@ -22,19 +22,30 @@ from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
 from nicoll.schedule import Piece, Plan, Region, Schedule, Step
 
-from conftest import ALU_CAPABILITIES
+from nicoll.hw.alu import all_capabilities
+
+from conftest import cluster_kwargs
 
 #: What each backend runs.  ``nodes``: the cluster sizes; ``large``: elements of the large
 #: cases; ``mem_size``: device memory per node; ``pairs_nodes``: the cluster every (op, dtype)
-#: pair runs on.  A backend whose entry is None is pending and does not run.
+#: pair runs on; ``pair_step``: run every k-th pair of the build there; ``counts``: the element
+#: counts of the collective × algorithm cases, by N; ``roots``: the roots every reduce
+#: algorithm runs with, by N; ``alltoall``: the all-to-all cases.  A backend whose entry is None does not
+#: run.  The simulators get small clusters and few counts: the model covers the breadth, the
+#: simulators show the gateware agrees on a spread of it.  The simulated clusters use the
+#: builds of tests/conftest.py (cluster_kwargs), so Verilator builds its 8-node cluster once.
 SIZES = {
     "model": dict(nodes=[1, 2, 3, 5, 6, 7, 8, 16], large=100_000, mem_size=1 << 22,
-                  pairs_nodes=5),
-    # Pending: the engine is not yet in the NicCore gateware.  To run a simulated backend,
-    # give it an entry like the model's, smaller (e.g. nodes=[1, 2, 3, 5], large=4_000,
-    # mem_size=1 << 16, pairs_nodes=3).
-    "amaranth": None,
-    "verilator": None,
+                  pairs_nodes=5, pair_step=1,
+                  counts=lambda n: sorted({0, 1, n - 1, n + 1, 2 * n + 3, 37}),
+                  roots=range, alltoall=None),
+    "amaranth": dict(nodes=[3], large=64, mem_size=cluster_kwargs("amaranth")["mem_size"],
+                     pairs_nodes=3, pair_step=25, counts=lambda n: [n + 1],
+                     roots=lambda n: [n - 1], alltoall=[("pairwise", None), ("bruck", None),
+                                                        ("inplace", 1)]),
+    "verilator": dict(nodes=[8], large=4000, mem_size=cluster_kwargs("verilator")["mem_size"],
+                      pairs_nodes=8, pair_step=3, counts=lambda n: [0, 1, n - 1, 2 * n + 3, 301],
+                      roots=lambda n: [0, 5, n - 1], alltoall=None),
 }
 # The simulators run in one xdist group each, so a worker starts each simulated cluster once
 # (`make test` distributes by group); model clusters are cheap and spread over the workers.
@@ -81,9 +92,9 @@ def clusters():
 
     def get(backend, nodes):
         if (backend, nodes) not in opened:
-            opened[backend, nodes] = nicoll.Cluster(
-                nodes=nodes, backend=backend, data_width=256, max_nodes=64,
-                mem_size=SIZES[backend]["mem_size"], alu_capabilities=ALU_CAPABILITIES)
+            kwargs = dict(cluster_kwargs(backend), mem_size=SIZES[backend]["mem_size"],
+                          alu_capabilities=capabilities(backend))
+            opened[backend, nodes] = nicoll.Cluster(nodes=nodes, backend=backend, **kwargs)
         return opened[backend, nodes]
 
     yield get
@@ -91,8 +102,25 @@ def clusters():
         cl.close()
 
 
-def counts_for(nodes):
-    return sorted({0, 1, nodes - 1, nodes + 1, 2 * nodes + 3, 37})
+def capabilities(backend):
+    """The (ReduceOp, DType) pairs of ``backend``'s clusters: every pair on the model, the
+    shared test builds on the simulators."""
+    if backend == "model":
+        return all_capabilities()
+    return cluster_kwargs(backend)["alu_capabilities"]
+
+
+def in_build(backend, op, dtype):
+    return (ReduceOp[op.upper()], DType[np.dtype(dtype).name.upper()]) in capabilities(backend)
+
+
+def summable(backend, dtype):
+    """``dtype`` if the backend's build sums it, else float32 (which every test build sums)."""
+    return dtype if in_build(backend, "sum", dtype) else np.float32
+
+
+def counts_for(backend, nodes):
+    return SIZES[backend]["counts"](nodes)
 
 
 def data(rng, dtype, count, nodes, op="sum"):
@@ -208,9 +236,9 @@ def test_allreduce_every_op_and_dtype(clusters, backend):
     nodes = SIZES[backend]["pairs_nodes"]
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(nodes)
-    for (op, dtype), algorithm in zip(PAIRS, itertools.cycle(sc.REDUCTION_ALGORITHMS)):
-        if (ReduceOp[op.upper()], DType[dtype.name.upper()]) not in ALU_CAPABILITIES:
-            continue            # refused: see test_bad_input
+    pairs = [(op, dtype) for op, dtype in PAIRS if in_build(backend, op, dtype)]
+    pairs = pairs[::SIZES[backend]["pair_step"]]
+    for (op, dtype), algorithm in zip(pairs, itertools.cycle(sc.REDUCTION_ALGORITHMS)):
         xs = data(rng, dtype, 2 * nodes + 3, nodes, op)
         outputs = cl.allreduce(xs, op, algorithm)
         check_outputs("allreduce", xs, op, algorithm, outputs)
@@ -225,10 +253,10 @@ def test_allreduce_every_op_and_dtype(clusters, backend):
 def test_reduction_collectives(clusters, backend, nodes, collective, algorithm):
     cl = clusters(backend, nodes)
     rng = np.random.default_rng([nodes, len(collective), len(algorithm)])
-    for case, count in enumerate(counts_for(nodes)):
+    for case, count in enumerate(counts_for(backend, nodes)):
         op, dtype = PAIRS[(case + 7 * nodes + 3 * len(algorithm) + len(collective)) % len(PAIRS)]
-        if (ReduceOp[op.upper()], DType[dtype.name.upper()]) not in ALU_CAPABILITIES:
-            op = "sum"
+        if not in_build(backend, op, dtype):
+            op, dtype = "sum", np.dtype(np.int32)
         options = {}
         if collective == "reduce":
             options["root"] = (case * 3) % nodes
@@ -245,7 +273,7 @@ def test_every_root(clusters, backend, nodes):
     rng = np.random.default_rng(nodes)
     xs = data(rng, np.float32, 3 * nodes + 1, nodes)
     for algorithm in sc.REDUCTION_ALGORITHMS:
-        for root in range(nodes):
+        for root in SIZES[backend]["roots"](nodes):
             outputs = cl.reduce(xs, "sum", root=root, algorithm=algorithm)
             check_outputs("reduce", xs, "sum", algorithm, outputs, root=root)
 
@@ -256,7 +284,7 @@ def test_reduce_scatter_counts(clusters, backend, counts):
     nodes = len(counts)
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(sum(counts))
-    xs = data(rng, np.float64, sum(counts), nodes)
+    xs = data(rng, summable(backend, np.float64), sum(counts), nodes)
     for algorithm in sc.REDUCTION_ALGORITHMS:
         outputs = cl.reduce_scatter(xs, "sum", counts=list(counts), algorithm=algorithm)
         assert [y.size for y in outputs] == list(counts)
@@ -268,7 +296,7 @@ def test_reduce_scatter_counts(clusters, backend, counts):
 def test_power_of_two_recursive_halving_is_the_pairwise_tree(clusters, backend, nodes):
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(nodes)
-    xs = data(rng, ml_dtypes.bfloat16, 4 * nodes + 5, nodes)
+    xs = data(rng, summable(backend, ml_dtypes.bfloat16), 4 * nodes + 5, nodes)
     tree = order.pairwise_tree(xs, "sum")
     for y in cl.allreduce(xs, "sum", "recursive_halving"):
         assert y.tobytes() == tree.tobytes()
@@ -313,7 +341,8 @@ ALLTOALL_TYPES = [np.int8, np.float64, ml_dtypes.bfloat16, np.dtype([("a", "<u2"
 
 
 @pytest.mark.parametrize("backend, nodes, algorithm, scratch", _params(
-    each=lambda b, size: ((n,) + case for n in size["nodes"] for case in ALLTOALL_CASES)))
+    each=lambda b, size: ((n,) + case for n in size["nodes"]
+                          for case in size["alltoall"] or ALLTOALL_CASES)))
 def test_alltoall(clusters, backend, nodes, algorithm, scratch):
     cl = clusters(backend, nodes)
     options = {}
@@ -479,22 +508,26 @@ def test_bad_input_is_refused_before_anything_is_posted(clusters, backend, case)
     assert _snapshot(cl) == before
 
 
-def _plan(steps, buffer_bytes=64):
-    """A two-rank float32 plan from each rank's steps (input and output: the first 16 bytes)."""
-    schedules = [Schedule(rank=r, nodes=2, itemsize=4, buffer_bytes=buffer_bytes, steps=s,
+def _plan(steps, nodes, buffer_bytes=64):
+    """A float32 plan from the steps of the first ranks (the others have none; input and
+    output: the first 16 bytes)."""
+    steps = list(steps) + [[]] * (nodes - len(steps))
+    schedules = [Schedule(rank=r, nodes=nodes, itemsize=4, buffer_bytes=buffer_bytes, steps=s,
                           load=[Piece(0, 0, 16)], result=[Piece(0, 0, 16)])
                  for r, s in enumerate(steps)]
-    return Plan("allreduce", "recursive_halving", "sum", np.dtype(np.float32), [4, 4], [4, 4],
-                schedules)
+    return Plan("allreduce", "recursive_halving", "sum", np.dtype(np.float32), [4] * nodes,
+                [4] * nodes, schedules)
 
 
 @pytest.mark.parametrize("backend", _params(each=lambda b, size: [()]))
 def test_a_collective_that_does_not_finish_names_ranks_steps_and_errors(clusters, backend,
                                                                         monkeypatch):
-    cl = clusters(backend, 2)
-    xs = [np.ones(4, np.float32)] * 2
+    nodes = min(n for n in SIZES[backend]["nodes"] if n >= 2)
+    cl = clusters(backend, nodes)
+    xs = [np.ones(4, np.float32)] * nodes
     # Each rank waits for the other: no error, nobody finishes within the budget.
-    deadlock = _plan([[Step(recv_from=1, recv=Region(0, 16))], [Step(recv_from=0, recv=Region(0, 16))]])
+    deadlock = _plan([[Step(recv_from=1, recv=Region(0, 16))],
+                      [Step(recv_from=0, recv=Region(0, 16))]], nodes)
     monkeypatch.setattr(sc, "allreduce", lambda *args, **kwargs: deadlock)
     with pytest.raises(NicollError, match=r"allreduce \(recursive_halving\) did not finish on every "
                                           r"rank within \d+ cycles of its start: rank 0 waits at "
@@ -503,7 +536,7 @@ def test_a_collective_that_does_not_finish_names_ranks_steps_and_errors(clusters
     # Rank 1 expects fewer bytes than rank 0 sends: it stops with ERRORS.length.
     short = _plan([[Step(send_to=0, send=Region(0, 16), recv_from=0, recv=Region(16, 16)),
                     Step(send_to=1, send=Region(0, 16))],
-                   [Step(recv_from=0, recv=Region(0, 8))]])
+                   [Step(recv_from=0, recv=Region(0, 8))]], nodes)
     monkeypatch.setattr(sc, "allreduce", lambda *args, **kwargs: short)
     with pytest.raises(NicollError, match=r"allreduce \(recursive_halving\) failed on the engines: "
                                           r"rank 1 stopped at step 0 of 1 with length \(a received "
@@ -512,7 +545,7 @@ def test_a_collective_that_does_not_finish_names_ranks_steps_and_errors(clusters
         cl.allreduce(xs)
     monkeypatch.undo()
     outputs = cl.allreduce(xs)          # the next call starts from a cleared engine
-    assert all(np.array_equal(y, np.full(4, 2, np.float32)) for y in outputs)
+    assert all(np.array_equal(y, np.full(4, nodes, np.float32)) for y in outputs)
 
 
 def test_the_table_names_every_backend():

@@ -16,7 +16,7 @@ from nicoll.hw.ops import DType, ReduceOp
 from nicoll.regmap import BusResponse
 from nicoll.transport import Transport
 
-from conftest import ALU_CAPABILITIES, CLUSTER_KWARGS, NODES as NODES_OF
+from conftest import CLUSTER_KWARGS, NODES as NODES_OF, cluster_kwargs
 
 MEM_SIZE = CLUSTER_KWARGS["mem_size"]
 
@@ -31,7 +31,7 @@ BACKEND_PARAMS = [
 @pytest.fixture(scope="module", params=BACKEND_PARAMS)
 def cluster(request):
     with nicoll.Cluster(nodes=NODES_OF[request.param], backend=request.param,
-                        **CLUSTER_KWARGS) as cl:
+                        **cluster_kwargs(request.param)) as cl:
         yield cl
 
 
@@ -47,7 +47,7 @@ def test_each_node_reports_its_rank_and_build(cluster):
         dev = cluster.device(rank)
         assert dev.node_id == rank
         assert dev.regs.global_.NODE_ID.read() == rank
-        assert dev.data_width == cluster.data_width == 256
+        assert dev.data_width == cluster.data_width == cluster_kwargs(cluster.backend)["data_width"]
         assert dev.max_nodes == 64
         assert dev.mem_size == MEM_SIZE
 
@@ -254,7 +254,8 @@ def test_device_rank_lookup(cluster):
 
 def test_alu_capabilities_are_read_from_the_registers(cluster):
     for rank in range(cluster.nodes):
-        assert cluster.device(rank).alu_capabilities() == ALU_CAPABILITIES
+        assert (cluster.device(rank).alu_capabilities()
+                == cluster_kwargs(cluster.backend)["alu_capabilities"])
 
 
 def test_a_pair_the_build_lacks_is_refused_naming_op_and_dtype(cluster):

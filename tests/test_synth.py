@@ -337,7 +337,12 @@ def test_synthesis_error_names_stage(tmp_path, monkeypatch):
 def test_synthesize_niccore_small(tmp_path):
     # The real core in its smallest configuration: about 20 s on two cores.
     niccore = pytest.importorskip("nicoll.hw.niccore")
-    result = synthesize(lambda: niccore.NicCore(data_width=64, max_nodes=4, mem_size=4096),
+    from nicoll.hw.ops import DType, ReduceOp
+    # A smoke configuration: one ALU pair, a short queue and a small memory (the engine's
+    # extra memory ports keep device memory out of block RAM; see docs/engine.md).
+    result = synthesize(lambda: niccore.NicCore(data_width=64, max_nodes=4, mem_size=512,
+                                                alu_capabilities={(ReduceOp.SUM, DType.INT32)},
+                                                queue_depth=4, packet_beats=4),
                         name="niccore_w64", build_dir=tmp_path)
     assert result.lut4 > result.harness_lut4 > 0
     assert result.ff > result.harness_ff > 0
