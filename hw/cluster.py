@@ -178,10 +178,11 @@ class _ClusterOfInstances(wiring.Component):
         m = Module()
         m.submodules.switch = switch = Switch(self._nodes, self._data_width)
         for i in range(self._nodes):
-            ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal(), "i_node_id": i}
+            ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
             local = self._core_signature.create(path=(f"node{i}",))
             for path, member, value in self._core_signature.flatten(local):
                 ports[("i_" if member.flow == In else "o_") + "__".join(path)] = value
+            m.d.comb += local.node_id.eq(i)
             m.submodules[f"node{i}"] = Instance("nicoll_niccore", **ports)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), local.s_axil)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axi")), local.s_axi)

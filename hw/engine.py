@@ -211,7 +211,7 @@ class Engine(wiring.Component):
         return self._packet_beats
 
     def elaborate(self, platform):
-        from amaranth.hdl import Array, Const, Module, Mux, ResetInserter, Signal
+        from amaranth.hdl import Array, Module, Mux, ResetInserter, Signal
         from amaranth.lib.memory import Memory
         from .bytestream import RegionWalker, RowPacker, RowUnpacker
         from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
