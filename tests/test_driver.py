@@ -185,7 +185,7 @@ def test_device_memory_is_per_node(cluster):
 def test_out_of_range_memory_access_is_refused_and_writes_nothing(cluster):
     dev = cluster.device(0)
     dev.mem_write(MEM_SIZE - 16, bytes(16))
-    with pytest.raises(NicollError, match=r"outside device memory of 4096 bytes"):
+    with pytest.raises(NicollError, match=rf"outside device memory of {MEM_SIZE} bytes"):
         dev.mem_write(MEM_SIZE - 8, bytes(range(16)))
     with pytest.raises(NicollError, match=r"outside device memory"):
         dev.mem_read(MEM_SIZE, 1)

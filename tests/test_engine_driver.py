@@ -368,13 +368,13 @@ def test_reductions_follow_the_action_and_the_reduction_register(cl):
         dev.engine.clear()
     a.mem_write(0, np.array([1, 2], np.int16))
     b.mem_write(64, np.array([3, 4], np.int16))
-    b.regs.engine.REDUCTION.write_fields(op=ReduceOp.PROD.value, dtype=DType.INT16.value)
+    b.regs.engine.REDUCTION.write_fields(op=ReduceOp.BXOR.value, dtype=DType.INT16.value)
     _push(a, Step(send_to=1, send=Region(0, 4)), itemsize=2)
     _push(b, Step(recv_from=0, recv=Region(64, 4), action=Action.REDUCE_LOCAL_FIRST), itemsize=2)
     a.engine.go()
     b.engine.go()
     _wait_done(cl, (0, 1))
-    assert np.frombuffer(b.mem_read(64, 4), np.int16).tolist() == [3, 8]
+    assert np.frombuffer(b.mem_read(64, 4), np.int16).tolist() == [3 ^ 1, 4 ^ 2]
 
 
 def _exchange_with_error(cl, send_step, recv_step, reduction=None):

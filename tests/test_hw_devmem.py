@@ -161,7 +161,7 @@ def memory_image(ctx, dut):
 # ---------------------------------------------------------------------------------------------
 
 def test_all():
-    assert devmem_mod.__all__ == ["DeviceMemory"]
+    assert devmem_mod.__all__ == ["DeviceMemory", "MemoryReadSignature", "MemoryWriteSignature"]
 
 
 def test_constructor_errors():
