@@ -172,9 +172,11 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
 
 def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
-              clock_mhz=125.0, progress=None, on_row=None):
+              mem_size=None, clock_mhz=125.0, progress=None, on_row=None):
     """Run the sweep; return ``(rows, figures)``.
 
+    ``mem_size`` (bytes of device memory per node) defaults to the smallest power of two the
+    largest size needs; giving it lets sweeps of different sizes share one build.
     ``figures`` holds ``simulated_cycles``, ``wall_seconds`` and ``cycles_per_second`` (the
     cluster's simulated cycles per wall second over the whole sweep, loading included).
     ``progress(message)`` hears what is happening; ``on_row(row)`` gets each row as it comes.
@@ -199,7 +201,11 @@ def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
                                                   and collective != "alltoall" else
                                                   ("pairwise" if a == "auto" else a)).schedules)
                for a in algorithms)
-    mem_size = max(1 << 12, 1 << math.ceil(math.log2(max(need, 1))))
+    if mem_size is None:
+        mem_size = max(1 << 12, 1 << math.ceil(math.log2(max(need, 1))))
+    elif mem_size < need:
+        raise NicollError(f"the sweep needs {need} bytes of device memory per node; "
+                          f"--mem-size gives {mem_size}")
     say = progress or (lambda message: None)
     say(f"opening {nodes} nodes on {backend} (data_width {data_width}, "
         f"{format_size(mem_size)} B of device memory per node)")

@@ -161,7 +161,7 @@ def _bench(args):
         rows, figures = run_bench(args.collective, nodes=args.nodes, sizes=sizes,
                                   algorithms=algorithms, backend=args.backend, dtype=args.dtype,
                                   op=args.op, data_width=args.data_width,
-                                  clock_mhz=args.clock_mhz,
+                                  mem_size=args.mem_size, clock_mhz=args.clock_mhz,
                                   progress=lambda message: status.update(message),
                                   on_row=on_row)
     for row in rows:
@@ -242,6 +242,8 @@ def _parser():
     bench.add_argument("--dtype", default="float32")
     bench.add_argument("--op", default="sum")
     bench.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    bench.add_argument("--mem-size", type=_size, default=None,
+                       help="device memory per node (default: what the largest size needs)")
     bench.add_argument("--clock-mhz", type=float, default=125.0,
                        help="clock for the µs and bandwidth columns (default 125)")
     bench.add_argument("--csv", help="also write the rows to this CSV file")

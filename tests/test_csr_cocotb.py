@@ -16,7 +16,9 @@ pytestmark = pytest.mark.verilator
 @pytest.mark.parametrize("data_width, node_id", [(64, 3), (256, 0)])
 def test_csr_slave_bench(data_width, node_id, tmp_path):
     from nicoll.hw.cluster import niccore_verilog
-    params = dict(data_width=data_width, max_nodes=64, mem_size=1024)
+    from nicoll.sim.benches.csr import ALU_CAPABILITIES
+    params = dict(data_width=data_width, max_nodes=64, mem_size=1024,
+                  alu_capabilities=ALU_CAPABILITIES)
     folder = build_design(name=f"niccore_w{data_width}", key=("niccore", params),
                           toplevel="nicoll_niccore",
                           make_verilog=lambda: niccore_verilog(**params))

@@ -9,7 +9,11 @@ The barrier block's status fields follow the barrier unit's state, which the mod
 its own clock (random writes to CONTROL start, finish and release barriers at different
 cycles on each side): of those registers only the software-written and constant bits are
 compared here; the barrier's behaviour is checked by tests/test_barrier_cluster.py and
-tests/test_barrier_cocotb.py.
+tests/test_barrier_cocotb.py.  The same holds for the engine block (random pushes and starts
+run on each side's own timing, and the model's ALU has no latency): only its
+software-written bits are compared; tests/test_collectives.py and tests/test_hw_engine.py
+check the engine.  The core is built with the small ALU of :data:`ALU_CAPABILITIES`, which the
+model is given too.
 
 Parameters arrive in environment variables (set by tests/test_csr_cocotb.py):
 NICOLL_DATA_WIDTH, NICOLL_MAX_NODES, NICOLL_MEM_SIZE, NICOLL_NODE_ID, NICOLL_SEED,
@@ -27,6 +31,7 @@ from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from nicoll._regmap import REGMAP
+from nicoll.hw.ops import DType, ReduceOp
 from nicoll.model import ModelNode
 from nicoll.regmap import BusResponse
 from nicoll.sim.session import split_strobe
@@ -40,6 +45,10 @@ def _param(name):
     return int(os.environ[f"NICOLL_{name}"])
 
 
+#: The ALU pairs of the core under test (a build of one pair compiles quickly).
+ALU_CAPABILITIES = frozenset({(ReduceOp.SUM, DType.INT32)})
+
+
 class TB:
     """Clock, reset, an AxiLiteMaster on ``s_axil`` and the reference model."""
 
@@ -51,7 +60,8 @@ class TB:
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"),
                                   dut.clk, dut.rst)
         self.model = ModelNode(node_id=_param("NODE_ID"), data_width=_param("DATA_WIDTH"),
-                               max_nodes=_param("MAX_NODES"), mem_size=_param("MEM_SIZE"))
+                               max_nodes=_param("MAX_NODES"), mem_size=_param("MEM_SIZE"),
+                               alu_capabilities=ALU_CAPABILITIES)
         self.cycles = REGMAP.block("global").register("CYCLES")
 
     async def reset(self):
@@ -89,6 +99,12 @@ class TB:
         if hit is None:
             return 0xFFFF_FFFF
         reg, word = hit
+        if any(r is reg for r in REGMAP.block("engine").registers):
+            mask = 0
+            for f in reg.fields:
+                if not f.hw_driven:
+                    mask |= f.mask
+            return (mask >> (32 * word)) & 0xFFFF_FFFF
         if not any(r is reg for r in REGMAP.block("barrier").registers):
             return 0xFFFF_FFFF
         mask = 0
