@@ -438,10 +438,7 @@ class Engine(wiring.Component):
                 m.d.comb += cts_take_valid.eq(1)
                 m.d.sync += [tx_wait.eq(0), tx_walk.eq(1)]
         m.d.comb += [tx_walker.command.valid.eq(tx_walk),
-                     tx_walker.command.payload.offset.eq(tx_region.offset),
-                     tx_walker.command.payload.length.eq(tx_region.length),
-                     tx_walker.command.payload.run.eq(tx_region.run),
-                     tx_walker.command.payload.stride.eq(tx_region.stride)]
+                     tx_walker.command.payload.eq(tx_region)]
         with m.If(tx_walker.command.valid & tx_walker.command.ready):
             m.d.sync += tx_walk.eq(0)
 
@@ -539,10 +536,7 @@ class Engine(wiring.Component):
                          rx_reduce.eq(cur.action != StepAction.COPY),
                          rx_local_first.eq(cur.action == StepAction.REDUCE_LOCAL_FIRST)]
         m.d.comb += [rx_walker.command.valid.eq(rx_walk),
-                     rx_walker.command.payload.offset.eq(rx_region.offset),
-                     rx_walker.command.payload.length.eq(rx_region.length),
-                     rx_walker.command.payload.run.eq(rx_region.run),
-                     rx_walker.command.payload.stride.eq(rx_region.stride)]
+                     rx_walker.command.payload.eq(rx_region)]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
             m.d.sync += rx_walk.eq(0)
         wiring.connect(m, rx_walker.chunks, unpacker.chunks)
