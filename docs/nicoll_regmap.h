@@ -452,11 +452,11 @@ typedef struct __attribute__ ((__packed__)) {
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MINOR_bm 0xffff
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MINOR_bp 0
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MINOR_bw 16
-#define NICOLL_REGS__REPACK__HEADER__VERSION__MINOR_reset 0x1
+#define NICOLL_REGS__REPACK__HEADER__VERSION__MINOR_reset 0x0
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MAJOR_bm 0xffff0000
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MAJOR_bp 16
 #define NICOLL_REGS__REPACK__HEADER__VERSION__MAJOR_bw 16
-#define NICOLL_REGS__REPACK__HEADER__VERSION__MAJOR_reset 0x0
+#define NICOLL_REGS__REPACK__HEADER__VERSION__MAJOR_reset 0x1
 
 // regfile - nicoll_regs.repack.header
 typedef struct __attribute__ ((__packed__)) {
@@ -464,9 +464,123 @@ typedef struct __attribute__ ((__packed__)) {
     uint32_t VERSION;
 } nicoll_regs__repack__header_t;
 
+// reg - nicoll_regs.repack.CAPS
+#define NICOLL_REGS__REPACK__CAPS__UNITS_bm 0xffff
+#define NICOLL_REGS__REPACK__CAPS__UNITS_bp 0
+#define NICOLL_REGS__REPACK__CAPS__UNITS_bw 16
+#define NICOLL_REGS__REPACK__CAPS__MAX_GROUP_bm 0xffff0000
+#define NICOLL_REGS__REPACK__CAPS__MAX_GROUP_bp 16
+#define NICOLL_REGS__REPACK__CAPS__MAX_GROUP_bw 16
+
+// reg - nicoll_regs.repack.CAPACITY
+#define NICOLL_REGS__REPACK__CAPACITY__BYTES_bm 0xffffffff
+#define NICOLL_REGS__REPACK__CAPACITY__BYTES_bp 0
+#define NICOLL_REGS__REPACK__CAPACITY__BYTES_bw 32
+
+// reg - nicoll_regs.repack.LIMITS
+#define NICOLL_REGS__REPACK__LIMITS__MAX_RANKS_bm 0xffff
+#define NICOLL_REGS__REPACK__LIMITS__MAX_RANKS_bp 0
+#define NICOLL_REGS__REPACK__LIMITS__MAX_RANKS_bw 16
+#define NICOLL_REGS__REPACK__LIMITS__PACKET_BEATS_bm 0xffff0000
+#define NICOLL_REGS__REPACK__LIMITS__PACKET_BEATS_bp 16
+#define NICOLL_REGS__REPACK__LIMITS__PACKET_BEATS_bw 16
+
+// reg - nicoll_regs.repack.ORDER
+#define NICOLL_REGS__REPACK__ORDER__INDEX_bm 0xffff
+#define NICOLL_REGS__REPACK__ORDER__INDEX_bp 0
+#define NICOLL_REGS__REPACK__ORDER__INDEX_bw 16
+#define NICOLL_REGS__REPACK__ORDER__INDEX_reset 0x0
+#define NICOLL_REGS__REPACK__ORDER__RANK_bm 0xffff0000
+#define NICOLL_REGS__REPACK__ORDER__RANK_bp 16
+#define NICOLL_REGS__REPACK__ORDER__RANK_bw 16
+#define NICOLL_REGS__REPACK__ORDER__RANK_reset 0x0
+
+// reg - nicoll_regs.repack.CONTROL
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_SRC_bm 0x1
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_SRC_bp 0
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_SRC_bw 1
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_SRC_reset 0x0
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_DST_bm 0x2
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_DST_bp 1
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_DST_bw 1
+#define NICOLL_REGS__REPACK__CONTROL__WRITE_DST_reset 0x0
+#define NICOLL_REGS__REPACK__CONTROL__START_bm 0x4
+#define NICOLL_REGS__REPACK__CONTROL__START_bp 2
+#define NICOLL_REGS__REPACK__CONTROL__START_bw 1
+#define NICOLL_REGS__REPACK__CONTROL__START_reset 0x0
+#define NICOLL_REGS__REPACK__CONTROL__END_bm 0x100
+#define NICOLL_REGS__REPACK__CONTROL__END_bp 8
+#define NICOLL_REGS__REPACK__CONTROL__END_bw 1
+#define NICOLL_REGS__REPACK__CONTROL__END_reset 0x0
+
+// reg - nicoll_regs.repack.N
+#define NICOLL_REGS__REPACK__N__N_bm 0xffff
+#define NICOLL_REGS__REPACK__N__N_bp 0
+#define NICOLL_REGS__REPACK__N__N_bw 16
+#define NICOLL_REGS__REPACK__N__N_reset 0x0
+
+// reg - nicoll_regs.repack.BUDGET
+#define NICOLL_REGS__REPACK__BUDGET__BYTES_bm 0xffffffff
+#define NICOLL_REGS__REPACK__BUDGET__BYTES_bp 0
+#define NICOLL_REGS__REPACK__BUDGET__BYTES_bw 32
+#define NICOLL_REGS__REPACK__BUDGET__BYTES_reset 0x0
+
+// reg - nicoll_regs.repack.TIMEOUT
+#define NICOLL_REGS__REPACK__TIMEOUT__CYCLES_bm 0xffffffff
+#define NICOLL_REGS__REPACK__TIMEOUT__CYCLES_bp 0
+#define NICOLL_REGS__REPACK__TIMEOUT__CYCLES_bw 32
+#define NICOLL_REGS__REPACK__TIMEOUT__CYCLES_reset 0x0
+
+// reg - nicoll_regs.repack.STATUS
+#define NICOLL_REGS__REPACK__STATUS__BUSY_bm 0x1
+#define NICOLL_REGS__REPACK__STATUS__BUSY_bp 0
+#define NICOLL_REGS__REPACK__STATUS__BUSY_bw 1
+#define NICOLL_REGS__REPACK__STATUS__PENDING_bm 0x2
+#define NICOLL_REGS__REPACK__STATUS__PENDING_bp 1
+#define NICOLL_REGS__REPACK__STATUS__PENDING_bw 1
+#define NICOLL_REGS__REPACK__STATUS__CODE_bm 0xf00
+#define NICOLL_REGS__REPACK__STATUS__CODE_bp 8
+#define NICOLL_REGS__REPACK__STATUS__CODE_bw 4
+#define NICOLL_REGS__REPACK__STATUS__LAST_ERROR_bm 0xf000
+#define NICOLL_REGS__REPACK__STATUS__LAST_ERROR_bp 12
+#define NICOLL_REGS__REPACK__STATUS__LAST_ERROR_bw 4
+
+// reg - nicoll_regs.repack.ERRORS
+#define NICOLL_REGS__REPACK__ERRORS__COUNT_bm 0xffffffff
+#define NICOLL_REGS__REPACK__ERRORS__COUNT_bp 0
+#define NICOLL_REGS__REPACK__ERRORS__COUNT_bw 32
+
+// reg - nicoll_regs.repack.CYCLES
+#define NICOLL_REGS__REPACK__CYCLES__COUNT_bm 0xffffffff
+#define NICOLL_REGS__REPACK__CYCLES__COUNT_bp 0
+#define NICOLL_REGS__REPACK__CYCLES__COUNT_bw 32
+
+// reg - nicoll_regs.repack.OPS
+#define NICOLL_REGS__REPACK__OPS__COUNT_bm 0xffffffff
+#define NICOLL_REGS__REPACK__OPS__COUNT_bp 0
+#define NICOLL_REGS__REPACK__OPS__COUNT_bw 32
+
+// reg - nicoll_regs.repack.DROPPED
+#define NICOLL_REGS__REPACK__DROPPED__COUNT_bm 0xffffffff
+#define NICOLL_REGS__REPACK__DROPPED__COUNT_bp 0
+#define NICOLL_REGS__REPACK__DROPPED__COUNT_bw 32
+
 // regfile - nicoll_regs.repack
 typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__repack__header_t header;
+    uint32_t CAPS;
+    uint32_t CAPACITY;
+    uint32_t LIMITS;
+    uint32_t ORDER;
+    uint32_t CONTROL;
+    uint32_t N;
+    uint32_t BUDGET;
+    uint32_t TIMEOUT;
+    uint32_t STATUS;
+    uint32_t ERRORS;
+    uint32_t CYCLES;
+    uint32_t OPS;
+    uint32_t DROPPED;
 } nicoll_regs__repack_t;
 
 // reg - nicoll_regs.barrier.header.ID
@@ -861,7 +975,7 @@ typedef struct __attribute__ ((__packed__)) {
     nicoll_regs__engine_t engine;
     uint8_t RESERVED_28c_2ff[0x74];
     nicoll_regs__repack_t repack;
-    uint8_t RESERVED_308_3ff[0xf8];
+    uint8_t RESERVED_33c_3ff[0xc4];
     nicoll_regs__barrier_t barrier;
 } nicoll_regs_t;
 

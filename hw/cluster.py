@@ -23,7 +23,8 @@ from amaranth.lib.wiring import In, Out
 
 from .alu import check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
-from .niccore import AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, NicCore, check_core_params
+from .niccore import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
+                      check_core_params)
 from .packet import DEST_WIDTH
 from .switch import Switch
 
@@ -38,8 +39,9 @@ class ClusterTop(wiring.Component):
     ----------
     nodes : int
         Number of nodes, 1..``max_nodes``.
-    data_width, max_nodes, mem_size, alu_capabilities :
-        As for :class:`~nicoll.hw.niccore.NicCore`; every node is built alike.
+    data_width, max_nodes, mem_size, alu_capabilities, repack_units :
+        As for :class:`~nicoll.hw.niccore.NicCore`; every node is built alike (node 0's
+        repack units serve the cluster's aggregate exchanges).
 
     Members
     -------
@@ -58,7 +60,7 @@ class ClusterTop(wiring.Component):
     """
 
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
-                 alu_capabilities=None):
+                 alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
         self._alu_capabilities = check_capabilities(alu_capabilities)
         if not isinstance(nodes, int) or isinstance(nodes, bool):
@@ -70,6 +72,7 @@ class ClusterTop(wiring.Component):
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._mem_size = mem_size
+        self._repack_units = repack_units
         members = {}
         for i in range(nodes):
             members[f"n{i}_s_axil"] = In(AXI4LiteSignature(CSR_ADDR_WIDTH))
@@ -86,7 +89,8 @@ class ClusterTop(wiring.Component):
         if self._cores is None:
             self._cores = [NicCore(data_width=self._data_width, max_nodes=self._max_nodes,
                                    mem_size=self._mem_size,
-                                   alu_capabilities=self._alu_capabilities)
+                                   alu_capabilities=self._alu_capabilities,
+                                   repack_units=self._repack_units)
                            for _ in range(self._nodes)]
         return self._cores
 

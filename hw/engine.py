@@ -71,6 +71,7 @@ COMMAND_LAYOUT = data.StructLayout({
     "has_recv": 1,
     "fence": 1,
     "barrier": 1,
+    "aggregate": 1,
 })
 
 #: 32-bit register words a command takes.
@@ -214,8 +215,11 @@ class Engine(wiring.Component):
         from amaranth.hdl import Array, Module, Mux, ResetInserter, Signal
         from amaranth.lib.memory import Memory
         from .bytestream import RegionWalker, RowPacker, RowUnpacker
+        from amaranth.hdl import Cat
+        from amaranth.lib.fifo import SyncFIFOBuffered
         from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
                              packet_header_layout)
+        from .repack import NoticeKind
 
         m = Module()
         width = self._data_width
@@ -249,12 +253,19 @@ class Engine(wiring.Component):
             m.d.sync += errors.eq(errors.as_value() | raise_error.as_value())
         any_error = errors.as_value().any()
 
-        state = Signal(range(8))
-        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED = range(8)
+        state = Signal(range(9))
+        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE = range(9)
         running = (state != IDLE) & (state != DONE) & (state != STOPPED)
 
         queued = Signal(16)
         m.d.comb += self.queued.eq(queued)
+        # An aggregate command (seed 003): slots of whole rows, more than one row each.
+        slot_mask = beat_bytes - 1
+        aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
+                         | (cmd.action != StepAction.COPY)
+                         | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
+                         | ((cmd.send.stride & slot_mask) != 0)
+                         | (cmd.send.run != 0) | (cmd.recv.run != 0))
         send_bad = cmd.has_send & region_bad(cmd.send)
         recv_bad = cmd.has_recv & region_bad(cmd.recv)
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
@@ -263,7 +274,8 @@ class Engine(wiring.Component):
                        | (cmd.barrier & (cmd.has_send | cmd.has_recv))
                        | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
                        | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
-                       | (cmd.packet_beats > self._packet_beats))
+                       | (cmd.packet_beats > self._packet_beats)
+                       | (cmd.aggregate & aggregate_bad))
         full = queued >= self._queue_depth
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(cmd)]
         with m.If(self.push & ~self.clear):
@@ -324,6 +336,13 @@ class Engine(wiring.Component):
 
         tx_busy = Signal()
         rx_busy = Signal()
+        # Aggregate command: sends and final packets still due, DONE heard, registration due.
+        agg_sends = Signal(16)
+        agg_finals = Signal(16)
+        agg_done = Signal()
+        reg_pending = Signal()
+        agg_reading = Signal()          # reading the length word of a send slot
+        agg_len_valid = Signal()        # the length word is on send_rd.data
         tx_start = Signal()
         rx_start = Signal()
         barrier_seq = Signal(16)
@@ -356,14 +375,18 @@ class Engine(wiring.Component):
                 with m.Case(LOAD):
                     m.d.sync += [cur.eq(q_rd.data), state.eq(DISPATCH)]
                 with m.Case(DISPATCH):
-                    drain = (cur.fence | cur.barrier
+                    drain = (cur.fence | cur.barrier | cur.aggregate
                              | (cur.has_recv & (cur.action == StepAction.COPY)))
                     ready = ~tx_busy & ~rx_busy & (~drain | pipeline_empty)
                     with m.If(ready):
                         # The previous data command finished: every beat sent and taken.
                         m.d.sync += [idx.eq(idx + 1), finished.eq(finished + counted),
-                                     counted.eq(~cur.barrier)]
-                        with m.If(cur.barrier):
+                                     counted.eq(~cur.barrier & ~cur.aggregate)]
+                        with m.If(cur.aggregate):
+                            m.d.sync += [state.eq(AGGREGATE), agg_sends.eq(cur.send_tag),
+                                         agg_finals.eq(cur.recv_tag), agg_done.eq(0),
+                                         reg_pending.eq(1)]
+                        with m.Elif(cur.barrier):
                             m.d.comb += self.barrier_done.eq(1)
                             m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
                         with m.Else():
@@ -372,6 +395,13 @@ class Engine(wiring.Component):
                 with m.Case(BARRIER):
                     # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
                     with m.If(self.barrier_seq != barrier_seq):
+                        m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
+                                     finished.eq(finished + 1)]
+                with m.Case(AGGREGATE):
+                    # Ref: seed 003, step 7.6: complete once every message is sent, every
+                    # message received and the control tree has said DONE.
+                    with m.If((agg_sends == 0) & (agg_finals == 0) & agg_done & ~tx_busy
+                              & ~rx_busy & ~reg_pending & ~agg_reading & ~agg_len_valid):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(FINISH):
@@ -414,6 +444,47 @@ class Engine(wiring.Component):
         with m.Else():
             m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
 
+        # ---- Aggregate command: the rank's side of the repack exchange (seed 003) ----------
+        # The send region holds send_tag slots of send.stride bytes; slot b starts with a row
+        # whose low 32 bits are the length of the message for destination group b, which
+        # follows on the next row.  Each SEND notice names a group: its message leaves as one
+        # REPACK_IN packet for the named unit.  The messages from source group a land in slot
+        # a of the receive region (recv.stride bytes each), packet by packet at their offsets.
+        m.submodules.agg_sends_fifo = sends_fifo = reset(
+            SyncFIFOBuffered(width=48, depth=max(self._max_nodes, 2)))
+        agg_tx_start = Signal()
+        agg_tag = Signal(16)
+        agg_unit = Signal(8)
+        agg_group = Signal(16)
+        agg_slot = Signal(32)
+        agg_length = Signal(32)
+        m.d.comb += agg_length.eq(self.send_rd.data[:32])
+        in_aggregate = state == AGGREGATE
+        pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_reading & ~agg_len_valid & ~any_error
+        m.d.comb += sends_fifo.r_en.eq(pop)
+        with m.If(self.clear):
+            m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(0)]
+        with m.Elif(pop):
+            group = sends_fifo.r_data[24:40]
+            with m.If(group >= cur.send_tag):
+                m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
+            with m.Else():
+                m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
+                             agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
+                             agg_slot.eq(cur.send.offset + group * cur.send.stride),
+                             agg_reading.eq(1)]
+        with m.Elif(agg_reading):
+            m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(1)]
+        with m.Elif(agg_len_valid):
+            m.d.sync += agg_len_valid.eq(0)
+            # A message must be non-empty, fit its slot and travel as one packet.
+            with m.If((agg_length == 0) | (agg_length > cur.send.stride - beat_bytes)
+                      | (agg_length > 0xFFFF * beat_bytes)):
+                m.d.comb += raise_error.region.eq(1)
+            with m.Else():
+                m.d.comb += agg_tx_start.eq(1)
+                m.d.sync += agg_sends.eq(agg_sends - 1)
+
         # ---- Transmit half ---------------------------------------------------------------
         tx_tag = Signal(16)
         tx_length = Signal(32)
@@ -421,11 +492,19 @@ class Engine(wiring.Component):
         tx_region = Signal(REGION_LAYOUT)
         tx_wait = Signal()              # waiting for the clear-to-send
         tx_walk = Signal()              # the walker has not taken the region yet
+        tx_repack = Signal()            # the message goes to a repack unit
+        tx_unit = Signal(8)
         m.d.comb += cts_rd.addr.eq(tx_peer)
         with m.If(self.clear):
             m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
+        with m.Elif(agg_tx_start):
+            m.d.sync += [tx_busy.eq(1), tx_wait.eq(0), tx_walk.eq(1), tx_peer.eq(cur.send_to),
+                         tx_tag.eq(agg_tag), tx_length.eq(agg_length), tx_repack.eq(1),
+                         tx_unit.eq(agg_unit), tx_region.offset.eq(agg_slot + beat_bytes),
+                         tx_region.length.eq(agg_length), tx_region.run.eq(0),
+                         tx_region.stride.eq(0), tx_packet.eq(0xFFFF)]
         with m.Elif(tx_start):
-            m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to),
+            m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to), tx_repack.eq(0),
                          tx_tag.eq(cur.send_tag), tx_length.eq(cur.send.length),
                          tx_region.eq(cur.send),
                          tx_packet.eq(Mux(cur.packet_beats == 0, self._packet_beats,
@@ -461,6 +540,8 @@ class Engine(wiring.Component):
             m.d.sync += t_valid.eq(t_issue & ~t_outside)
         with m.If(t_issue):
             m.d.sync += [t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last)]
+        with m.If(agg_reading):
+            m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
         m.d.comb += [packer.rows.valid.eq(t_valid),
                      packer.rows.payload.data.eq(self.send_rd.data),
                      packer.rows.payload.lo.eq(t_lo),
@@ -478,14 +559,15 @@ class Engine(wiring.Component):
         h_index = Signal(range(max(hbeats, 2)))
         p_count = Signal(16)
         packet_bytes = Mux(remaining > tx_packet * beat_bytes, tx_packet * beat_bytes, remaining)
-        m.d.comb += [header.kind.eq(PacketKind.DATA),
+        m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
+                     header.arg.eq(tx_unit),
                      header.code.eq(remaining <= tx_packet * beat_bytes),   # the final packet
                      header.src.eq(self.node_id), header.dst.eq(tx_peer),
                      header.seq.eq(tx_tag), header.length.eq(packet_bytes),
                      header.addr.eq(offset)]
-        with m.If(tx_start):
-            m.d.sync += [remaining.eq(cur.send.length), offset.eq(0), in_header.eq(1),
-                         h_index.eq(0)]
+        with m.If(tx_start | agg_tx_start):
+            m.d.sync += [remaining.eq(Mux(agg_tx_start, agg_length, cur.send.length)),
+                         offset.eq(0), in_header.eq(1), h_index.eq(0)]
         out = data_out.payload
         m.d.comb += [out.dest.eq(tx_peer), out.control.eq(0)]
         with m.If(in_header):
@@ -526,8 +608,19 @@ class Engine(wiring.Component):
         rx_walk = Signal()
         rx_region = Signal(REGION_LAYOUT)
         cts_pending = Signal()
+        agg_rx_start = Signal()
+        got = Signal(packet_header_layout())
+        agg_source = Signal(8)
+        m.d.comb += agg_source.eq(got.seq[8:16])
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
+        with m.Elif(agg_rx_start):
+            # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
+            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0),
+                         rx_region.offset.eq(cur.recv.offset + agg_source * cur.recv.stride
+                                             + got.addr),
+                         rx_region.length.eq(got.length), rx_region.run.eq(0),
+                         rx_region.stride.eq(0)]
         with m.Elif(rx_start):
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1),
                          rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
@@ -542,19 +635,22 @@ class Engine(wiring.Component):
         wiring.connect(m, rx_walker.chunks, unpacker.chunks)
 
         # The clear-to-send: the source may now stream the message.
+        # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
         cts = clear_tx.header.payload
-        m.d.comb += [clear_tx.header.valid.eq(cts_pending),
-                     cts.kind.eq(PacketKind.CLEAR), cts.src.eq(self.node_id),
-                     cts.dst.eq(rx_peer), cts.seq.eq(rx_tag)]
-        with m.If(clear_tx.header.valid & clear_tx.header.ready):
-            m.d.sync += cts_pending.eq(0)
+        m.d.comb += [clear_tx.header.valid.eq(cts_pending | reg_pending),
+                     cts.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
+                     cts.src.eq(self.node_id),
+                     cts.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), cts.seq.eq(rx_tag)]
+        with m.If(self.clear):
+            m.d.sync += reg_pending.eq(0)
+        with m.Elif(clear_tx.header.valid & clear_tx.header.ready):
+            m.d.sync += [cts_pending.eq(0), reg_pending.eq(0)]
 
         # Packet parser: collect the header, then pass, or drop, the payload.
         P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
         p_state = Signal(range(4))
         collected = Signal(hbeats * width)
         r_index = Signal(range(max(hbeats, 2)))
-        got = Signal(packet_header_layout())
         got_last = Signal()             # the header's last beat ended the packet
         completes = Signal()
         m.d.comb += got.eq(collected[:header_size])
@@ -581,9 +677,40 @@ class Engine(wiring.Component):
                 with m.Case(P_DECIDE):
                     m.d.comb += bump["packets_received"].eq(1)
                     after = got.length + rx_bytes
+                    from_hub = in_aggregate & (got.src == cur.send_to)
+                    slot_end = Signal(33)
+                    m.d.comb += slot_end.eq(got.addr + got.length)
                     expected = (rx_busy & (got.src == rx_peer) & (got.seq == rx_tag)
                                 & (got.addr == rx_bytes) & ~cts_pending)
-                    with m.If(got.kind == PacketKind.CLEAR):
+                    with m.If((got.kind == PacketKind.REPACK_NOTICE) & from_hub):
+                        # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
+                        # destination group, so the queue never fills), TAKEN, DELIVERED
+                        # (nothing to do), DONE.
+                        with m.If(got.code == NoticeKind.SEND.value):
+                            with m.If(sends_fifo.w_rdy):
+                                m.d.comb += [sends_fifo.w_en.eq(1),
+                                             sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8],
+                                                                      got.addr[:16]))]
+                            with m.Else():
+                                m.d.comb += raise_error.protocol.eq(1)
+                        with m.If(got.code == NoticeKind.DONE.value):
+                            m.d.sync += agg_done.eq(1)
+                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
+                    with m.Elif((got.kind == PacketKind.REPACK_OUT) & from_hub & ~got_last
+                                & (got.length != 0) & (agg_source < cur.recv_tag)):
+                        with m.If(slot_end > cur.recv.stride):
+                            m.d.comb += raise_error.length.eq(1)
+                            m.d.sync += p_state.eq(P_DROP)
+                        with m.Elif(~rx_busy):
+                            m.d.comb += [agg_rx_start.eq(1),
+                                         bump["bytes_received"].eq(got.length)]
+                            m.d.sync += [completes.eq(1), p_state.eq(P_PASS)]
+                            with m.If(got.code[0]):
+                                m.d.sync += agg_finals.eq(agg_finals - 1)
+                        with m.Else():
+                            # Wait for the previous packet's bytes to be written.
+                            m.d.comb += bump["packets_received"].eq(0)
+                    with m.Elif(got.kind == PacketKind.CLEAR):
                         with m.If(got.src < self._max_nodes):
                             m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
                                          cts_wr.en.eq(1), cts_set_valid.eq(1),

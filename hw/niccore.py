@@ -24,9 +24,12 @@ from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEA
                      DEFAULT_QUEUE_DEPTH, ERROR_LAYOUT as ENGINE_ERROR_LAYOUT, Engine)
 from .packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_stream)
+from .repack import MAX_RANKS as _REPACK_MAX_RANKS
+from .repack_hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
 
 
-__all__ = ["NicCore", "check_core_params"]
+__all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
+           "DEFAULT_REPACK_MAX_GROUP"]
 
 
 #: Data widths of the network streams and of device memory beats (register DATA_WIDTH).
@@ -42,6 +45,11 @@ MAX_NODES_LIMIT = _BARRIER_NODES_LIMIT
 BARRIER_CHILDREN_LIMIT = 8
 #: MEM_SIZE is a 32-bit register and the size a power of two, so 2 GiB is the largest.
 MEM_SIZE_LIMIT = 1 << 31
+#: Repack units of a core by default, each with a buffer of this many bytes taking subgroups
+#: of up to this many ranks (seed 003; sized for small all-to-all blocks).
+DEFAULT_REPACK_UNITS = 1
+DEFAULT_REPACK_CAPACITY = 2048
+DEFAULT_REPACK_MAX_GROUP = 8
 
 
 def _is_int(value):
@@ -93,6 +101,13 @@ class NicCore(wiring.Component):
     barrier_children : int
         Child slots of the barrier unit, 1..8 (reported in the barrier block's CAPS): 2 is
         enough for a binary tree, k for a k-ary one.
+    queue_depth, packet_beats : int
+        The engine's command queue and largest data packet (engine block CAPS, PACKET).
+    repack_units : int
+        Repack units of this node (seed 003; 0 for none), served by a control tree for
+        exchanges of up to min(max_nodes, 256) ranks (:class:`~nicoll.hw.repack_hub.RepackHub`).
+    repack_capacity, repack_max_group : int
+        Each unit's buffer in bytes and its largest subgroup (repack block CAPS, CAPACITY).
 
     Members
     -------
@@ -120,7 +135,9 @@ class NicCore(wiring.Component):
 
     def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
                  barrier_children=4, queue_depth=DEFAULT_QUEUE_DEPTH,
-                 packet_beats=DEFAULT_PACKET_BEATS):
+                 packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
+                 repack_capacity=DEFAULT_REPACK_CAPACITY,
+                 repack_max_group=DEFAULT_REPACK_MAX_GROUP):
         check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
         _check_barrier_children(barrier_children)
         self.alu_capabilities = check_capabilities(alu_capabilities)
@@ -144,6 +161,17 @@ class NicCore(wiring.Component):
         self._queue_depth = queue_depth
         self._packet_beats = packet_beats
         self._engine = None
+        if not _is_int(repack_units):
+            raise TypeError(f"repack_units must be an integer, not {repack_units!r}")
+        if not 0 <= repack_units <= 64:
+            raise ValueError(f"repack_units must be between 0 and 64, not {repack_units!r}")
+        self._repack_units = repack_units
+        self._repack_capacity = repack_capacity
+        self._repack_max_group = repack_max_group
+        self._hub = None
+        if repack_units:
+            self.hub._MustUse__silence = True    # checks the repack parameters now
+            self._hub = None
 
     @property
     def csr(self):
@@ -173,6 +201,18 @@ class NicCore(wiring.Component):
                                   mem_size=self._mem_size, alu_capabilities=self.alu_capabilities,
                                   queue_depth=self._queue_depth, packet_beats=self._packet_beats)
         return self._engine
+
+    @property
+    def hub(self):
+        """The repack units and control tree (:class:`~nicoll.hw.repack_hub.RepackHub`),
+        built on first use; None in a build without repack units."""
+        if self._hub is None and self._repack_units:
+            self._hub = RepackHub(data_width=self._data_width,
+                                  max_ranks=max(2, min(self._max_nodes, _REPACK_MAX_RANKS)),
+                                  units=self._repack_units, max_group=self._repack_max_group,
+                                  capacity_bytes=self._repack_capacity,
+                                  packet_beats=DEFAULT_HUB_PACKET_BEATS)
+        return self._hub
 
     @property
     def data_width(self):
@@ -215,18 +255,28 @@ class NicCore(wiring.Component):
                                                                          engine_barrier)
         values.update(barrier_values)
 
-        # Transmit: control packets first (barrier notices, clear-to-send), then data.
-        # Receive: barrier notices to the barrier unit, the engine's kinds to the engine.
-        m.submodules.tx_arbiter = arbiter = PacketArbiter(2, self._data_width)
-        wiring.connect(m, barrier_tx, arbiter.i_0)
-        wiring.connect(m, engine_tx, arbiter.i_1)
+        hub_ports = self._elaborate_hub(m, values)
+
+        # Transmit: control packets first (barrier notices, clear-to-send, repack
+        # registrations and notices), then data.  Receive: barrier notices to the barrier
+        # unit, the engine's kinds to the engine, the repack units' kinds to the hub (to the
+        # barrier receiver, which drops them, in a build without units).
+        inputs = [barrier_tx, engine_tx] + ([hub_ports[0]] if hub_ports else [])
+        m.submodules.tx_arbiter = arbiter = PacketArbiter(len(inputs), self._data_width)
+        for k, port in enumerate(inputs):
+            wiring.connect(m, port, getattr(arbiter, f"i_{k}"))
         wiring.connect(m, arbiter.o, wiring.flipped(self.net_tx))
-        m.submodules.rx_demux = demux = PacketDemux(
-            self._data_width, {PacketKind.BARRIER: 0, PacketKind.CLEAR: 1, PacketKind.DATA: 1},
-            outputs=2, default=0)
+        route = {PacketKind.BARRIER: 0, PacketKind.CLEAR: 1, PacketKind.DATA: 1,
+                 PacketKind.REPACK_NOTICE: 1, PacketKind.REPACK_OUT: 1}
+        if hub_ports:
+            route.update({PacketKind.REPACK_REGISTER: 2, PacketKind.REPACK_IN: 2})
+        m.submodules.rx_demux = demux = PacketDemux(self._data_width, route,
+                                                    outputs=3 if hub_ports else 2, default=0)
         wiring.connect(m, wiring.flipped(self.net_rx), demux.i)
         wiring.connect(m, demux.o_0, barrier_rx)
         wiring.connect(m, demux.o_1, engine_rx)
+        if hub_ports:
+            wiring.connect(m, demux.o_2, hub_ports[1])
 
         # Values of the hardware-driven fields, keyed by the map's own names; every such
         # field of the map must be driven here, so a field added to the RDL cannot be left
@@ -245,6 +295,64 @@ class NicCore(wiring.Component):
         if values:
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
         return m
+
+    def _elaborate_hub(self, m, values):
+        """The repack units and control tree with their registers; returns the hub's
+        (tx, rx) packet ports, or None in a build without units."""
+        csr = self.csr
+
+        def reg(register, field):
+            return getattr(csr, CSRSlave.port_name("repack", register, field))
+
+        hub = self.hub
+        names = ("busy", "pending", "code", "last_error")
+        if hub is None:
+            values.update({("repack", "CAPS", "units"): 0, ("repack", "CAPS", "max_group"): 0,
+                           ("repack", "CAPACITY", "bytes"): 0,
+                           ("repack", "LIMITS", "max_ranks"): 0,
+                           ("repack", "LIMITS", "packet_beats"): 0})
+            values.update({("repack", "STATUS", name): 0 for name in names})
+            values.update({("repack", name, "count"): 0
+                           for name in ("ERRORS", "CYCLES", "OPS", "DROPPED")})
+            return None
+        m.submodules.hub = hub
+        m.d.comb += hub.node_id.eq(self.node_id)
+        # A list write or start is held until the control tree takes it (it takes them while
+        # no exchange runs); the host sees STATUS.pending meanwhile.
+        order_valid = Signal()
+        start_valid = Signal()
+        write_src, write_dst = reg("CONTROL", "write_src"), reg("CONTROL", "write_dst")
+        with m.If(write_src | write_dst):
+            m.d.sync += [order_valid.eq(1),
+                         hub.order.payload.list.eq(Mux(write_dst, 1, 0)),
+                         hub.order.payload.index.eq(reg("ORDER", "index")),
+                         hub.order.payload.rank.eq(reg("ORDER", "rank")),
+                         hub.order.payload.end.eq(reg("CONTROL", "end"))]
+        with m.Elif(hub.order.ready):
+            m.d.sync += order_valid.eq(0)
+        with m.If(reg("CONTROL", "start")):
+            m.d.sync += [start_valid.eq(1), hub.start.payload.n.eq(reg("N", "n")),
+                         hub.start.payload.budget.eq(reg("BUDGET", "bytes")),
+                         hub.start.payload.timeout.eq(reg("TIMEOUT", "cycles"))]
+        with m.Elif(hub.start.ready):
+            m.d.sync += start_valid.eq(0)
+        m.d.comb += [hub.order.valid.eq(order_valid), hub.start.valid.eq(start_valid)]
+        values.update({
+            ("repack", "CAPS", "units"): hub.units,
+            ("repack", "CAPS", "max_group"): hub.max_group,
+            ("repack", "CAPACITY", "bytes"): hub.capacity_bytes,
+            ("repack", "LIMITS", "max_ranks"): hub.max_ranks,
+            ("repack", "LIMITS", "packet_beats"): DEFAULT_HUB_PACKET_BEATS,
+            ("repack", "STATUS", "busy"): hub.busy,
+            ("repack", "STATUS", "pending"): order_valid | start_valid,
+            ("repack", "STATUS", "code"): hub.status,
+            ("repack", "STATUS", "last_error"): hub.last_error,
+            ("repack", "ERRORS", "count"): hub.errors,
+            ("repack", "CYCLES", "count"): hub.cycles,
+            ("repack", "OPS", "count"): hub.ops,
+            ("repack", "DROPPED", "count"): hub.dropped,
+        })
+        return hub.tx, hub.rx
 
     def _elaborate_engine(self, m, cycles, values):
         """The collective engine, its memory ports and registers; returns its packet ports

@@ -10,7 +10,8 @@ A packet is a run of beats on an :class:`amaranth.lib.stream` interface; its las
 - ``last``: set on the final beat of a packet;
 - ``dest``: the destination node id, the routing field.  It is the same on every beat of a
   packet; the switch routes on the first beat's value.
-- ``control``: set on every beat of a control packet (barrier notices, registrations).  At
+- ``control``: set on every beat of a control packet (barrier notices, clear-to-send,
+  repack registrations and notices).  At
   every arbitration, in the NIC's transmit path and in the switch, a waiting control packet
   goes before any waiting bulk packet, so control traffic never queues behind bulk data;
   it waits at most for the one packet already moving on its link.
@@ -75,10 +76,23 @@ class PacketKind(enum.Enum, shape=4):
     #: The collective engine's data: ``length`` payload bytes of message ``seq`` starting at
     #: byte ``addr`` of the message's stream.
     DATA = 3
+    #: A rank's registration with the repack control tree (seed 003, step 7.1): header only,
+    #: sent to the node hosting the repack units.
+    REPACK_REGISTER = 4
+    #: A notice of the repack control tree to a rank: header only, ``code`` = the
+    #: :class:`~nicoll.hw.repack.NoticeKind`, ``seq`` = sub-matrix tag, ``arg`` = unit,
+    #: ``addr`` = group.
+    REPACK_NOTICE = 5
+    #: A rank's message for a repack unit: one packet, ``arg`` = the unit, ``seq`` = the tag.
+    REPACK_IN = 6
+    #: ``length`` bytes of a repack unit's message to a rank, starting at byte ``addr`` of the
+    #: message; ``seq`` = the sub-matrix tag, ``code`` bit 0 set on the message's final packet.
+    REPACK_OUT = 7
 
     @property
     def is_control(self):
-        return self in (PacketKind.BARRIER, PacketKind.CLEAR)
+        return self in (PacketKind.BARRIER, PacketKind.CLEAR, PacketKind.REPACK_REGISTER,
+                        PacketKind.REPACK_NOTICE)
 
 
 def packet_header_layout():

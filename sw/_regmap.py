@@ -194,13 +194,61 @@ REGMAP = RegisterMap(
                 Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
-        Block(name='repack', offset=0x300, desc='Header reserved for the repack (aggregator) units and their control tree (seed 003).', registers=(
+        Block(name='repack', offset=0x300, desc="The repack (aggregator) units and their control tree (seed 003), serving every rank of the cluster from this node: rank lists, start of an exchange, status and counters. The ranks' side of an exchange is the engine's aggregate command.", registers=(
             Register(name='ID', address=0x300, offset=0x00, width=32, desc='Constant tag naming the block (four ASCII characters, first character in the top byte).', fields=(
                 Field(name='tag', lsb=0, width=32, sw='r', hw='na', reset=0x5250434b, desc=''),
             )),
             Register(name='VERSION', address=0x304, offset=0x04, width=32, desc='The driver refuses a block whose major version differs from the one it was written for.', fields=(
-                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on compatible additions.'),
-                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on incompatible changes.'),
+                Field(name='minor', lsb=0, width=16, sw='r', hw='na', reset=0x0, desc='Incremented on compatible additions.'),
+                Field(name='major', lsb=16, width=16, sw='r', hw='na', reset=0x1, desc='Incremented on incompatible changes.'),
+            )),
+            Register(name='CAPS', address=0x308, offset=0x08, width=32, desc='units: repack units of this node (0: none, the block is inert). max_group: the largest subgroup a unit takes.', fields=(
+                Field(name='units', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='max_group', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='CAPACITY', address=0x30c, offset=0x0c, width=32, desc="bytes: each unit's data buffer; a sub-matrix needs its byte budget plus (B - 1) bytes per source (B = DATA_WIDTH / 8).", fields=(
+                Field(name='bytes', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='LIMITS', address=0x310, offset=0x10, width=32, desc="max_ranks: the largest N of an exchange. packet_beats: the largest payload, in beats, of a packet a unit's message leaves in.", fields=(
+                Field(name='max_ranks', lsb=0, width=16, sw='r', hw='w', reset=None, desc=''),
+                Field(name='packet_beats', lsb=16, width=16, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='ORDER', address=0x314, offset=0x14, width=32, desc='Entry index of the SRC or DST rank list (written by CONTROL.write_src / write_dst) is rank; end = 1 ends a subgroup after it.', fields=(
+                Field(name='index', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+                Field(name='rank', lsb=16, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='CONTROL', address=0x318, offset=0x18, width=32, desc='write_src / write_dst = 1: write ORDER (with end) into the SRC / DST list. start = 1: start an exchange over ranks 0 .. N-1 with BUDGET and TIMEOUT. Lists and start are taken while no exchange runs; STATUS.pending is set until then.', fields=(
+                Field(name='write_src', lsb=0, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='write_dst', lsb=1, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='start', lsb=2, width=1, sw='w', hw='r', reset=0x0, desc='', singlepulse=True),
+                Field(name='end', lsb=8, width=1, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='N', address=0x31c, offset=0x1c, width=32, desc='n: ranks of the next exchange (1 .. max_ranks).', fields=(
+                Field(name='n', lsb=0, width=16, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='BUDGET', address=0x320, offset=0x20, width=32, desc='bytes: the byte budget of every sub-matrix (the largest sub-matrix total), checked against the unit buffer at start.', fields=(
+                Field(name='bytes', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='TIMEOUT', address=0x324, offset=0x24, width=32, desc='cycles: the cycle budget of every wait of the exchange (a missing registration or message ends it with TIMEOUT).', fields=(
+                Field(name='cycles', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
+            )),
+            Register(name='STATUS', address=0x328, offset=0x28, width=32, desc='busy: an exchange runs. pending: a list write or start not yet taken. code: result of the latest exchange (nicoll.hw.repack.RepackError: 0 OK). last_error: code of the latest error counted in ERRORS.', fields=(
+                Field(name='busy', lsb=0, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='pending', lsb=1, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='code', lsb=8, width=4, sw='r', hw='w', reset=None, desc=''),
+                Field(name='last_error', lsb=12, width=4, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='ERRORS', address=0x32c, offset=0x2c, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='CYCLES', address=0x330, offset=0x30, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='OPS', address=0x334, offset=0x34, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
+            )),
+            Register(name='DROPPED', address=0x338, offset=0x38, width=32, desc='', fields=(
+                Field(name='count', lsb=0, width=32, sw='r', hw='w', reset=None, desc=''),
             )),
         )),
         Block(name='barrier', offset=0x400, desc="The barrier unit (seed 004): tree configuration, approximate-computing thresholds, the node's done strobe, status, cycle stamps and the root's abort log.", registers=(

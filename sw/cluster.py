@@ -23,7 +23,7 @@ from .engine import ERROR_NAMES, error_text
 from .errors import NicollError
 from .tree import BarrierTree
 
-__all__ = ["Cluster", "BarrierResult", "CallStats"]
+__all__ = ["Cluster", "BarrierResult", "CallStats", "AggregatePlan"]
 
 #: Barrier numbers wrap at 16 bits (every notice carries one).
 _SEQ_MASK = 0xFFFF
@@ -87,6 +87,17 @@ class CallStats:
     rank_cycles: list | None = None
 
 
+@dataclass(frozen=True)
+class AggregatePlan:
+    """What ``Cluster.last_plan`` holds after an aggregate exchange (seed 003)."""
+    collective: str
+    #: The subgroups and the cost model's figures (:class:`~nicoll.repack_plan.RepackPlan`).
+    repack: object
+    #: Each rank's :class:`~nicoll.aggregate.RankLayout` in device memory.
+    layouts: tuple
+    algorithm: str = "aggregate"
+
+
 class _ModelBackend:
     """The device model: one ModelNode per rank, nothing to start or stop."""
 
@@ -96,7 +107,8 @@ class _ModelBackend:
         from .model import ModelNode
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
-        self.engine = EngineNetworkModel(self.clock, config.max_nodes)
+        self.engine = EngineNetworkModel(self.clock, config.max_nodes,
+                                         repack_units=config.repack_units)
         self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
                                  max_nodes=config.max_nodes, mem_size=config.mem_size,
                                  alu_capabilities=config.alu_capabilities,
@@ -133,17 +145,21 @@ class Cluster:
     :param mem_size: bytes of device memory per node (a power of two).
     :param alu_capabilities: the (op, dtype) pairs the reduction ALU is built with, e.g.
         everything but ``("prod", "float64")`` to save DSPs; None for every pair MPI defines.
+    :param repack_units: repack units of each node (seed 003); node 0's serve
+        ``alltoall``/``alltoallv`` with algorithm ``"aggregate"``; 0 builds none.
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=DEFAULT_MAX_NODES,
-                 mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, progress=None):
+                 mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
+                 progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
-                                    mem_size=mem_size, alu_capabilities=alu_capabilities)
+                                    mem_size=mem_size, alu_capabilities=alu_capabilities,
+                                    repack_units=repack_units)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:
@@ -392,9 +408,9 @@ class Cluster:
         where it is block i.
 
         :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
-            input's place with ``scratch_blocks`` blocks of scratch, default 1) or ``"auto"``
-            (pairwise).  ``"aggregate"`` (seed 003) is refused: the repack units are not yet
-            reachable through the register map.
+            input's place with ``scratch_blocks`` blocks of scratch, default 1),
+            ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``
+            (pairwise).
         :param options: ``segments`` of :func:`nicoll.schedule.alltoall`.
         :returns: one array per rank, of the inputs' shape.
         """
@@ -406,6 +422,15 @@ class Cluster:
                               f"{size} elements do not divide by {self.nodes}")
         if scratch_blocks is not None:
             options["scratch_blocks"] = scratch_blocks
+        if algorithm == "aggregate":
+            if options:
+                raise NicollError(f"alltoall 'aggregate' takes no options, not "
+                                  f"{', '.join(map(repr, options))}")
+            raw = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in xs]
+            step = size // self.nodes * xs[0].dtype.itemsize
+            blocks = [[r[j * step:(j + 1) * step] for j in range(self.nodes)] for r in raw]
+            out = self._run_aggregate("alltoall", blocks)
+            return [np.concatenate(row).view(xs[0].dtype).reshape(xs[0].shape) for row in out]
         plan = _schedule.alltoall(self.nodes, size // self.nodes, xs[0].dtype, algorithm,
                                   **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
@@ -413,7 +438,10 @@ class Cluster:
     def alltoallv(self, blocks, algorithm="auto", **options):
         """``blocks[i][j]`` (a 1-D array, possibly empty) goes from rank i to rank j.
 
-        :param algorithm: ``"pairwise"`` or ``"auto"`` (pairwise).
+        :param algorithm: ``"pairwise"``, ``"aggregate"`` (seed 003: through the repack units
+            of node 0) or ``"auto"``: aggregate when the repack plan's cost model favours it
+            for these block sizes (:func:`nicoll.repack_plan.plan_subgroups`, ``method``
+            "repack") and the build has units whose buffers hold it, else pairwise.
         :param options: ``segments`` of :func:`nicoll.schedule.alltoallv`.
         :returns: ``out`` with ``out[j][i]`` the block rank i sent to rank j.
         """
@@ -446,6 +474,16 @@ class Cluster:
         self._check_call("alltoallv", algorithm, options)
         dtype = blocks[0][0].dtype
         sizes = [[blocks[i][j].size for j in range(n)] for i in range(n)]
+        if algorithm == "auto" and not options and self._aggregate_plan(
+                [[s * dtype.itemsize for s in row] for row in sizes], quiet=True):
+            algorithm = "aggregate"
+        if algorithm == "aggregate":
+            if options:
+                raise NicollError(f"alltoallv 'aggregate' takes no options, not "
+                                  f"{', '.join(map(repr, options))}")
+            raw = [[np.ascontiguousarray(b).view(np.uint8) for b in row] for row in blocks]
+            out = self._run_aggregate("alltoallv", raw)
+            return [[block.view(dtype) for block in row] for row in out]
         plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
         inputs = [np.concatenate([np.ascontiguousarray(b) for b in row]) for row in blocks]
         outputs = self._run(plan, inputs)
@@ -482,13 +520,10 @@ class Cluster:
     def _check_call(self, what, algorithm, options, op=None, dtype=None):
         """The algorithm, the options and (for reductions) the op and type of a call."""
         if what in ("alltoall", "alltoallv"):
-            known = _schedule.ALLTOALL_ALGORITHMS if what == "alltoall" else ("pairwise",)
+            known = (_schedule.ALLTOALL_ALGORITHMS if what == "alltoall"
+                     else ("pairwise",)) + ("aggregate",)
         else:
             known = _schedule.REDUCTION_ALGORITHMS
-        if algorithm == "aggregate" and what in ("alltoall", "alltoallv"):
-            raise NicollError(f"{what} algorithm 'aggregate' runs on the repack units (seed "
-                              f"003), which are not yet reachable through the register map; "
-                              f"use {', '.join(map(repr, known))} or 'auto'")
         if not isinstance(algorithm, str) or algorithm not in known + ("auto",):
             raise NicollError(f"unknown {what} algorithm {algorithm!r}; algorithms are "
                               f"{', '.join(map(repr, known))} and 'auto'")
@@ -547,6 +582,111 @@ class Cluster:
             for piece in schedule.result:
                 raw[piece.data:piece.data + piece.length] = dev.mem_read(piece.buffer, piece.length)
             outputs.append(np.frombuffer(raw, dtype=plan.dtype))
+        self._record(devices, start)
+        return outputs
+
+    # -- aggregate exchanges (seed 003) ------------------------------------------------------
+
+    def _aggregate_plan(self, lengths, quiet=False):
+        """The repack plan of node 0's units for an N×N matrix of block byte lengths; with
+        ``quiet``, None instead of an error when the units cannot take it or the cost model
+        prefers direct exchange."""
+        from .repack_plan import plan_subgroups
+        from nicoll.hw.repack import MAX_BLOCK_BYTES
+        repack = self._devices[0].repack
+        n = self.nodes
+        problem = None
+        if not repack.units:
+            problem = "this build has no repack units (repack block CAPS.units = 0)"
+        elif n > repack.max_ranks:
+            problem = f"the repack units take at most {repack.max_ranks} ranks, not {n}"
+        elif max(max(row) for row in lengths) > MAX_BLOCK_BYTES:
+            problem = (f"a block of {max(max(row) for row in lengths)} bytes; a repack "
+                       f"message's blocks hold at most {MAX_BLOCK_BYTES} bytes")
+        plan = None
+        if problem is None:
+            try:
+                plan = plan_subgroups(n, lengths, data_width=self.data_width,
+                                      max_group=repack.max_group, capacity_bytes=repack.capacity,
+                                      units=repack.units)
+            except NicollError as exc:
+                problem = str(exc)
+        if problem is None and not quiet:
+            return plan
+        if quiet:
+            return plan if problem is None and plan.method == "repack" else None
+        raise NicollError(f"algorithm 'aggregate' cannot run this exchange: {problem}")
+
+    def _run_aggregate(self, what, blocks):
+        """Exchange ``blocks[i][j]`` (uint8 arrays) through node 0's repack units; returns
+        ``out[j][i]`` (uint8 arrays)."""
+        from .aggregate import aggregate_command, layout, read_messages
+        n = self.nodes
+        lengths = [[len(b) for b in row] for row in blocks]
+        plan = self._aggregate_plan(lengths)
+        layouts = layout(plan, blocks)
+        devices = self._devices
+        for r, (lay, dev) in enumerate(zip(layouts, devices)):
+            if lay.end > dev.mem_size:
+                raise NicollError(f"{what} (aggregate) needs {lay.end} bytes of device memory "
+                                  f"on rank {r}; it holds {dev.mem_size}")
+        self.last_plan = AggregatePlan(collective=what, repack=plan, layouts=tuple(layouts))
+        hub = devices[0]
+        for lay, dev in zip(layouts, devices):
+            dev.mem_write(0, lay.image)
+            dev.mem_write(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
+            dev.engine.clear()
+            dev.engine.push(aggregate_command(lay, 0))
+            dev.engine.check()
+        hub.repack.lists(plan)
+        clock = devices[0]
+        start = self._start_cycle(clock, _ARM_ACCESSES + hub.repack.START_ACCESSES)
+        width = self.data_width // 8
+        beats = sum(-(-len(lay.image) // width) + -(-lay.receives * lay.recv_slot // width)
+                    for lay in layouts)
+        budget = (_BUDGET_BASE + _BUDGET_PER_STEP * n * (plan.sends_per_rank
+                                                         + plan.receives_per_rank)
+                  + _BUDGET_PER_BEAT * beats)
+        # The control tree's waits start now: the first registration comes at the start.
+        hub.repack.start(n, plan.budget(lengths), start - clock.cycles() + budget)
+        for dev in devices:
+            dev.engine.arm(start)
+        if clock.cycles() >= start:
+            raise NicollError(f"arming the engines took until cycle {clock.cycles()}, past "
+                              f"the start {start}; the backend's bus is slower than measured")
+        self._wait_aggregate(what, clock, start, budget)
+        received = [read_messages(dev, lay) for dev, lay in zip(devices, layouts)]
+        out = plan.gather_results(received)
+        self._record(devices, start)
+        return out
+
+    def _wait_aggregate(self, what, clock, start, budget):
+        pending = list(range(self.nodes))
+        while pending:
+            status = self._devices[pending[0]].engine.status()
+            if status.done:
+                pending.pop(0)
+            elif status.error or clock.cycles() - start > budget:
+                break
+        if not pending:
+            return
+        hub = self._devices[0].repack.status()
+        problems = []
+        for rank, dev in enumerate(self._devices):
+            status, errors = dev.engine.status(), dev.engine.errors()
+            if status.done and not errors:
+                continue
+            names = [name for name in ERROR_NAMES if name in errors]
+            problems.append(f"rank {rank} stopped with {error_text(names)}" if names
+                            else f"rank {rank} waits")
+        code = hub["code"]
+        raise NicollError(f"{what} (aggregate) did not finish within {budget} cycles of its "
+                          f"start: " + "; ".join(problems) + f"; the repack control tree "
+                          f"{'runs' if hub['busy'] else 'ended'} with status "
+                          f"{getattr(code, 'name', code)}")
+
+    def _record(self, devices, start):
+        """Cluster.last from the engines' counters."""
         counters = [dev.engine.counters() for dev in devices]
         cycles = rank_cycles = None
         if self.backend != "model":
@@ -558,7 +698,6 @@ class Cluster:
                               packets=[c["packets_sent"] for c in counters],
                               packets_received=[c["packets_received"] for c in counters],
                               alu_beats=[c["alu_beats"] for c in counters])
-        return outputs
 
     def _budget(self, plan):
         """Cycles the plan may take from its start (see _BUDGET_*)."""

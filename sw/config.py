@@ -33,6 +33,9 @@ class ClusterConfig:
     #: (op, dtype) pairs the ALU computes, as a sorted tuple of (ReduceOp, DType); None: all
     #: pairs MPI defines.  Given as any iterable of (op name, numpy dtype) pairs.
     alu_capabilities: tuple | None = None
+    #: Repack units of each node (seed 003); node 0's serve the cluster's aggregate
+    #: exchanges.  0 builds none (algorithm "aggregate" is then refused).
+    repack_units: int = 1
 
     def __post_init__(self):
         if self.alu_capabilities is not None:
@@ -54,6 +57,9 @@ class ClusterConfig:
                               f"not {self.nodes!r}")
         if self.data_width not in DATA_WIDTHS:
             raise NicollError(f"data_width must be one of {DATA_WIDTHS}, not {self.data_width!r}")
+        _int("repack_units", self.repack_units)
+        if not 0 <= self.repack_units <= 64:
+            raise NicollError(f"repack_units must be between 0 and 64, not {self.repack_units!r}")
         _int("mem_size", self.mem_size)
         beat = self.data_width // 8
         if (self.mem_size < beat or self.mem_size > _MEM_SIZE_LIMIT
@@ -66,7 +72,7 @@ class ClusterConfig:
         """Keyword arguments for the gateware constructors."""
         return dict(nodes=self.nodes, data_width=self.data_width,
                     max_nodes=self.max_nodes, mem_size=self.mem_size,
-                    alu_capabilities=self.alu_capabilities)
+                    alu_capabilities=self.alu_capabilities, repack_units=self.repack_units)
 
     def slug(self):
         """A short name for build folders."""
@@ -74,4 +80,6 @@ class ClusterConfig:
         if self.alu_capabilities is not None:
             names = repr([(op.name, dtype.name) for op, dtype in self.alu_capabilities])
             slug += "_alu" + hashlib.sha256(names.encode()).hexdigest()[:8]
+        if self.repack_units != 1:
+            slug += f"_rp{self.repack_units}"
         return slug

@@ -8,6 +8,7 @@ the register map, ``hw/regmap/nicoll.rdl``).  It then reads the build parameters
 import numpy as np
 
 from ._regmap import REGMAP
+from .aggregate import RepackDriver
 from .barrier import BarrierDriver
 from .engine import EngineDriver
 from .errors import NicollError
@@ -44,6 +45,8 @@ class Device:
         #: The collective engine (seeds 000, 001, 002): :class:`~nicoll.engine.EngineDriver`.
         self.engine = EngineDriver(self.regs, node_id=self.node_id, data_width=self.data_width,
                                    mem_size=self.mem_size)
+        #: The repack block (seed 003): :class:`~nicoll.aggregate.RepackDriver`.
+        self.repack = RepackDriver(self.regs)
 
     def _check_headers(self, regmap):
         for block in regmap.blocks:

@@ -1,0 +1,282 @@
+# Ref: seed 003 (CN111614581): repack units and their control tree "in a switch or NIC"; the
+#      ranks register, are told where to send, send one message per destination subgroup and
+#      receive one message per source subgroup.
+"""The repack units of a node, on the network (:class:`RepackHub`).
+
+A :class:`~nicoll.hw.repack.RepackEngine` (control tree + units) serves every rank of the
+cluster from one node.  The hub turns its streams into packets and back:
+
+- a :attr:`~nicoll.hw.packet.PacketKind.REPACK_REGISTER` packet from rank ``src`` is that
+  rank's registration;
+- a :attr:`~nicoll.hw.packet.PacketKind.REPACK_IN` packet is one whole source message for the
+  unit named by the header's ``arg`` (the transport rank is ``src``);
+- every notice of the control tree leaves as a
+  :attr:`~nicoll.hw.packet.PacketKind.REPACK_NOTICE` control packet;
+- each unit's messages leave as :attr:`~nicoll.hw.packet.PacketKind.REPACK_OUT` packets of at
+  most ``packet_beats`` payload beats.  The header needs the payload's length before the
+  payload, so each unit's output is buffered one packet at a time (:class:`MessagePacketizer`).
+
+Any other packet (another kind, a unit number the hub does not have, a message packet with
+no payload, a registration while no exchange runs) is dropped whole and counted in
+``dropped``, so nothing can hold up the hub's port.
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
+                     packet_header_layout, packet_stream)
+from .repack import (HEADER_LAYOUT, NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
+                     START_LAYOUT, RepackEngine, RepackError, message_stream)
+
+
+__all__ = ["MessagePacketizer", "RepackHub", "DEFAULT_HUB_PACKET_BEATS"]
+
+
+#: Payload beats of a REPACK_OUT packet by default: a unit's output buffer holds one packet.
+DEFAULT_HUB_PACKET_BEATS = 16
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class MessagePacketizer(wiring.Component):
+    """Cuts the messages of one repack unit into REPACK_OUT packets.
+
+    Up to ``packet_beats`` beats of a message are stored, then sent behind a header naming
+    their byte count, the message's tag (read from its first beat, :data:`HEADER_LAYOUT`),
+    the destination (the beats' ``rank``), the offset of the packet's first byte in the
+    message and, on the message's last packet, ``code`` bit 0.  Input waits while a packet
+    is sent.
+
+    Members
+    -------
+    i : ``In(message_stream(data_width))``
+    o : ``Out(packet_stream(data_width))``
+    node_id : ``In(16)``
+        The ``src`` of the headers.
+    """
+
+    def __init__(self, data_width, packet_beats):
+        if not _is_int(packet_beats):
+            raise TypeError(f"packet_beats must be an integer, not {packet_beats!r}")
+        if not 1 <= packet_beats <= 65535:
+            raise ValueError(f"packet_beats must be between 1 and 65535, not {packet_beats!r}")
+        self._data_width = data_width
+        self._packet_beats = packet_beats
+        super().__init__({
+            "i": In(message_stream(data_width)),
+            "o": Out(packet_stream(data_width)),
+            "node_id": In(DEST_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._data_width
+        beat_bytes = width // 8
+        depth = self._packet_beats
+        hbeats = header_beats(width)
+        buf = Memory(shape=width + beat_bytes, depth=depth, init=[])
+        m.submodules.buf = buf
+        wr = buf.write_port()
+        rd = buf.read_port(domain="comb")
+
+        FILL, HEAD, DRAIN = range(3)
+        state = Signal(range(3))
+        count = Signal(range(depth + 1))      # beats stored
+        nbytes = Signal(range(depth * beat_bytes + 1))
+        index = Signal(range(max(depth, hbeats, 2)))
+        final = Signal()
+        first = Signal(init=1)                # the next beat starts a message
+        tag = Signal(16)
+        dest = Signal(DEST_WIDTH)
+        offset = Signal(32)
+
+        beat = self.i.payload
+        kept = Signal(range(beat_bytes + 1))
+        m.d.comb += kept.eq(sum(beat.keep[k] for k in range(beat_bytes)))
+        with m.Switch(state):
+            with m.Case(FILL):
+                m.d.comb += [self.i.ready.eq(1), wr.addr.eq(count),
+                             wr.data.eq(Cat(beat.data, beat.keep)), wr.en.eq(self.i.valid)]
+                with m.If(self.i.valid):
+                    m.d.sync += [count.eq(count + 1), nbytes.eq(nbytes + kept),
+                                 dest.eq(beat.rank), first.eq(beat.last)]
+                    with m.If(first):
+                        m.d.sync += tag.eq(beat.data[HEADER_LAYOUT["tag"].offset:][:16])
+                    with m.If(beat.last | (count == depth - 1)):
+                        m.d.sync += [final.eq(beat.last), state.eq(HEAD), index.eq(0)]
+            with m.Case(HEAD):
+                header = Signal(packet_header_layout())
+                bits = Signal(hbeats * width)
+                m.d.comb += [header.kind.eq(PacketKind.REPACK_OUT), header.code.eq(final),
+                             header.src.eq(self.node_id), header.dst.eq(dest),
+                             header.seq.eq(tag), header.length.eq(nbytes),
+                             header.addr.eq(offset), bits.eq(header.as_value()),
+                             self.o.valid.eq(1), self.o.payload.keep.eq((1 << beat_bytes) - 1)]
+                with m.Switch(index):
+                    for k in range(hbeats):
+                        with m.Case(k):
+                            m.d.comb += self.o.payload.data.eq(bits[k * width:(k + 1) * width])
+                with m.If(self.o.ready):
+                    with m.If(index == hbeats - 1):
+                        m.d.sync += [index.eq(0), state.eq(DRAIN)]
+                    with m.Else():
+                        m.d.sync += index.eq(index + 1)
+            with m.Case(DRAIN):
+                last = index == count - 1
+                m.d.comb += [rd.addr.eq(index), self.o.valid.eq(1),
+                             self.o.payload.data.eq(rd.data[:width]),
+                             self.o.payload.keep.eq(rd.data[width:]),
+                             self.o.payload.last.eq(last)]
+                with m.If(self.o.ready):
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(last):
+                        m.d.sync += [state.eq(FILL), count.eq(0), nbytes.eq(0),
+                                     offset.eq(Mux(final, 0, offset + nbytes))]
+        m.d.comb += [self.o.payload.dest.eq(dest), self.o.payload.control.eq(0)]
+        return m
+
+
+class RepackHub(wiring.Component):
+    """Repack units and control tree on a packet port (see the module docstring).
+
+    Parameters
+    ----------
+    data_width : int
+        Bits per beat of packets and messages.
+    max_ranks, units, max_group, capacity_bytes : int
+        As for :class:`~nicoll.hw.repack.RepackEngine`.
+    packet_beats : int
+        Largest payload of a REPACK_OUT packet, in beats (each unit buffers one).
+
+    Members
+    -------
+    rx : ``In(packet_stream(data_width))``; tx : ``Out(packet_stream(data_width))``
+    node_id : ``In(16)``
+    order, start : control tree configuration streams (as on ``RepackEngine``)
+    busy, status, errors, last_error, cycles, ops : as on ``RepackEngine``
+    dropped : ``Out(32)``
+        Packets the hub could not use; wraps.
+    """
+
+    def __init__(self, *, data_width, max_ranks, units, max_group, capacity_bytes,
+                 packet_beats=DEFAULT_HUB_PACKET_BEATS):
+        self._engine = RepackEngine(max_ranks, units, max_group, data_width, capacity_bytes)
+        self._engine._MustUse__silence = True    # elaborated with the hub
+        MessagePacketizer(data_width, packet_beats)._MustUse__silence = True   # checks
+        self._data_width = data_width
+        self._packet_beats = packet_beats
+        self.max_ranks, self.units, self.max_group = max_ranks, units, max_group
+        self.capacity_bytes = capacity_bytes
+        super().__init__({
+            "rx": In(packet_stream(data_width)),
+            "tx": Out(packet_stream(data_width)),
+            "node_id": In(DEST_WIDTH),
+            "order": In(stream.Signature(ORDER_WRITE_LAYOUT)),
+            "start": In(stream.Signature(START_LAYOUT)),
+            "busy": Out(1),
+            "status": Out(RepackError),
+            "errors": Out(32),
+            "last_error": Out(RepackError),
+            "cycles": Out(32),
+            "ops": Out(32),
+            "dropped": Out(32),
+        })
+
+    @property
+    def engine(self):
+        return self._engine
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._data_width
+        hbeats = header_beats(width)
+        units = self.units
+        m.submodules.engine = engine = self._engine
+        for name in ("order", "start"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(engine, name))
+        for name in ("busy", "status", "errors", "last_error", "cycles", "ops"):
+            m.d.comb += getattr(self, name).eq(getattr(engine, name))
+
+        # ---- Transmit: notices first, then the units' packets -----------------------------
+        m.submodules.arbiter = arbiter = PacketArbiter(units + 1, width)
+        wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
+        m.submodules.notices = sender = HeaderSender(width)
+        notice, header = engine.notice.payload, sender.header.payload
+        m.d.comb += [sender.header.valid.eq(engine.notice.valid),
+                     engine.notice.ready.eq(sender.header.ready),
+                     header.kind.eq(PacketKind.REPACK_NOTICE), header.code.eq(notice.kind),
+                     header.src.eq(self.node_id), header.dst.eq(notice.rank),
+                     header.seq.eq(notice.tag), header.arg.eq(notice.unit),
+                     header.addr.eq(notice.group)]
+        wiring.connect(m, sender.packets, arbiter.i_0)
+        for k in range(units):
+            packetizer = MessagePacketizer(width, self._packet_beats)
+            m.submodules[f"packetizer{k}"] = packetizer
+            m.d.comb += packetizer.node_id.eq(self.node_id)
+            wiring.connect(m, engine.o(k), packetizer.i)
+            wiring.connect(m, packetizer.o, getattr(arbiter, f"i_{k + 1}"))
+
+        # ---- Receive: registrations and source messages ----------------------------------
+        P_HEADER, P_DECIDE, P_REG, P_PASS, P_DROP = range(5)
+        state = Signal(range(5))
+        collected = Signal(hbeats * width)
+        index = Signal(range(max(hbeats, 2)))
+        got = Signal(packet_header_layout())
+        got_last = Signal()
+        target = Signal(range(max(units, 2)))
+        m.d.comb += got.eq(collected[:packet_header_layout().size])
+        beat = self.rx.payload
+        drop = Signal()
+        m.d.sync += self.dropped.eq(self.dropped + drop)
+        reg = engine.reg
+        m.d.comb += reg.payload.rank.eq(got.src)
+        with m.Switch(state):
+            with m.Case(P_HEADER):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(self.rx.valid):
+                    with m.Switch(index):
+                        for k in range(hbeats):
+                            with m.Case(k):
+                                m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
+                    with m.If(index == hbeats - 1):
+                        m.d.sync += [index.eq(0), got_last.eq(beat.last), state.eq(P_DECIDE)]
+                    with m.Elif(beat.last):          # shorter than a header
+                        m.d.sync += index.eq(0)
+                        m.d.comb += drop.eq(1)
+                    with m.Else():
+                        m.d.sync += index.eq(index + 1)
+            with m.Case(P_DECIDE):
+                with m.If(got.kind == PacketKind.REPACK_REGISTER):
+                    m.d.sync += state.eq(P_REG)
+                with m.Elif((got.kind == PacketKind.REPACK_IN) & (got.arg < units) & ~got_last):
+                    m.d.sync += [target.eq(got.arg), state.eq(P_PASS)]
+                with m.Else():
+                    m.d.comb += drop.eq(1)
+                    m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
+            with m.Case(P_REG):
+                # Registrations wait for a running exchange inside the control tree; one
+                # with no exchange running is dropped here, so it cannot hold up the port.
+                m.d.comb += reg.valid.eq(engine.busy)
+                with m.If(~engine.busy):
+                    m.d.comb += drop.eq(1)
+                with m.If(reg.ready | ~engine.busy):
+                    m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
+            with m.Case(P_PASS):
+                for k in range(units):
+                    port = engine.i(k)
+                    m.d.comb += [port.payload.data.eq(beat.data), port.payload.keep.eq(beat.keep),
+                                 port.payload.last.eq(beat.last), port.payload.rank.eq(got.src)]
+                    with m.If(target == k):
+                        m.d.comb += [port.valid.eq(self.rx.valid), self.rx.ready.eq(port.ready)]
+                with m.If(self.rx.valid & self.rx.ready & beat.last):
+                    m.d.sync += state.eq(P_HEADER)
+            with m.Case(P_DROP):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(self.rx.valid & beat.last):
+                    m.d.sync += state.eq(P_HEADER)
+        return m
