@@ -387,10 +387,95 @@ def test_alltoallv(clusters, backend, nodes):
         sizes = rng.integers(1, 9, (nodes, nodes)) * (rng.random((nodes, nodes)) >= empty)
         blocks = [[rng.standard_normal(sizes[i][j]).astype(np.float32) for j in range(nodes)]
                   for i in range(nodes)]
-        outputs = cl.alltoallv(blocks)
+        outputs = cl.alltoallv(blocks, "pairwise")
         for i, j in itertools.product(range(nodes), repeat=2):
             assert outputs[j][i].tobytes() == blocks[i][j].tobytes()
         check_stats(cl, sc.alltoallv(sizes.tolist(), np.float32))
+
+
+# -- aggregate: the repack units (seed 003) ---------------------------------------------------
+
+def check_aggregate_stats(cl):
+    """Cluster.last against the exchange's layout: each rank sends its registration and one
+    packet per destination subgroup, and hears SEND and TAKEN per destination subgroup,
+    DELIVERED per source subgroup, DONE, and each received message in packets of the hub's
+    size."""
+    plan = cl.last_plan
+    assert plan.algorithm == "aggregate"
+    width = cl.data_width // 8
+    per_packet = cl.device(0).repack.packet_beats
+    last = cl.last
+    for r, lay in enumerate(plan.layouts):
+        q, p = lay.sends, lay.receives
+        sent = sum(int.from_bytes(lay.image[b * lay.send_slot:b * lay.send_slot + 4], "little")
+                   for b in range(q))
+        assert last.bytes_sent[r] == sent, f"rank {r}"
+        assert last.bytes_received[r] == sum(lay.recv_lengths), f"rank {r}"
+        assert last.packets[r] == 1 + q, f"rank {r}"
+        data_packets = sum(-(-(-(-n // width)) // per_packet) for n in lay.recv_lengths)
+        assert last.packets_received[r] == 2 * q + p + 1 + data_packets, f"rank {r}"
+        assert last.alu_beats[r] == 0
+    assert (last.cycles is None) == (cl.backend == "model")
+
+
+@pytest.mark.parametrize("backend, nodes", _params(each=lambda b, size: size["nodes"]))
+def test_aggregate(clusters, backend, nodes):
+    cl = clusters(backend, nodes)
+    rng = np.random.default_rng(nodes)
+    # All-to-all with equal blocks (empty ones too), then all-to-all-v with empty blocks.
+    for block, dtype in zip((0, 1, 3), ALLTOALL_TYPES):
+        raw = rng.integers(0, 256, (nodes, nodes * block * np.dtype(dtype).itemsize), np.uint8)
+        xs = [row.view(dtype) for row in raw]
+        outputs = cl.alltoall(xs, "aggregate")
+        want = order.reference("alltoall", xs)
+        for r, (got, ref) in enumerate(zip(outputs, want)):
+            assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes(), f"rank {r}"
+        check_aggregate_stats(cl)
+    sizes = rng.integers(1, 9, (nodes, nodes)) * (rng.random((nodes, nodes)) >= 0.4)
+    blocks = [[rng.standard_normal(sizes[i][j]).astype(np.float32) for j in range(nodes)]
+              for i in range(nodes)]
+    outputs = cl.alltoallv(blocks, "aggregate")
+    for i, j in itertools.product(range(nodes), repeat=2):
+        assert outputs[j][i].dtype == np.float32
+        assert outputs[j][i].tobytes() == blocks[i][j].tobytes(), (i, j)
+    check_aggregate_stats(cl)
+
+
+def test_alltoallv_auto_follows_the_cost_model():
+    # Small blocks go through the repack units, large ones pairwise (seed 003: a size
+    # threshold), as nicoll.repack_plan's cost model says for this build.
+    from nicoll.repack_plan import plan_subgroups
+    nodes = 8
+    with nicoll.Cluster(nodes=nodes, backend="model", **cluster_kwargs("model")) as cl:
+        repack = cl.device(0).repack
+        chosen = set()
+        for length in (1, 512):
+            try:
+                plan = plan_subgroups(nodes, length * 4, data_width=cl.data_width,
+                                      max_group=repack.max_group,
+                                      capacity_bytes=repack.capacity, units=repack.units)
+                want = "aggregate" if plan.method == "repack" else "pairwise"
+            except NicollError:         # no subgroup fits a unit's buffer
+                want = "pairwise"
+            chosen.add(want)
+            blocks = [[np.full(length, 10 * i + j, np.float32) for j in range(nodes)]
+                      for i in range(nodes)]
+            out = cl.alltoallv(blocks)
+            assert cl.last_plan.algorithm == want, length
+            for i, j in itertools.product(range(nodes), repeat=2):
+                np.testing.assert_array_equal(out[j][i], blocks[i][j])
+        # Both choices occur, so the test shows the switch.
+        assert chosen == {"aggregate", "pairwise"}
+
+
+def test_aggregate_without_repack_units_is_refused():
+    with nicoll.Cluster(nodes=3, backend="model", repack_units=0,
+                        **cluster_kwargs("model")) as cl:
+        xs = [np.zeros(3, np.int32)] * 3
+        with pytest.raises(NicollError, match=r"this build has no repack units"):
+            cl.alltoall(xs, "aggregate")
+        cl.alltoallv([[np.zeros(1, np.int32)] * 3] * 3)           # auto: pairwise
+        assert cl.last_plan.algorithm == "pairwise"
 
 
 def test_no_step_sends_bytes_it_receives():
@@ -480,11 +565,12 @@ def _bad_calls(n, mem_size, depth):
         "unknown algorithm": (lambda cl: cl.allreduce(xs, algorithm="fastest"),
                               r"unknown allreduce algorithm 'fastest'; algorithms are "
                               r"'recursive_halving', 'ring', 'tree', 'prt' and 'auto'"),
-        "aggregate": (lambda cl: cl.alltoall(xs, "aggregate"),
-                      r"alltoall algorithm 'aggregate' runs on the repack units \(seed 003\), "
-                      r"which are not yet reachable through the register map"),
-        "aggregate v": (lambda cl: cl.alltoallv([[x] * n] * n, "aggregate"),
-                        r"not yet reachable through the register map"),
+        "aggregate with an option": (lambda cl: cl.alltoall(xs, "aggregate", segments=2),
+                                     r"alltoall 'aggregate' takes no options, not 'segments'"),
+        "aggregate block too large": (
+            lambda cl: cl.alltoallv([[np.zeros(17500, np.float32)] + [x] * (n - 1)]
+                                    + [[x] * n] * (n - 1), "aggregate"),
+            r"a block of 70000 bytes; a repack message's blocks hold at most 65535 bytes"),
         "unknown option": (lambda cl: cl.allreduce(xs, colour="red"),
                            r"allreduce has no option 'colour'; its options are slices, "
                            r"segments, shape"),
