@@ -162,7 +162,9 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
     if collective == "allgather":
         return _schedule.allgather(nodes, count, dtype, algorithm)
     if collective == "alltoall":
-        return _schedule.alltoall(nodes, max(nodes, count - count % nodes), dtype, algorithm)
+        # An aggregate exchange's slots take about what pairwise exchange's buffers do.
+        return _schedule.alltoall(nodes, max(nodes, count - count % nodes), dtype,
+                                  "pairwise" if algorithm == "aggregate" else algorithm)
     if collective == "reduce":
         return _schedule.reduce(nodes, count, dtype, op, 0, algorithm)
     if collective == "reduce_scatter":
@@ -172,9 +174,10 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
 
 def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
-              mem_size=None, clock_mhz=125.0, progress=None, on_row=None):
+              mem_size=None, clock_mhz=125.0, repack_units=1, progress=None, on_row=None):
     """Run the sweep; return ``(rows, figures)``.
 
+    ``repack_units``: repack units of each node (node 0's serve algorithm "aggregate").
     ``mem_size`` (bytes of device memory per node) defaults to the smallest power of two the
     largest size needs; giving it lets sweeps of different sizes share one build.
     ``figures`` holds ``simulated_cycles``, ``wall_seconds`` and ``cycles_per_second`` (the
@@ -186,7 +189,7 @@ def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
         raise NicollError(f"nicoll bench runs one of {', '.join(COLLECTIVES)}, "
                           f"not {collective!r}")
     if collective == "alltoall":
-        known = _schedule.ALLTOALL_ALGORITHMS
+        known = _schedule.ALLTOALL_ALGORITHMS + ("aggregate",)
     else:
         known = _schedule.REDUCTION_ALGORITHMS
     for algorithm in algorithms:
@@ -213,7 +216,8 @@ def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
     rng = np.random.default_rng(1)
     with Cluster(nodes=nodes, backend=backend, data_width=data_width,
                  max_nodes=max_nodes or max(8, nodes), mem_size=mem_size,
-                 alu_capabilities=[pair], progress=progress) as cluster:
+                 alu_capabilities=[pair], repack_units=repack_units,
+                 progress=progress) as cluster:
         clock = cluster.device(0)
         first = clock.cycles()
         t0 = time.monotonic()

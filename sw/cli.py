@@ -162,6 +162,7 @@ def _bench(args):
                                   algorithms=algorithms, backend=args.backend, dtype=args.dtype,
                                   op=args.op, data_width=args.data_width,
                                   mem_size=args.mem_size, clock_mhz=args.clock_mhz,
+                                  repack_units=args.repack_units,
                                   progress=lambda message: status.update(message),
                                   on_row=on_row)
     for row in rows:
@@ -246,6 +247,9 @@ def _parser():
                        help="device memory per node (default: what the largest size needs)")
     bench.add_argument("--clock-mhz", type=float, default=125.0,
                        help="clock for the µs and bandwidth columns (default 125)")
+    bench.add_argument("--repack-units", type=int, default=1,
+                       help="repack units of each node; node 0's serve alltoall 'aggregate' "
+                            "(default 1)")
     bench.add_argument("--csv", help="also write the rows to this CSV file")
     bench.set_defaults(func=_bench)
     return parser

@@ -335,14 +335,17 @@ def test_synthesis_error_names_stage(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
 def test_synthesize_niccore_small(tmp_path):
-    # The real core in its smallest configuration: about 20 s on two cores.
+    # The real core in its smallest configuration: about 4 min on two cores.
     niccore = pytest.importorskip("nicoll.hw.niccore")
     from nicoll.hw.ops import DType, ReduceOp
-    # A smoke configuration: one ALU pair, a short queue and a small memory (the engine's
-    # extra memory ports keep device memory out of block RAM; see docs/engine.md).
+    # A smoke configuration: one ALU pair, a short queue, a small memory (the engine's extra
+    # memory ports keep device memory out of block RAM; see docs/engine.md) and no repack
+    # units (their unit and control tree have synthesis figures of their own, docs/repack.md;
+    # with them the smoke run takes minutes more).
     result = synthesize(lambda: niccore.NicCore(data_width=64, max_nodes=4, mem_size=512,
                                                 alu_capabilities={(ReduceOp.SUM, DType.INT32)},
-                                                queue_depth=4, packet_beats=4),
+                                                queue_depth=4, packet_beats=4,
+                                                repack_units=0),
                         name="niccore_w64", build_dir=tmp_path)
     assert result.lut4 > result.harness_lut4 > 0
     assert result.ff > result.harness_ff > 0
