@@ -131,6 +131,7 @@ def lower(step, *, data_width, itemsize, max_packet_beats):
         "has_recv": int(step.recv is not None),
         "fence": int(step.fence),
         "barrier": int(step.barrier),
+        "aggregate": 0,
     }
     if step.send is not None:
         beats = -(-step.send.length // width)

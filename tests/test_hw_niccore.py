@@ -55,7 +55,8 @@ async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
 # ---------------------------------------------------------------------------------------------
 
 def test_all():
-    assert niccore_mod.__all__ == ["NicCore", "check_core_params"]
+    assert niccore_mod.__all__ == ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS",
+                                   "DEFAULT_REPACK_CAPACITY", "DEFAULT_REPACK_MAX_GROUP"]
     assert cluster_mod.__all__ == ["ClusterTop", "cluster_verilog", "niccore_verilog"]
     for name in nicoll.hw.__all__:
         assert hasattr(nicoll.hw, name), name
