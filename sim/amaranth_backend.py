@@ -18,7 +18,7 @@ from amaranth.sim import Simulator
 from nicoll.errors import NicollError
 
 from . import axi_model
-from .session import SimCluster, reply_budget
+from .session import SimCluster, bytes_from_rows, reply_budget, rows_for_load
 from .toolchain import build_root
 
 __all__ = ["AmaranthCluster", "CLOCK_PERIOD"]
@@ -70,6 +70,8 @@ class AmaranthCluster(SimCluster):
                 ctx, getattr(top, f"n{node}_s_axi"), address, data),
             "mem_read": lambda node, address, length: axi_model.axi_read(
                 ctx, getattr(top, f"n{node}_s_axi"), address, length),
+            "mem_load": lambda node, address, data: self._load(ctx, node, address, data),
+            "mem_dump": lambda node, address, length: self._dump(ctx, node, address, length),
         }
         while True:
             request = self._requests.get()
@@ -81,6 +83,21 @@ class AmaranthCluster(SimCluster):
             except Exception as exc:
                 result = exc
             self._replies.put(result)
+
+    def _row_reader(self, ctx, node):
+        memory = self.top.cores[node].devmem.data
+        return lambda row: ctx.get(memory[row])
+
+    async def _load(self, ctx, node, address, data):
+        memory = self.top.cores[node].devmem.data
+        for row, value in rows_for_load(address, data, self.config.data_width // 8,
+                                        self._row_reader(ctx, node)):
+            ctx.set(memory[row], value)
+        return 0        # BusResponse.OKAY: the device checked the range
+
+    async def _dump(self, ctx, node, address, length):
+        return bytes_from_rows(address, length, self.config.data_width // 8,
+                               self._row_reader(ctx, node)), 0
 
     def request(self, op, node, *args):
         self._check_request(op, node)

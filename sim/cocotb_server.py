@@ -15,7 +15,9 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiMaster
 
-from .session import split_strobe
+from cocotb.handle import Immediate
+
+from .session import bytes_from_rows, rows_for_load, split_strobe
 
 __all__ = ["serve"]
 
@@ -48,6 +50,25 @@ async def _mem_read(memories, node, address, length):
     return bytes(response.data), int(response.resp)
 
 
+def _memory(dut, node):
+    """Node ``node``'s device-memory array (the Verilog ``mem`` of its DeviceMemory)."""
+    return getattr(dut, f"node{node}").core.devmem.mem
+
+
+async def _mem_load(arrays, row_bytes, node, address, data):
+    array = arrays[node]
+    read = lambda row: array[row].value.to_unsigned()
+    for row, value in rows_for_load(address, data, row_bytes, read):
+        array[row].value = Immediate(value)
+    return 0        # BusResponse.OKAY: the device checked the range
+
+
+async def _mem_dump(arrays, row_bytes, node, address, length):
+    array = arrays[node]
+    return bytes_from_rows(address, length, row_bytes,
+                           lambda row: array[row].value.to_unsigned()), 0
+
+
 @cocotb.test()
 async def serve(dut):
     nodes = int(os.environ["NICOLL_NODES"])
@@ -57,6 +78,8 @@ async def serve(dut):
                          dut.clk, dut.rst) for i in range(nodes)]
     mem = [AxiMaster(AxiBus.from_prefix(dut, f"n{i}_s_axi", bus_separator="__"),
                      dut.clk, dut.rst) for i in range(nodes)]
+    arrays = [_memory(dut, i) for i in range(nodes)]
+    row_bytes = len(dut.n0_s_axi__wdata) // 8
     await ClockCycles(dut.clk, RESET_CYCLES)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 1)
@@ -66,6 +89,8 @@ async def serve(dut):
         "write32": lambda node, a, d, s: _write32(csr, node, a, d, s),
         "mem_write": lambda node, a, d: _mem_write(mem, node, a, d),
         "mem_read": lambda node, a, n: _mem_read(mem, node, a, n),
+        "mem_load": lambda node, a, d: _mem_load(arrays, row_bytes, node, a, d),
+        "mem_dump": lambda node, a, n: _mem_dump(arrays, row_bytes, node, a, n),
     }
     with Listener(os.environ["NICOLL_SOCKET"], family="AF_UNIX") as listener:
         with listener.accept() as conn:

@@ -155,7 +155,7 @@ def aggregate_command(rank_layout, hub):
 def read_messages(device, rank_layout):
     """The messages a rank received, read from its receive slots."""
     lay = rank_layout
-    raw = device.mem_read(lay.recv_offset, lay.receives * lay.recv_slot)
+    raw = device.mem_dump(lay.recv_offset, lay.receives * lay.recv_slot)
     return [raw[a * lay.recv_slot:a * lay.recv_slot + length]
             for a, length in enumerate(lay.recv_lengths)]
 

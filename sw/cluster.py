@@ -559,7 +559,7 @@ class Cluster:
         for x, schedule, dev in zip(inputs, plan.schedules, devices):
             raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
             for piece in schedule.load:
-                dev.mem_write(piece.buffer, raw[piece.data:piece.data + piece.length])
+                dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
             dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
         clock = devices[0]
         start = self._start_cycle(clock, _ARM_ACCESSES)
@@ -580,7 +580,7 @@ class Cluster:
                 continue
             raw = bytearray(count * plan.dtype.itemsize)
             for piece in schedule.result:
-                raw[piece.data:piece.data + piece.length] = dev.mem_read(piece.buffer, piece.length)
+                raw[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
             outputs.append(np.frombuffer(raw, dtype=plan.dtype))
         self._record(devices, start)
         return outputs
@@ -633,8 +633,8 @@ class Cluster:
         self.last_plan = AggregatePlan(collective=what, repack=plan, layouts=tuple(layouts))
         hub = devices[0]
         for lay, dev in zip(layouts, devices):
-            dev.mem_write(0, lay.image)
-            dev.mem_write(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
+            dev.mem_load(0, lay.image)
+            dev.mem_load(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
             dev.engine.clear()
             dev.engine.push(aggregate_command(lay, 0))
             dev.engine.check()

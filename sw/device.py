@@ -106,24 +106,43 @@ class Device:
                 f"of {self.mem_size} bytes (0x0..{self.mem_size:#x})")
 
     def mem_write(self, address, data):
-        """Write bytes (or a numpy array's bytes) to device memory at ``address``."""
+        """Write bytes (or a numpy array's bytes) to device memory at ``address``, over the
+        node's AXI4 port."""
+        self._write(address, data, self.transport.mem_write, "memory write")
+
+    def mem_read(self, address, length):
+        """Read ``length`` bytes of device memory at ``address``, over the node's AXI4 port."""
+        return self._read(address, length, self.transport.mem_read, "memory read")
+
+    def mem_load(self, address, data):
+        """Put bytes (or a numpy array's bytes) into device memory at ``address`` by the
+        fastest way the backend has: the simulators write their memory arrays directly
+        (no bus cycles, no simulated time), the model as :meth:`mem_write` without advancing
+        its clock.  For bulk data whose transfer time is not being measured."""
+        self._write(address, data, self.transport.mem_load, "memory load")
+
+    def mem_dump(self, address, length):
+        """Read ``length`` bytes of device memory at ``address`` by the fastest way the
+        backend has (the counterpart of :meth:`mem_load`)."""
+        return self._read(address, length, self.transport.mem_dump, "memory dump")
+
+    def _write(self, address, data, move, what):
         if isinstance(data, np.ndarray):
             data = np.ascontiguousarray(data).tobytes()
         data = bytes(data)
-        self._check_range(address, len(data), "memory write")
+        self._check_range(address, len(data), what)
         if data:
-            response = self.transport.mem_write(address, data)
+            response = move(address, data)
             if response != BusResponse.OKAY:
-                raise NicollError(f"memory write at {address:#x}: bus error {BusResponse(response).name}")
+                raise NicollError(f"{what} at {address:#x}: bus error {BusResponse(response).name}")
 
-    def mem_read(self, address, length):
-        """Read ``length`` bytes of device memory at ``address``."""
-        self._check_range(address, length, "memory read")
+    def _read(self, address, length, move, what):
+        self._check_range(address, length, what)
         if length == 0:
             return b""
-        data, response = self.transport.mem_read(address, length)
+        data, response = move(address, length)
         if response != BusResponse.OKAY:
-            raise NicollError(f"memory read at {address:#x}: bus error {BusResponse(response).name}")
+            raise NicollError(f"{what} at {address:#x}: bus error {BusResponse(response).name}")
         return data
 
     def describe(self):

@@ -32,3 +32,14 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def mem_read(self, address: int, length: int) -> tuple[bytes, BusResponse]:
         """Read ``length`` bytes of device memory starting at byte ``address``."""
+
+    def mem_load(self, address: int, data: bytes) -> BusResponse:
+        """Put ``data`` into device memory at byte ``address`` by the fastest way the backend
+        has.  The simulators write their memory arrays directly, without bus cycles and in no
+        simulated time; other transports use :meth:`mem_write`."""
+        return self.mem_write(address, data)
+
+    def mem_dump(self, address: int, length: int) -> tuple[bytes, BusResponse]:
+        """Read ``length`` bytes of device memory at byte ``address`` by the fastest way the
+        backend has (the counterpart of :meth:`mem_load`)."""
+        return self.mem_read(address, length)
