@@ -16,10 +16,13 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiMaster
 
 from cocotb.handle import Immediate
+from cocotb.triggers import First, ReadOnly
+
+from nicoll.cluster import TRACE_LANES
 
 from .session import bytes_from_rows, rows_for_load, split_strobe
 
-__all__ = ["serve"]
+__all__ = ["serve", "LANE_SIGNALS"]
 
 #: Cycles reset is held at the start.
 RESET_CYCLES = 4
@@ -50,6 +53,10 @@ async def _mem_read(memories, node, address, length):
     return bytes(response.data), int(response.resp)
 
 
+async def _call(function):
+    return function()
+
+
 def _memory(dut, node):
     """Node ``node``'s device-memory array (the Verilog ``mem`` of its DeviceMemory)."""
     return getattr(dut, f"node{node}").core.devmem.mem
@@ -69,6 +76,77 @@ async def _mem_dump(arrays, row_bytes, node, address, length):
                            lambda row: array[row].value.to_unsigned()), 0
 
 
+#: What an activity trace watches on each node: lane -> (valid, ready) signal paths below the
+#: node's instance.  A lane is active in every cycle both are high (a beat moves).
+LANE_SIGNALS = {
+    "send": ("net_tx__tvalid", "net_tx__tready"),           # packets into the switch
+    "receive": ("net_rx__tvalid", "net_rx__tready"),        # packets out of the switch
+    "reduce": ("core.engine.a__valid", "core.engine.a__ready"),   # operand pairs into the ALU
+}
+
+
+def _signal(node_handle, path):
+    handle = node_handle
+    for name in path.split("."):
+        handle = getattr(handle, name)
+    return handle
+
+
+class _Tracer:
+    """Intervals in which each (node, lane) moved a beat, in the cycles of the node's counter.
+
+    One coroutine per lane wakes only when its valid or ready changes (never per clock), so a
+    trace costs time in proportion to the number of bursts, not of cycles.
+    """
+
+    def __init__(self, dut, nodes):
+        self._lanes = []
+        for node in range(nodes):
+            handle = getattr(dut, f"node{node}")
+            now = handle.core.engine.now
+            for lane in TRACE_LANES:
+                valid, ready = LANE_SIGNALS[lane]
+                self._lanes.append((node, lane, _signal(handle, valid), _signal(handle, ready),
+                                    now))
+        self._tasks = []
+        self._intervals = {}
+        self._open = {}
+
+    def start(self):
+        self.stop()
+        self._intervals = {(node, lane): [] for node, lane, *_ in self._lanes}
+        self._open = {}
+        for node, lane, valid, ready, now in self._lanes:
+            key = (node, lane)
+            if valid.value == 1 and ready.value == 1:
+                self._open[key] = now.value.to_unsigned()
+            self._tasks.append(cocotb.start_soon(self._watch(key, valid, ready, now)))
+
+    async def _watch(self, key, valid, ready, now):
+        while True:
+            await First(valid.value_change, ready.value_change)
+            await ReadOnly()        # the cycle's settled values
+            on = valid.value == 1 and ready.value == 1
+            cycle = now.value.to_unsigned()
+            if on and key not in self._open:
+                self._open[key] = cycle
+            elif not on and key in self._open:
+                self._intervals[key].append((self._open.pop(key), cycle))
+
+    def stop(self, end=None):
+        """Stop watching; return ``{node: {lane: [(first cycle, end cycle), ...]}}``."""
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        for key, first in self._open.items():
+            self._intervals[key].append((first, end if end is not None else first + 1))
+        self._open = {}
+        out = {}
+        for (node, lane), spans in self._intervals.items():
+            out.setdefault(node, {})[lane] = spans
+        return out
+
+
 @cocotb.test()
 async def serve(dut):
     nodes = int(os.environ["NICOLL_NODES"])
@@ -79,6 +157,7 @@ async def serve(dut):
     mem = [AxiMaster(AxiBus.from_prefix(dut, f"n{i}_s_axi", bus_separator="__"),
                      dut.clk, dut.rst) for i in range(nodes)]
     arrays = [_memory(dut, i) for i in range(nodes)]
+    tracer = _Tracer(dut, nodes)
     row_bytes = len(dut.n0_s_axi__wdata) // 8
     await ClockCycles(dut.clk, RESET_CYCLES)
     dut.rst.value = 0
@@ -91,6 +170,9 @@ async def serve(dut):
         "mem_read": lambda node, a, n: _mem_read(mem, node, a, n),
         "mem_load": lambda node, a, d: _mem_load(arrays, row_bytes, node, a, d),
         "mem_dump": lambda node, a, n: _mem_dump(arrays, row_bytes, node, a, n),
+        "trace_start": lambda node: _call(tracer.start),
+        "trace_stop": lambda node: _call(
+            lambda: tracer.stop(dut.node0.core.engine.now.value.to_unsigned())),
     }
     with Listener(os.environ["NICOLL_SOCKET"], family="AF_UNIX") as listener:
         with listener.accept() as conn:

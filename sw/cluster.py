@@ -10,7 +10,8 @@ input goes into its device memory, its schedule into its engine's queue, every e
 armed for one common start cycle, and the outputs are read back once every engine is done.
 """
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 import numbers
 
 import numpy as np
@@ -23,7 +24,7 @@ from .engine import ERROR_NAMES, error_text
 from .errors import NicollError
 from .tree import BarrierTree
 
-__all__ = ["Cluster", "BarrierResult", "CallStats", "AggregatePlan"]
+__all__ = ["Cluster", "BarrierResult", "CallStats", "AggregatePlan", "ActivityTrace", "TRACE_LANES"]
 
 #: Barrier numbers wrap at 16 bits (every notice carries one).
 _SEQ_MASK = 0xFFFF
@@ -85,6 +86,41 @@ class CallStats:
     #: For a collective, per rank, cycles from the start until its engine finished (from
     #: FINISHED_AT); None on the model backend.
     rank_cycles: list | None = None
+
+
+#: The lanes of an activity trace: what each node's network ports and ALU did, beat by beat.
+TRACE_LANES = ("send", "receive", "reduce")
+
+
+@dataclass
+class ActivityTrace:
+    """What every node did, cycle by cycle, during the calls made inside ``with cl.trace()``.
+
+    Filled when the block ends.  ``lanes[rank][lane]`` lists the ``(first, end)`` cycle spans
+    (end exclusive) in which the lane moved a beat each cycle: ``"send"`` a beat of a packet
+    from the node into the switch, ``"receive"`` one from the switch into the node,
+    ``"reduce"`` an operand pair into its ALU.  Cycles count from ``start``, the common start
+    cycle of the last collective of the block (the cycle ``cl.last.rank_cycles`` count from).
+    """
+    lanes: dict = field(default_factory=dict)
+    start: int | None = None
+
+    def busy_cycles(self, rank, lane):
+        """Cycles in which ``lane`` of ``rank`` moved a beat."""
+        return sum(end - first for first, end in self.lanes[rank][lane])
+
+    def overlap_cycles(self, rank, first_lane, second_lane):
+        """Cycles in which both lanes of ``rank`` moved a beat (seed 000's overlap)."""
+        a, b = self.lanes[rank][first_lane], self.lanes[rank][second_lane]
+        total = i = j = 0
+        while i < len(a) and j < len(b):
+            lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            total += max(0, hi - lo)
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return total
 
 
 @dataclass(frozen=True)
@@ -171,6 +207,7 @@ class Cluster:
         self._closed = False
         self._tree = None
         self._barrier_seq = 0
+        self._last_start = None
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None
         #: The :class:`~nicoll.schedule.Plan` the last collective ran (its ``algorithm`` says
@@ -196,6 +233,34 @@ class Cluster:
         if not isinstance(rank, int) or not 0 <= rank < self.nodes:
             raise NicollError(f"rank must be an int between 0 and {self.nodes - 1}, not {rank!r}")
         return self._devices[rank]
+
+    @contextlib.contextmanager
+    def trace(self):
+        """Record what every node's ports and ALU do during the block's calls (Verilator only)::
+
+            with cl.trace() as trace:
+                cl.allreduce(xs)
+            trace.lanes[3]["reduce"]    # [(first, end), ...] cycles from the collective's start
+
+        See :class:`ActivityTrace`.  The recording watches signals of the simulation, not the
+        gateware: it changes no cycle count.
+        """
+        self._check_open()
+        if self.backend != "verilator":
+            raise NicollError(f"an activity trace is taken from the Verilator simulation's "
+                              f"signals; this cluster runs on the {self.backend!r} backend")
+        trace = ActivityTrace()
+        self._last_start = None
+        self._backend.request("trace_start", 0)
+        try:
+            yield trace
+        finally:
+            raw = self._backend.request("trace_stop", 0)
+            start = self._last_start or 0
+            trace.start = self._last_start
+            trace.lanes = {rank: {lane: [(a - start, b - start) for a, b in raw[rank][lane]]
+                                  for lane in TRACE_LANES}
+                           for rank in range(self.nodes)}
 
     # -- barrier (seed 004) ---------------------------------------------------------------
 
@@ -687,6 +752,7 @@ class Cluster:
 
     def _record(self, devices, start):
         """Cluster.last from the engines' counters."""
+        self._last_start = start
         counters = [dev.engine.counters() for dev in devices]
         cycles = rank_cycles = None
         if self.backend != "model":
