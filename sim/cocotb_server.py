@@ -62,18 +62,21 @@ def _memory(dut, node):
     return getattr(dut, f"node{node}").core.devmem.mem
 
 
+def _row_reader(array):
+    def read(row):
+        return array[row].value.to_unsigned()
+    return read
+
+
 async def _mem_load(arrays, row_bytes, node, address, data):
     array = arrays[node]
-    read = lambda row: array[row].value.to_unsigned()
-    for row, value in rows_for_load(address, data, row_bytes, read):
+    for row, value in rows_for_load(address, data, row_bytes, _row_reader(array)):
         array[row].value = Immediate(value)
     return 0        # BusResponse.OKAY: the device checked the range
 
 
 async def _mem_dump(arrays, row_bytes, node, address, length):
-    array = arrays[node]
-    return bytes_from_rows(address, length, row_bytes,
-                           lambda row: array[row].value.to_unsigned()), 0
+    return bytes_from_rows(address, length, row_bytes, _row_reader(arrays[node])), 0
 
 
 #: What an activity trace watches on each node: lane -> (valid, ready) signal paths below the

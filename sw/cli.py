@@ -1,6 +1,6 @@
 """The ``nicoll`` command line (also ``python -m nicoll``).
 
-    nicoll demo [--nodes N] [--backend B ...]   open a cluster on each backend, print what it reads
+    nicoll demo [--nodes 8] [--size 1M]         an 8-node Verilator cluster runs the collectives
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
     nicoll synth --board versa_ecp5 [--block alu|barrier|repack]   utilization and Fmax
@@ -10,7 +10,6 @@
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from .config import BACKENDS, DATA_WIDTHS
@@ -27,46 +26,67 @@ def _console():
 
 
 def _demo(args):
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
     from . import Cluster
-    from .device import tag_text
+    from .bench import format_size
+    from .demo import DEMO_CLUSTER, plot_barrier, plot_timeline, run_demo, synthesized_clock
     console = _console()
-    failures = 0
-    for backend in args.backend:
-        t0 = time.monotonic()
-        with console.status(f"[bold]{backend}[/]: starting {args.nodes} nodes") as status:
-            def progress(message, backend=backend):
-                status.update(f"[bold]{backend}[/]: {message}")
-            with Cluster(nodes=args.nodes, backend=backend, data_width=args.data_width,
-                         progress=progress) as cluster:
-                opened = time.monotonic() - t0
-                table = Table(title=f"{backend}: {cluster.nodes} nodes, data_width "
-                                    f"{cluster.data_width} (opened in {opened:.1f} s)")
-                for column in ("rank", "NODE_ID", "DATA_WIDTH", "MAX_NODES", "MEM_SIZE",
-                               "SCRATCH", "memory", "CYCLES"):
-                    table.add_column(column, justify="right")
-                versions = set()
-                for rank in range(cluster.nodes):
-                    status.update(f"[bold]{backend}[/]: reading node {rank}")
-                    dev = cluster.device(rank)
-                    pattern = 0xC0DE_0000 | rank
-                    dev.regs.global_.SCRATCH.write(pattern)
-                    scratch_ok = dev.regs.global_.SCRATCH.read() == pattern
-                    payload = bytes((rank * 16 + k) & 0xFF for k in range(64))
-                    dev.mem_write(0x40, payload)
-                    memory_ok = dev.mem_read(0x40, len(payload)) == payload
-                    failures += (not scratch_ok) + (not memory_ok) + (dev.node_id != rank)
-                    versions.add(" ".join(f"{b.spec.name} {tag_text(b.ID.read())!r} "
-                                          f"v{b.VERSION.major.read()}.{b.VERSION.minor.read()}"
-                                          for b in dev.regs))
-                    table.add_row(str(rank), str(dev.node_id), str(dev.data_width),
-                                  str(dev.max_nodes), f"{dev.mem_size // 1024} KiB",
-                                  "✓" if scratch_ok else "✗", "✓" if memory_ok else "✗",
-                                  f"{dev.cycles():,}")
-                table.caption = "blocks: " + " | ".join(sorted(versions))
-        console.print(table)
-    if failures:
-        console.print(f"[red]{failures} check(s) failed[/]")
+    if args.clock_mhz:
+        clock, clock_source = args.clock_mhz, "given with --clock-mhz"
+    else:
+        clock, clock_source = synthesized_clock(DEMO_CLUSTER["data_width"])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    steps = ["build and start", "allreduce", "reduce_scatter", "alltoall aggregate",
+             "alltoall pairwise", "barriers", "pictures"]
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(steps[0], total=len(steps))
+        kwargs = dict(DEMO_CLUSTER, max_nodes=max(DEMO_CLUSTER["max_nodes"], args.nodes))
+        with Cluster(nodes=args.nodes, backend="verilator",
+                     progress=lambda message: bar.update(task, description=message),
+                     **kwargs) as cluster:
+            bar.advance(task)
+
+            def progress(message):
+                bar.update(task, description=message)
+                bar.advance(task)
+            rows, trace, barrier = run_demo(cluster, size=args.size, straggler=args.straggler,
+                                            progress=progress)
+            bar.update(task, description="drawing the pictures")
+            timeline = out / "allreduce_timeline.png"
+            longest = max(end for lanes in trace.lanes.values() for spans in lanes.values()
+                          for _, end in spans)
+            plot_timeline(trace, timeline, zoom=(0, max(200, longest // 12)),
+                          title=f"allreduce (recursive halving, seed 000), {args.nodes} ranks, "
+                                f"{format_size(args.size)} B float32 per rank")
+            barrier_png = out / "barrier_timeline.png"
+            plot_barrier(barrier, barrier_png,
+                         title=f"AC barrier (seed 004), {args.nodes} ranks, rank "
+                               f"{args.nodes - 1} {args.straggler} cycles late")
+            bar.update(task, description="done", completed=len(steps))
+    table = Table(title=f"nicoll demo: {args.nodes} nodes on verilator, data_width "
+                        f"{DEMO_CLUSTER['data_width']}, {format_size(args.size)} B per rank")
+    for column in ("collective", "algorithm", "result", "cycles", "bound", "efficiency",
+                   f"µs at {clock:.1f} MHz", "note"):
+        table.add_column(column, justify="left" if column in ("collective", "algorithm", "note")
+                         else "right")
+    for row in rows:
+        eff = row.efficiency
+        table.add_row(row.what, row.algorithm, "[green]✓[/]" if row.correct else "[red]✗[/]",
+                      f"{row.cycles:,}" if row.cycles is not None else "-",
+                      f"{row.bound:,.0f}" if row.bound else "-",
+                      f"{eff:.3f}" if eff else "-",
+                      f"{row.cycles / clock:.2f}" if row.cycles else "-", row.note)
+    table.caption = (f"results checked bit for bit against the documented combining order and "
+                     f"against numpy; cycles from the hardware counters; clock: {clock_source}")
+    console.print(table)
+    console.print(f"pictures: {timeline}  {barrier_png}")
+    failed = [row for row in rows if not row.correct]
+    if failed:
+        console.print(f"[red]{len(failed)} result(s) wrong[/]")
         return 1
     return 0
 
@@ -96,45 +116,76 @@ def _regmap(args):
     return 0
 
 
+def _pairs(text):
+    from .ops import check_op_dtype
+    pairs = set()
+    for item in filter(None, (text or "").split(",")):
+        op, _, dtype = item.strip().partition(":")
+        try:
+            pairs.add(check_op_dtype(op, dtype))
+        except (TypeError, ValueError) as exc:
+            raise NicollError(f"an ALU pair is OP:DTYPE such as sum:float32, not {item!r} "
+                              f"({exc})") from None
+    return pairs
+
+
 def _synth(args):
     from nicoll.hw.synth import synthesize
     from nicoll.sim.toolchain import apply_tool_env, build_root
+    from nicoll.hw.alu import all_capabilities
     apply_tool_env()
     console = _console()
+    capabilities = _pairs(args.alu_pairs) if args.alu_pairs else all_capabilities()
+    capabilities -= _pairs(args.without)
+    if not capabilities and args.block in ("alu", "niccore"):
+        raise NicollError("--alu-pairs and --without leave the ALU no pair to build")
+    pairs_text = ("every pair" if capabilities == all_capabilities()
+                  else f"{len(capabilities)} pairs")
     if args.block == "alu":
-        from nicoll.hw.alu import ReductionALU, all_capabilities
-        from .ops import check_op_dtype
-        left_out = set()
-        for item in filter(None, (args.without or "").split(",")):
-            op, _, dtype = item.partition(":")
-            left_out.add(check_op_dtype(op, dtype))
-        capabilities = all_capabilities() - left_out
+        from nicoll.hw.alu import ReductionALU
         name = f"alu_w{args.data_width}_{len(capabilities)}pairs"
         factory = lambda: ReductionALU(args.data_width, capabilities=capabilities)  # noqa: E731
+        parameters = {"data_width": args.data_width, "ALU": pairs_text}
     elif args.block == "barrier":
         from nicoll.hw.barrier import BarrierUnit
         name = f"barrier_n{args.max_nodes}_k{args.max_children}"
         factory = lambda: BarrierUnit(args.max_nodes, args.max_children)  # noqa: E731
+        parameters = {"max_nodes": args.max_nodes, "children": args.max_children}
     elif args.block == "repack":
         from nicoll.hw.repack import RepackUnit
         name = f"repack_w{args.data_width}_cap{args.capacity}_g{args.max_group}"
         factory = lambda: RepackUnit(args.data_width, args.capacity,    # noqa: E731
                                      args.max_group)
+        parameters = {"data_width": args.data_width, "buffer": args.capacity,
+                      "max_group": args.max_group}
     else:
         from nicoll.hw.niccore import NicCore
-        name = f"niccore_w{args.data_width}_mem{args.mem_size}"
+        name = (f"niccore_w{args.data_width}_n{args.max_nodes}_mem{args.mem_size}"
+                f"_{len(capabilities)}pairs_rp{args.repack_units}")
         factory = lambda: NicCore(data_width=args.data_width,           # noqa: E731
-                                  max_nodes=args.max_nodes, mem_size=args.mem_size)
+                                  max_nodes=args.max_nodes, mem_size=args.mem_size,
+                                  alu_capabilities=capabilities,
+                                  repack_units=args.repack_units)
+        parameters = {"data_width": args.data_width, "max_nodes": args.max_nodes,
+                      "memory": args.mem_size, "ALU": pairs_text,
+                      "repack units": args.repack_units}
     build_dir = build_root() / "synth" / args.board / name
     with console.status(f"synthesizing {name} for {args.board}") as status:
         result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
-                            seed=args.seed, progress=lambda message: status.update(message))
+                            seed=args.seed, progress=lambda message: status.update(
+                                f"{name}: {message} (nextpnr takes minutes)"))
     text = result.to_text()
     report = build_root() / "synth" / f"{args.board}_{name}.txt"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text + "\n")
     console.print(text)
     console.print(f"report written to {report}")
+    if args.record:
+        from . import synthesis
+        command = ".venv/bin/nicoll " + " ".join(a for a in args.argv if a != "--record")
+        synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
+                                         command=command, parameters=parameters))
+        console.print(f"recorded in {synthesis.RECORD_PATH} and {synthesis.TABLE_PATH}")
     return 0
 
 
@@ -197,11 +248,16 @@ def _parser():
     parser = argparse.ArgumentParser(prog="nicoll", description="nicoll collective-offload engine")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="open a cluster on each backend and show what it reads")
-    demo.add_argument("--nodes", type=int, default=4)
-    demo.add_argument("--backend", choices=BACKENDS, action="append",
-                      help="backend to run (repeatable; default: all)")
-    demo.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    demo = sub.add_parser("demo", help="an 8-node Verilator cluster runs the collectives: "
+                                       "results, cycles, efficiency and two pictures")
+    demo.add_argument("--nodes", type=int, default=8)
+    demo.add_argument("--size", type=_size, default=1 << 20,
+                      help="bytes per rank of the allreduce and reduce_scatter (default 1M)")
+    demo.add_argument("--straggler", type=int, default=5000,
+                      help="cycles the last rank arrives late at the barrier (default 5000)")
+    demo.add_argument("--clock-mhz", type=float, default=None,
+                      help="clock for the µs column (default: the NIC core's recorded Fmax)")
+    demo.add_argument("--out", default="build/demo", help="folder for the pictures")
     demo.set_defaults(func=_demo)
 
     regmap = sub.add_parser("regmap", help="register-map outputs generated from the SystemRDL source")
@@ -217,8 +273,14 @@ def _parser():
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    synth.add_argument("--alu-pairs", metavar="OP:DTYPE,...",
+                       help="alu / niccore: the ALU pairs to build (default every pair)")
     synth.add_argument("--without", metavar="OP:DTYPE,...",
-                       help="ALU pairs to leave out, e.g. prod:float64,prod:int64")
+                       help="alu / niccore: ALU pairs to leave out, e.g. prod:float64")
+    synth.add_argument("--repack-units", type=int, default=1,
+                       help="niccore: repack units (default 1)")
+    synth.add_argument("--record", action="store_true",
+                       help="add the result to docs/synthesis.json and docs/synthesis.md")
     synth.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
     synth.add_argument("--max-nodes", type=int, default=64)
     synth.add_argument("--mem-size", type=_size, default=16 << 10,
@@ -256,9 +318,9 @@ def _parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    if getattr(args, "backend", None) is None and args.command == "demo":
-        args.backend = list(BACKENDS)
+    args.argv = argv
     try:
         return args.func(args)
     except NicollError as exc:

@@ -347,6 +347,43 @@ def test_large(clusters, backend, algorithm):
     check_outputs("allgather", ints, None, algorithm, gathered)
 
 
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "verilator"],
+                         ids=lambda b: b)
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator")
+def test_activity_trace_agrees_with_the_counters(clusters, backend):
+    """Cluster.trace: every beat a node's ports and ALU moved, against the engine's counters;
+    recursive halving shows seed 000's overlap of sending and reducing."""
+    from nicoll.hw.packet import header_beats
+    nodes = max(SIZES[backend]["nodes"])
+    cl = clusters(backend, nodes)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(3000).astype(np.float32) for _ in range(nodes)]
+    with cl.trace() as trace:
+        outputs = cl.allreduce(xs, "sum", "recursive_halving")
+    check_outputs("allreduce", xs, "sum", "recursive_halving", outputs)
+    width, head = cl.data_width // 8, header_beats(cl.data_width)
+    plan = cl.last_plan
+    last = cl.last
+    for r, schedule in enumerate(plan.schedules):
+        sent = sum(-(-step.send.length // width) for step in schedule.steps if step.send)
+        assert trace.busy_cycles(r, "send") == sent + head * last.packets[r], f"rank {r}"
+        assert trace.busy_cycles(r, "reduce") == last.alu_beats[r], f"rank {r}"
+        spans = [span for lane in trace.lanes[r].values() for span in lane]
+        assert all(0 <= first < end <= last.rank_cycles[r] + 1 for first, end in spans)
+        assert trace.overlap_cycles(r, "send", "reduce") > 0, f"rank {r}"
+    received = sum(trace.busy_cycles(r, "receive") for r in range(nodes))
+    assert received == sum(trace.busy_cycles(r, "send") for r in range(nodes))
+
+
+def test_activity_trace_needs_verilator():
+    with nicoll.Cluster(nodes=2, backend="model", mem_size=1 << 12) as cl:
+        with pytest.raises(NicollError, match=r"Verilator simulation's signals; this cluster "
+                                              r"runs on the 'model' backend"):
+            with cl.trace():
+                pass
+
+
 # -- all-to-all ---------------------------------------------------------------------------------
 
 ALLTOALL_CASES = [("pairwise", None), ("bruck", None), ("inplace", 1), ("inplace", 2),
