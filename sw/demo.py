@@ -174,7 +174,8 @@ def plot_timeline(trace, path, *, title, zoom=None):
             ax.set_title(f"cycles {window[0]}–{window[1]}", fontsize=10)
         else:
             ax.set_xlim(left=0)
-            ax.legend(loc="upper right", ncol=3, fontsize=8)
+            ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, fontsize=8,
+                      frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -188,7 +189,7 @@ def plot_barrier(barrier, path, *, title):
     import matplotlib.pyplot as plt
     nodes, arrive, released = barrier["nodes"], barrier["arrive"], barrier["released"]
     result = barrier["result"]
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.45 * nodes))
+    fig, ax = plt.subplots(figsize=(12, 1.6 + 0.45 * nodes))
     for rank in range(nodes):
         aborted = rank in result.aborted
         ax.scatter([arrive[rank]], [rank], marker="x" if aborted else "o",
@@ -211,9 +212,10 @@ def plot_barrier(barrier, path, *, title):
     ax.set_yticks(range(nodes))
     ax.set_yticklabels([f"rank {r}" for r in range(nodes)])
     ax.invert_yaxis()
-    ax.set_xscale("symlog", linthresh=100)
-    ax.set_xlabel("cycles from the barrier's start (symmetric log scale)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_xlim(0, 1.5 * max(max(arrive), barrier["normal"], max(released)))
+    ax.set_xlabel("cycles from the barrier's start (linear to 10, logarithmic above)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
