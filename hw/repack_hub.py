@@ -16,20 +16,22 @@ cluster from one node.  The hub turns its streams into packets and back:
   most ``packet_beats`` payload beats.  The header needs the payload's length before the
   payload, so each unit's output is buffered one packet at a time (:class:`MessagePacketizer`).
 
-Any other packet (another kind, a unit number the hub does not have, a message packet with
-no payload, a registration while no exchange runs) is dropped whole and counted in
+Registrations wait in a queue of ``max_ranks`` entries, never in the port.  Any other packet
+(another kind, a unit number the hub does not have, a message packet with no payload, a
+registration while no exchange runs or beyond the queue) is dropped whole and counted in
 ``dropped``, so nothing can hold up the hub's port.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
                      packet_header_layout, packet_stream)
-from .repack import (HEADER_LAYOUT, NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
-                     START_LAYOUT, RepackEngine, RepackError, message_stream)
+from .repack import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
+                     message_stream)
 
 
 __all__ = ["MessagePacketizer", "RepackHub", "DEFAULT_HUB_PACKET_BEATS"]
@@ -232,9 +234,21 @@ class RepackHub(wiring.Component):
         m.d.comb += got.eq(collected[:packet_header_layout().size])
         beat = self.rx.payload
         drop = Signal()
-        m.d.sync += self.dropped.eq(self.dropped + drop)
+        drop_reg = Signal()
+        m.d.sync += self.dropped.eq(self.dropped + drop + drop_reg)
+        # Registrations queue here, never in the port: while the tree sends a notice it takes
+        # no registration, and a notice for a rank of this node comes in through this same
+        # port, so a registration held in the port would block the notice that frees the
+        # tree (found at N = 9 with one unit: the first sub-matrix starts while later ranks
+        # still register).  Each rank registers once per exchange, so max_ranks entries
+        # never overflow; a surplus one (a rank registering twice) is dropped and counted.
+        m.submodules.registrations = pending = SyncFIFO(width=DEST_WIDTH, depth=self.max_ranks)
         reg = engine.reg
-        m.d.comb += reg.payload.rank.eq(got.src)
+        m.d.comb += [reg.payload.rank.eq(pending.r_data), reg.valid.eq(pending.r_rdy & engine.busy),
+                     pending.r_en.eq(Mux(engine.busy, reg.ready, 1)),
+                     pending.w_data.eq(got.src)]
+        # Left over when an exchange ends (duplicates): drained, so none reaches the next one.
+        leftover = ~engine.busy & pending.r_rdy
         with m.Switch(state):
             with m.Case(P_HEADER):
                 m.d.comb += self.rx.ready.eq(1)
@@ -259,13 +273,12 @@ class RepackHub(wiring.Component):
                     m.d.comb += drop.eq(1)
                     m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
             with m.Case(P_REG):
-                # Registrations wait for a running exchange inside the control tree; one
-                # with no exchange running is dropped here, so it cannot hold up the port.
-                m.d.comb += reg.valid.eq(engine.busy)
-                with m.If(~engine.busy):
+                # One with no exchange running (or no room) is dropped, never held.
+                with m.If(engine.busy & pending.w_rdy):
+                    m.d.comb += pending.w_en.eq(1)
+                with m.Else():
                     m.d.comb += drop.eq(1)
-                with m.If(reg.ready | ~engine.busy):
-                    m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
+                m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
             with m.Case(P_PASS):
                 for k in range(units):
                     port = engine.i(k)
@@ -279,4 +292,5 @@ class RepackHub(wiring.Component):
                 m.d.comb += self.rx.ready.eq(1)
                 with m.If(self.rx.valid & beat.last):
                     m.d.sync += state.eq(P_HEADER)
+        m.d.comb += drop_reg.eq(leftover)
         return m

@@ -16,7 +16,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiMaster
 
 from cocotb.handle import Immediate
-from cocotb.triggers import First, ReadOnly
+from cocotb.triggers import First, ReadOnly, Timer
 
 from nicoll.cluster import TRACE_LANES
 
@@ -24,6 +24,8 @@ from .session import bytes_from_rows, rows_for_load, split_strobe
 
 __all__ = ["serve", "LANE_SIGNALS"]
 
+#: The simulated clock's period (only cycle counts matter).
+CLOCK_PERIOD_NS = 10
 #: Cycles reset is held at the start.
 RESET_CYCLES = 4
 
@@ -51,6 +53,11 @@ async def _mem_write(memories, node, address, data):
 async def _mem_read(memories, node, address, length):
     response = await memories[node].read(address, length)
     return bytes(response.data), int(response.resp)
+
+
+async def _idle(cycles):
+    if cycles > 0:
+        await Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
 
 
 async def _call(function):
@@ -153,7 +160,7 @@ class _Tracer:
 @cocotb.test()
 async def serve(dut):
     nodes = int(os.environ["NICOLL_NODES"])
-    Clock(dut.clk, 10, unit="ns").start()
+    Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
     dut.rst.value = 1
     csr = [AxiLiteMaster(AxiLiteBus.from_prefix(dut, f"n{i}_s_axil", bus_separator="__"),
                          dut.clk, dut.rst) for i in range(nodes)]
@@ -173,6 +180,7 @@ async def serve(dut):
         "mem_read": lambda node, a, n: _mem_read(mem, node, a, n),
         "mem_load": lambda node, a, d: _mem_load(arrays, row_bytes, node, a, d),
         "mem_dump": lambda node, a, n: _mem_dump(arrays, row_bytes, node, a, n),
+        "idle": lambda node, cycles: _idle(cycles),
         "trace_start": lambda node: _call(tracer.start),
         "trace_stop": lambda node: _call(
             lambda: tracer.stop(dut.node0.core.engine.now.value.to_unsigned())),

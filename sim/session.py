@@ -26,6 +26,8 @@ OPS = {
     # Backdoor: straight into / out of the simulated memory array, in no simulated time.
     "mem_load": "(node, address, data) -> response",
     "mem_dump": "(node, address, length) -> (data, response)",
+    # Let the simulation run ``cycles`` clock cycles with no bus traffic from the host.
+    "idle": "(node, cycles) -> None",
     # Activity trace (Verilator only): start watching every node; stop and return
     # {node: {lane: [(first cycle, end cycle), ...]}} (see cocotb_server.TRACE_LANES).
     "trace_start": "(node) -> None",
