@@ -134,6 +134,16 @@ class AggregatePlan:
     algorithm: str = "aggregate"
 
 
+def _check_subgroup(algorithm, subgroup):
+    if subgroup is None:
+        return
+    if algorithm != "aggregate":
+        raise NicollError(f"subgroup sets the repack sub-matrix size of algorithm 'aggregate', "
+                          f"not of {algorithm!r}")
+    if not isinstance(subgroup, int) or isinstance(subgroup, bool) or subgroup < 1:
+        raise NicollError(f"subgroup must be a positive int, not {subgroup!r}")
+
+
 class _ModelBackend:
     """The device model: one ModelNode per rank, nothing to start or stop."""
 
@@ -468,7 +478,7 @@ class Cluster:
         shape = (self.nodes * shape[0],) + shape[1:] if shape else (self.nodes,)
         return [y.reshape(shape) for y in self._run(plan, xs)]
 
-    def alltoall(self, xs, algorithm="auto", *, scratch_blocks=None, **options):
+    def alltoall(self, xs, algorithm="auto", *, scratch_blocks=None, subgroup=None, **options):
         """Rank i's array (taken flat) is cut into N equal blocks; block j goes to rank j,
         where it is block i.
 
@@ -476,6 +486,8 @@ class Cluster:
             input's place with ``scratch_blocks`` blocks of scratch, default 1),
             ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``
             (pairwise).
+        :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
+            the repack planner's choice.
         :param options: ``segments`` of :func:`nicoll.schedule.alltoall`.
         :returns: one array per rank, of the inputs' shape.
         """
@@ -487,6 +499,7 @@ class Cluster:
                               f"{size} elements do not divide by {self.nodes}")
         if scratch_blocks is not None:
             options["scratch_blocks"] = scratch_blocks
+        _check_subgroup(algorithm, subgroup)
         if algorithm == "aggregate":
             if options:
                 raise NicollError(f"alltoall 'aggregate' takes no options, not "
@@ -494,19 +507,21 @@ class Cluster:
             raw = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in xs]
             step = size // self.nodes * xs[0].dtype.itemsize
             blocks = [[r[j * step:(j + 1) * step] for j in range(self.nodes)] for r in raw]
-            out = self._run_aggregate("alltoall", blocks)
+            out = self._run_aggregate("alltoall", blocks, subgroup)
             return [np.concatenate(row).view(xs[0].dtype).reshape(xs[0].shape) for row in out]
         plan = _schedule.alltoall(self.nodes, size // self.nodes, xs[0].dtype, algorithm,
                                   **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
 
-    def alltoallv(self, blocks, algorithm="auto", **options):
+    def alltoallv(self, blocks, algorithm="auto", *, subgroup=None, **options):
         """``blocks[i][j]`` (a 1-D array, possibly empty) goes from rank i to rank j.
 
         :param algorithm: ``"pairwise"``, ``"aggregate"`` (seed 003: through the repack units
             of node 0) or ``"auto"``: aggregate when the repack plan's cost model favours it
             for these block sizes (:func:`nicoll.repack_plan.plan_subgroups`, ``method``
             "repack") and the build has units whose buffers hold it, else pairwise.
+        :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
+            the repack planner's choice.
         :param options: ``segments`` of :func:`nicoll.schedule.alltoallv`.
         :returns: ``out`` with ``out[j][i]`` the block rank i sent to rank j.
         """
@@ -537,6 +552,7 @@ class Cluster:
                                       f"{blocks[0][0].dtype}: every block must have one dtype")
                 flat.append(block)
         self._check_call("alltoallv", algorithm, options)
+        _check_subgroup(algorithm, subgroup)
         dtype = blocks[0][0].dtype
         sizes = [[blocks[i][j].size for j in range(n)] for i in range(n)]
         if algorithm == "auto" and not options and self._aggregate_plan(
@@ -547,7 +563,7 @@ class Cluster:
                 raise NicollError(f"alltoallv 'aggregate' takes no options, not "
                                   f"{', '.join(map(repr, options))}")
             raw = [[np.ascontiguousarray(b).view(np.uint8) for b in row] for row in blocks]
-            out = self._run_aggregate("alltoallv", raw)
+            out = self._run_aggregate("alltoallv", raw, subgroup)
             return [[block.view(dtype) for block in row] for row in out]
         plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
         inputs = [np.concatenate([np.ascontiguousarray(b) for b in row]) for row in blocks]
@@ -652,7 +668,7 @@ class Cluster:
 
     # -- aggregate exchanges (seed 003) ------------------------------------------------------
 
-    def _aggregate_plan(self, lengths, quiet=False):
+    def _aggregate_plan(self, lengths, quiet=False, subgroup=None):
         """The repack plan of node 0's units for an N×N matrix of block byte lengths; with
         ``quiet``, None instead of an error when the units cannot take it or the cost model
         prefers direct exchange."""
@@ -671,7 +687,7 @@ class Cluster:
         plan = None
         if problem is None:
             try:
-                plan = plan_subgroups(n, lengths, data_width=self.data_width,
+                plan = plan_subgroups(n, lengths, subgroup, data_width=self.data_width,
                                       max_group=repack.max_group, capacity_bytes=repack.capacity,
                                       units=repack.units)
             except NicollError as exc:
@@ -682,13 +698,13 @@ class Cluster:
             return plan if problem is None and plan.method == "repack" else None
         raise NicollError(f"algorithm 'aggregate' cannot run this exchange: {problem}")
 
-    def _run_aggregate(self, what, blocks):
+    def _run_aggregate(self, what, blocks, subgroup=None):
         """Exchange ``blocks[i][j]`` (uint8 arrays) through node 0's repack units; returns
         ``out[j][i]`` (uint8 arrays)."""
         from .aggregate import aggregate_command, layout, read_messages
         n = self.nodes
         lengths = [[len(b) for b in row] for row in blocks]
-        plan = self._aggregate_plan(lengths)
+        plan = self._aggregate_plan(lengths, subgroup=subgroup)
         layouts = layout(plan, blocks)
         devices = self._devices
         for r, (lay, dev) in enumerate(zip(layouts, devices)):

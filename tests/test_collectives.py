@@ -476,6 +476,28 @@ def test_aggregate(clusters, backend, nodes):
         assert outputs[j][i].dtype == np.float32
         assert outputs[j][i].tobytes() == blocks[i][j].tobytes(), (i, j)
     check_aggregate_stats(cl)
+    # Several source subgroups through one unit, one sub-matrix after another: later ranks
+    # register while the first sub-matrix's notices are out (the hub must not hold them).
+    subgroup = max(1, (nodes + 1) // 3)
+    xs = [rng.integers(0, 1 << 15, nodes, dtype=np.int16) for _ in range(nodes)]
+    outputs = cl.alltoall(xs, "aggregate", subgroup=subgroup)
+    assert cl.last_plan.repack.dh == subgroup
+    for r, (got, ref) in enumerate(zip(outputs, order.reference("alltoall", xs))):
+        assert got.tobytes() == ref.tobytes(), f"rank {r}"
+    check_aggregate_stats(cl)
+
+
+def test_subgroup_is_checked_before_anything_is_posted():
+    with nicoll.Cluster(nodes=4, backend="model", mem_size=1 << 12) as cl:
+        xs = [np.arange(4, dtype=np.int32) for _ in range(4)]
+        with pytest.raises(NicollError, match=r"subgroup sets the repack sub-matrix size of "
+                                              r"algorithm 'aggregate', not of 'bruck'"):
+            cl.alltoall(xs, "bruck", subgroup=2)
+        with pytest.raises(NicollError, match=r"subgroup must be a positive int, not 0"):
+            cl.alltoall(xs, "aggregate", subgroup=0)
+        with pytest.raises(NicollError, match=r"dh must be an integer between 1 and 4"):
+            cl.alltoallv([[x[:1] for x in xs] for _ in range(4)], "aggregate", subgroup=5)
+        assert cl.last is None
 
 
 def test_alltoallv_auto_follows_the_cost_model():
