@@ -67,7 +67,8 @@ def synthesized_clock(data_width=256, record=None):
     cores = [e for e in entries if e.get("block") == "niccore"
              and e.get("data_width") == data_width and e.get("fmax_mhz")]
     if not cores:
-        return NOMINAL_MHZ, "nominal (no NIC core synthesis recorded)"
+        return NOMINAL_MHZ, (f"nominal {NOMINAL_MHZ:g} MHz (no NIC core at data_width "
+                             f"{data_width} recorded in docs/synthesis.json)")
     best = max(cores, key=lambda e: e["date"])
     return float(best["fmax_mhz"]), f"Fmax of {best['name']} ({best['date']})"
 

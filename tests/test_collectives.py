@@ -46,17 +46,20 @@ SIZES = {
                      roots=lambda n: [n - 1], alltoall=[("bruck", None), ("pairwise", None),
                                                         ("inplace", 1)]),
     "verilator": dict(nodes=[8], large=4000, mem_size=cluster_kwargs("verilator")["mem_size"],
-                      pairs_nodes=8, pair_step=3, counts=lambda n: [0, n - 1, 301],
+                      pairs_nodes=8, pair_step=6, counts=lambda n: [0, n - 1, 301],
                       roots=lambda n: [0, 5, n - 1],
                       alltoall=[("bruck", None), ("pairwise", None), ("inplace", 1),
                                 ("inplace", "N-1")]),
 }
 # The simulators run in one xdist group each, so a worker starts each simulated cluster once
 # (`make test` distributes by group); model clusters are cheap and spread over the workers.
+# The Verilator collectives have a group of their own, apart from the driver and barrier tests
+# of the same build, so that the two workers share the longest tests (the second waits for the
+# build the first makes, never builds it twice).
 _MARKS = {
     "model": [],
     "amaranth": [pytest.mark.xdist_group("amaranth")],
-    "verilator": [pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
+    "verilator": [pytest.mark.verilator, pytest.mark.xdist_group("verilator-collectives")],
 }
 BACKENDS = [b for b, size in SIZES.items() if size is not None]
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather")
@@ -350,7 +353,7 @@ def test_large(clusters, backend, algorithm):
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "verilator"],
                          ids=lambda b: b)
 @pytest.mark.verilator
-@pytest.mark.xdist_group("verilator")
+@pytest.mark.xdist_group("verilator-collectives")
 def test_activity_trace_agrees_with_the_counters(clusters, backend):
     """Cluster.trace: every beat a node's ports and ALU moved, against the engine's counters;
     recursive halving shows seed 000's overlap of sending and reducing."""
