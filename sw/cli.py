@@ -139,8 +139,13 @@ def _synth(args):
     capabilities -= _pairs(args.without)
     if not capabilities and args.block in ("alu", "niccore"):
         raise NicollError("--alu-pairs and --without leave the ALU no pair to build")
-    pairs_text = ("every pair" if capabilities == all_capabilities()
-                  else f"{len(capabilities)} pairs")
+    if capabilities == all_capabilities():
+        pairs_text = "every pair"
+    elif len(capabilities) <= 4:
+        pairs_text = " ".join(sorted(f"{op.mpi_name}:{dtype.name.lower()}"
+                                     for op, dtype in capabilities))
+    else:
+        pairs_text = f"{len(capabilities)} pairs"
     if args.block == "alu":
         from nicoll.hw.alu import ReductionALU
         name = f"alu_w{args.data_width}_{len(capabilities)}pairs"
