@@ -9,6 +9,7 @@
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,7 +23,22 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def _console():
     from rich.console import Console
-    return Console()
+    console = Console()
+    if not console.is_terminal:
+        # Logs and pipes: wide enough for the tables instead of the 80 columns rich assumes.
+        console = Console(width=160)
+    return console
+
+
+def _zoom_window(trace, half=400):
+    """Cycles around rank 0's first pause in sending after the start: an iteration boundary of
+    recursive halving, where the reduction of the last segment runs on under the next
+    exchange (seed 000)."""
+    spans = trace.lanes[0]["send"]
+    for (_, end), (nxt, _) in zip(spans, spans[1:]):
+        if end > 2 * half and nxt > end:
+            return (end - half, end + half)
+    return (0, 2 * half)
 
 
 def _demo(args):
@@ -57,11 +73,12 @@ def _demo(args):
                                             progress=progress)
             bar.update(task, description="drawing the pictures")
             timeline = out / "allreduce_timeline.png"
-            longest = max(end for lanes in trace.lanes.values() for spans in lanes.values()
-                          for _, end in spans)
-            plot_timeline(trace, timeline, zoom=(0, max(200, longest // 12)),
+            plot_timeline(trace, timeline, zoom=_zoom_window(trace),
                           title=f"allreduce (recursive halving, seed 000), {args.nodes} ranks, "
                                 f"{format_size(args.size)} B float32 per rank")
+            (out / "allreduce_trace.json").write_text(json.dumps(
+                {"start": trace.start, "lanes": {str(rank): lanes
+                                                 for rank, lanes in trace.lanes.items()}}))
             barrier_png = out / "barrier_timeline.png"
             plot_barrier(barrier, barrier_png,
                          title=f"AC barrier (seed 004), {args.nodes} ranks, rank "
