@@ -125,9 +125,11 @@ def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
     say(f"barrier, rank {nodes - 1} arrives {straggler} cycles late")
     arrive = [0] * nodes
     arrive[-1] = straggler
-    cluster.barrier(arrive=arrive, mode="normal")
+    waited = cluster.barrier(arrive=arrive, mode="normal")
     normal = cluster.last.cycles
-    rows.append(DemoRow("barrier", "normal", cluster.last.cycles is not None,
+    # Correct: nobody aborted, and no rank saw the release before the straggler arrived.
+    rows.append(DemoRow("barrier", "normal",
+                        not waited.aborted and min(cluster.last.release_cycles) >= straggler,
                         normal, None, note="waits for the straggler"))
     m, estimate = nodes - 1, 7
     result = cluster.barrier(arrive=arrive, mode="ac", m=m, estimate=estimate)
