@@ -30,15 +30,16 @@ def _console():
     return console
 
 
-def _zoom_window(trace, half=400):
-    """Cycles around rank 0's first pause in sending after the start: an iteration boundary of
-    recursive halving, where the reduction of the last segment runs on under the next
-    exchange (seed 000)."""
-    spans = trace.lanes[0]["send"]
-    for (_, end), (nxt, _) in zip(spans, spans[1:]):
-        if end > 2 * half and nxt > end:
-            return (end - half, end + half)
-    return (0, 2 * half)
+def _zoom_window(trace, half=150):
+    """Cycles around rank 0's longest pause in reducing: an iteration boundary of recursive
+    halving, where the next exchange is already under way while the last segment's reduction
+    finishes (seed 000)."""
+    spans = trace.lanes[0]["reduce"]
+    gaps = [(nxt - end, end) for (_, end), (nxt, _) in zip(spans, spans[1:])]
+    if not gaps:
+        return (0, 2 * half)
+    _, at = max(gaps, key=lambda gap: (gap[0], -gap[1]))
+    return (max(0, at - half), at + half)
 
 
 def _demo(args):

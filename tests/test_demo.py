@@ -69,3 +69,12 @@ def test_synthesis_record_replaces_by_name_and_rewrites_the_table(tmp_path):
     text = table.read_text()
     assert "| 200 (190) |" in text and "| 100 (90) |" not in text
     assert "`.venv/bin/nicoll synth --block alu`" in text and "88.8 | 100 missed" in text
+
+
+def test_the_zoom_centres_on_the_longest_pause_in_reducing():
+    from nicoll.cli import _zoom_window
+    from nicoll.cluster import ActivityTrace
+    trace = ActivityTrace(lanes={0: {"reduce": [(10, 500), (503, 900), (911, 2000),
+                                                (2011, 3000)], "send": [], "receive": []}})
+    assert _zoom_window(trace, half=100) == (800, 1000)     # the first of the two 11-cycle gaps
+    assert _zoom_window(ActivityTrace(lanes={0: {"reduce": [(0, 9)]}}), half=50) == (0, 100)
