@@ -88,6 +88,11 @@ def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
     """Run the demo's calls on ``cluster`` (verilator for the trace); return
     ``(rows, trace, barrier)`` where ``barrier`` holds what the barrier picture needs."""
     from . import reduction_order
+    if not isinstance(size, int) or size < 4 * cluster.nodes or size % 4:
+        raise NicollError(f"the demo's size is bytes of float32 per rank: a multiple of 4 of "
+                          f"at least {4 * cluster.nodes}, not {size!r}")
+    if not isinstance(straggler, int) or straggler < 1:
+        raise NicollError(f"straggler must be a positive number of cycles, not {straggler!r}")
     say = progress or (lambda message: None)
     nodes, width = cluster.nodes, cluster.data_width
     rng = np.random.default_rng(2026)

@@ -78,3 +78,13 @@ def test_the_zoom_centres_on_the_longest_pause_in_reducing():
                                                 (2011, 3000)], "send": [], "receive": []}})
     assert _zoom_window(trace, half=100) == (800, 1000)     # the first of the two 11-cycle gaps
     assert _zoom_window(ActivityTrace(lanes={0: {"reduce": [(0, 9)]}}), half=50) == (0, 100)
+
+
+def test_demo_refuses_bad_sizes_before_running():
+    with nicoll.Cluster(nodes=2, backend="model", mem_size=1 << 12) as cl:
+        for size in (6, 4, "1M"):
+            with pytest.raises(nicoll.NicollError, match=r"multiple of 4 of at least 8"):
+                demo.run_demo(cl, size=size)
+        with pytest.raises(nicoll.NicollError, match=r"straggler must be a positive"):
+            demo.run_demo(cl, size=64, straggler=0)
+        assert cl.last is None
