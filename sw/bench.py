@@ -1,6 +1,6 @@
 """OSU-style benchmarks of the collectives: cycles from the hardware counters.
 
-``nicoll bench allreduce --nodes 8 --sizes 8:1M --backend verilator`` runs one collective over
+``nicoll bench allreduce --nodes 8 --sizes 1:1M --backend verilator`` runs one collective over
 a doubling sweep of message sizes on one simulated cluster and reports, per size and
 algorithm: the cycles every rank's engine took from the common start (average, minimum and
 maximum over the ranks), the time at a given clock, the algorithm and bus bandwidths, and the
@@ -48,7 +48,7 @@ def _size(text):
 
 
 def parse_sizes(text):
-    """``"8:1M"`` (doubling from 8 bytes to 1 MiB), ``"1k"`` or ``"64,4k,1M"``: byte counts."""
+    """``"1:1M"`` (doubling from 1 byte to 1 MiB), ``"1k"`` or ``"64,4k,1M"``: byte counts."""
     if ":" in text:
         low, _, high = text.partition(":")
         low, high = _size(low), _size(high)
@@ -172,7 +172,7 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
     return _schedule.allreduce(nodes, count, dtype, op, algorithm)
 
 
-def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
+def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
               mem_size=None, clock_mhz=125.0, repack_units=1, progress=None, on_row=None):
     """Run the sweep; return ``(rows, figures)``.
@@ -198,7 +198,9 @@ def run_bench(collective, *, nodes=8, sizes=(8, 1 << 20), algorithms=("auto",),
                               f"{', '.join(('auto',) + tuple(known))}")
     np_dtype = np.dtype(numpy_dtype(check_op_dtype("sum", dtype)[1]))
     pair = check_op_dtype(op, np_dtype)
-    counts = [max(1, size // np_dtype.itemsize) for size in sizes]
+    # Sizes below one element all run as one element: one row for them, not several alike.
+    counts = sorted({max(1, size // np_dtype.itemsize) for size in sizes})
+    sizes = [count * np_dtype.itemsize for count in counts]
     need = max(max(s.buffer_bytes for s in _plan(collective, nodes, counts[-1], np_dtype,
                                                   op, "recursive_halving" if a == "auto"
                                                   and collective != "alltoall" else

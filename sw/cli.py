@@ -4,7 +4,7 @@
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
     nicoll synth --board versa_ecp5 [--block alu|barrier|repack]   utilization and Fmax
-    nicoll bench <collective> [--nodes N] [--sizes 8:1M] [--algorithm A,B] [--backend B]
+    nicoll bench <collective> [--nodes N] [--sizes 1:1M] [--algorithm A,B] [--backend B]
                                                 OSU-style sweep: cycles, bandwidth, efficiency
 """
 
@@ -320,8 +320,9 @@ def _parser():
     bench.add_argument("collective", choices=("allreduce", "reduce", "reduce_scatter",
                                               "allgather", "alltoall"))
     bench.add_argument("--nodes", type=int, default=8)
-    bench.add_argument("--sizes", default="8:1M",
-                       help="bytes per rank: LOW:HIGH doubling, or a list (default 8:1M)")
+    bench.add_argument("--sizes", default="1:1M",
+                       help="bytes per rank: LOW:HIGH doubling, or a list (default 1:1M); "
+                            "sizes below one element run as one element")
     bench.add_argument("--algorithm", default="auto",
                        help="algorithm, or several separated by commas (default auto)")
     bench.add_argument("--backend", choices=BACKENDS, default="verilator")

@@ -1,0 +1,41 @@
+"""nicoll bench: the size sweep, the bound, and a sweep on the model backend."""
+
+import pytest
+
+from nicoll import NicollError
+from nicoll.bench import bound_cycles, parse_sizes, run_bench
+from nicoll.cli import main
+
+
+def test_sizes():
+    assert parse_sizes("1:1M")[:3] == [1, 2, 4] and parse_sizes("1:1M")[-1] == 1 << 20
+    assert len(parse_sizes("1:1M")) == 21
+    assert parse_sizes("64,4k,1M") == [64, 4096, 1 << 20]
+    for bad in ("0:8", "16:8", "x", "4q"):
+        with pytest.raises(NicollError):
+            parse_sizes(bad)
+
+
+def test_bound_is_the_design_bound():
+    # 2 (N-1)/N · L / W for allreduce, (N-1)/N · L / W for the others (DESIGN.md, "Measures").
+    assert bound_cycles("allreduce", 8, 1 << 20, 256) == 2 * 7 / 8 * (1 << 20) / 32
+    assert bound_cycles("reduce_scatter", 8, 1 << 20, 256) == 7 / 8 * (1 << 20) / 32
+    assert bound_cycles("allgather", 4, 64, 64) == 3 / 4 * 256 / 8
+
+
+def test_sizes_below_one_element_make_one_row():
+    rows, _ = run_bench("allreduce", nodes=3, sizes=[1, 2, 4, 8], backend="model")
+    assert [row.size for row in rows] == [4, 8]
+    assert all(row.correct for row in rows)
+    assert all(row.cycles_max == 0 for row in rows)      # the model counts no cycles
+
+
+def test_cli_sweep_on_the_model_writes_csv(tmp_path, capsys):
+    path = tmp_path / "out.csv"
+    assert main(["bench", "alltoall", "--nodes", "4", "--sizes", "64,256", "--backend", "model",
+                 "--algorithm", "pairwise,bruck", "--csv", str(path)]) == 0
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("collective,algorithm,nodes,size")
+    assert len(lines) == 1 + 2 * 2 and all(line.endswith("True") for line in lines[1:])
+    assert main(["bench", "allreduce", "--backend", "model", "--algorithm", "nope"]) == 2
+    assert "has no algorithm 'nope'" in capsys.readouterr().err
