@@ -16,7 +16,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiMaster
 
 from cocotb.handle import Immediate
-from cocotb.triggers import First, ReadOnly, Timer
+from cocotb.triggers import First, ReadOnly
 
 from nicoll.cluster import TRACE_LANES
 
@@ -53,11 +53,6 @@ async def _mem_write(memories, node, address, data):
 async def _mem_read(memories, node, address, length):
     response = await memories[node].read(address, length)
     return bytes(response.data), int(response.resp)
-
-
-async def _idle(cycles):
-    if cycles > 0:
-        await Timer(cycles * CLOCK_PERIOD_NS, unit="ns")
 
 
 async def _call(function):
@@ -180,7 +175,6 @@ async def serve(dut):
         "mem_read": lambda node, a, n: _mem_read(mem, node, a, n),
         "mem_load": lambda node, a, d: _mem_load(arrays, row_bytes, node, a, d),
         "mem_dump": lambda node, a, n: _mem_dump(arrays, row_bytes, node, a, n),
-        "idle": lambda node, cycles: _idle(cycles),
         "trace_start": lambda node: _call(tracer.start),
         "trace_stop": lambda node: _call(
             lambda: tracer.stop(dut.node0.core.engine.now.value.to_unsigned())),

@@ -26,10 +26,9 @@ OPS = {
     # Backdoor: straight into / out of the simulated memory array, in no simulated time.
     "mem_load": "(node, address, data) -> response",
     "mem_dump": "(node, address, length) -> (data, response)",
-    # Let the simulation run ``cycles`` clock cycles with no bus traffic from the host.
-    "idle": "(node, cycles) -> None",
     # Activity trace (Verilator only): start watching every node; stop and return
-    # {node: {lane: [(first cycle, end cycle), ...]}} (see cocotb_server.TRACE_LANES).
+    # {node: {lane: [(first cycle, end cycle), ...]}} (lanes: nicoll.cluster.TRACE_LANES,
+    # their signals: cocotb_server.LANE_SIGNALS).
     "trace_start": "(node) -> None",
     "trace_stop": "(node) -> dict",
 }

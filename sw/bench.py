@@ -29,7 +29,7 @@ from .errors import NicollError
 from .ops import check_op_dtype, numpy_dtype
 
 __all__ = ["BenchRow", "COLLECTIVES", "parse_sizes", "bound_cycles", "bus_factor", "run_bench",
-           "format_size"]
+           "format_size", "same_outputs"]
 
 #: Collectives ``nicoll bench`` runs.
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather", "alltoall")
@@ -128,6 +128,13 @@ class BenchRow:
                 "us": round(self.microseconds, 3), "algbw_GBps": round(self.algbw_gbs, 3),
                 "busbw_GBps": round(self.busbw_gbs, 3), "bound": round(self.bound, 1),
                 "efficiency": None if eff is None else round(eff, 4), "correct": self.correct}
+
+
+def same_outputs(outputs, expected):
+    """Every rank's output is bit for bit the expected one (None where none is expected)."""
+    return all((o is None and w is None)
+               or (o is not None and w is not None and o.tobytes() == w.tobytes())
+               for o, w in zip(outputs, expected))
 
 
 def _inputs(rng, collective, nodes, count, dtype):
@@ -231,9 +238,7 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
                 want = _expected(collective, xs, op,
                                  algorithm if algorithm != "auto" else
                                  cluster.last_plan.algorithm)
-                correct = all((w is None and o is None)
-                              or (o is not None and w is not None and o.tobytes() == w.tobytes())
-                              for o, w in zip(outputs, want))
+                correct = same_outputs(outputs, want)
                 last = cluster.last
                 per_rank = last.rank_cycles or [0] * nodes
                 row = BenchRow(collective=collective, algorithm=cluster.last_plan.algorithm,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench import bound_cycles, format_size
+from .bench import bound_cycles, format_size, same_outputs
 from .errors import NicollError
 
 __all__ = ["DemoRow", "DEMO_CLUSTER", "run_demo", "synthesized_clock", "plot_timeline",
@@ -73,12 +73,6 @@ def synthesized_clock(data_width=256, record=None):
     return float(best["fmax_mhz"]), f"Fmax of {best['name']} ({best['date']})"
 
 
-def _same(outputs, expected):
-    return all((o is None and w is None) or (o is not None and w is not None
-                                             and o.tobytes() == w.tobytes())
-               for o, w in zip(outputs, expected))
-
-
 def _near_numpy(outputs, exact):
     return all(o is None or np.allclose(o, w, rtol=1e-4, atol=1e-3)
                for o, w in zip(outputs, exact))
@@ -106,7 +100,7 @@ def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
         outputs = cluster.allreduce(xs, "sum", "recursive_halving")
     ordered = reduction_order.reference("allreduce", xs, "sum", "recursive_halving")
     rows.append(DemoRow("allreduce float32", "recursive_halving",
-                        _same(outputs, ordered) and _near_numpy(outputs, [exact] * nodes),
+                        same_outputs(outputs, ordered) and _near_numpy(outputs, [exact] * nodes),
                         cluster.last.cycles, bound_cycles("allreduce", nodes, size, width)))
 
     say(f"reduce_scatter, {format_size(size)} B per rank")
@@ -114,7 +108,7 @@ def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
     ordered = reduction_order.reference("reduce_scatter", xs, "sum", "recursive_halving")
     parts = np.array_split(exact, nodes)
     rows.append(DemoRow("reduce_scatter float32", "recursive_halving",
-                        _same(outputs, ordered) and _near_numpy(outputs, parts),
+                        same_outputs(outputs, ordered) and _near_numpy(outputs, parts),
                         cluster.last.cycles, bound_cycles("reduce_scatter", nodes, size, width)))
 
     blocks = [rng.integers(0, 1 << 62, nodes, dtype=np.int64) for _ in range(nodes)]
@@ -122,7 +116,7 @@ def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
     for algorithm in ("aggregate", "pairwise"):
         say(f"alltoall, {BLOCK_BYTES}-byte blocks, {algorithm}")
         outputs = cluster.alltoall(blocks, algorithm)
-        rows.append(DemoRow(f"alltoall {BLOCK_BYTES} B blocks", algorithm, _same(outputs, want),
+        rows.append(DemoRow(f"alltoall {BLOCK_BYTES} B blocks", algorithm, same_outputs(outputs, want),
                             cluster.last.cycles,
                             bound_cycles("alltoall", nodes, BLOCK_BYTES * nodes, width),
                             note=f"{cluster.last.packets[1]} packets sent by rank 1"))
@@ -228,9 +222,3 @@ def plot_barrier(barrier, path, *, title):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def check_backend(backend):
-    if backend != "verilator":
-        raise NicollError(f"the demo traces the Verilator simulation; backend {backend!r} "
-                          f"cannot be traced")
