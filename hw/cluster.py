@@ -6,7 +6,11 @@ top-level ports ``n<i>_s_axil`` (registers) and ``n<i>_s_axi`` (device memory).
 
 In the Verilog from :func:`cluster_verilog` and :func:`niccore_verilog` an interface member
 becomes ``<port>__<member>`` (``n0_s_axil__awaddr``, ``s_axi__wdata``), next to ``clk`` and
-``rst`` (active high, synchronous).  cocotbext-axi finds a port by its prefix:
+``rst`` (active high, synchronous).  For the simulator's harness the cluster's Verilog also
+has ``n<i>_activity`` (bit 0: node ``i`` sent a beat into the switch in this cycle, bit 1: it
+took one from the switch, bit 2: its engine fed an operand pair to the ALU; the lanes of
+:data:`nicoll.cluster.TRACE_LANES`) and ``cycles`` (node 0's cycle counter), so a trace is
+read from ports rather than from signals inside the cores.  cocotbext-axi finds a port by its prefix:
 ``AxiLiteBus.from_prefix(dut, "n0_s_axil", bus_separator="__")``.  The single core's
 network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, ``tdest``,
 ``tuser`` = the packet's ``control`` bit, ``tvalid``, ``tready``) so
@@ -17,7 +21,7 @@ inside the gateware they are packet streams.
 import contextlib
 
 from amaranth.back import rtlil, verilog
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -30,6 +34,9 @@ from .switch import Switch
 
 
 __all__ = ["ClusterTop", "cluster_verilog", "niccore_verilog"]
+
+#: Bits of each node's ``n<i>_activity`` port in the cluster's Verilog: send, receive, reduce.
+ACTIVITY_LANES = 3
 
 
 class ClusterTop(wiring.Component):
@@ -176,7 +183,11 @@ class _ClusterOfInstances(wiring.Component):
         self._data_width = core_kwargs.get("data_width", 256)
         top = ClusterTop(nodes=nodes, **core_kwargs)
         top._MustUse__silence = True          # only its ports are copied
-        super().__init__(dict(top.signature.members))
+        members = dict(top.signature.members)
+        for i in range(nodes):
+            members[f"n{i}_activity"] = Out(ACTIVITY_LANES)
+        members["cycles"] = Out(64)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -188,6 +199,12 @@ class _ClusterOfInstances(wiring.Component):
                 ports[("i_" if member.flow == In else "o_") + "__".join(path)] = value
             m.d.comb += local.node_id.eq(i)
             m.submodules[f"node{i}"] = Instance("nicoll_niccore", **ports)
+            m.d.comb += getattr(self, f"n{i}_activity").eq(Cat(
+                local.net_tx.tvalid & local.net_tx.tready,
+                local.net_rx.tvalid & local.net_rx.tready,
+                local.reduce_beat))
+            if i == 0:
+                m.d.comb += self.cycles.eq(local.cycles)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), local.s_axil)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axi")), local.s_axi)
             tx, rx = switch.rx(i), switch.tx(i)
@@ -226,6 +243,9 @@ class _NicCoreVerilogTop(wiring.Component):
         axis = AXI4StreamSignature(self.core.data_width, DEST_WIDTH, user_width=1)
         members["net_tx"] = Out(axis)
         members["net_rx"] = In(axis)
+        # For activity traces: an operand pair entered the ALU; the core's cycle counter.
+        members["reduce_beat"] = Out(1)
+        members["cycles"] = Out(64)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -234,6 +254,9 @@ class _NicCoreVerilogTop(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), core.s_axil)
         wiring.connect(m, wiring.flipped(self.s_axi), core.s_axi)
         m.d.comb += core.node_id.eq(self.node_id)
+        alu = core.engine.alu
+        m.d.comb += [self.reduce_beat.eq(alu.a.valid & alu.a.ready),
+                     self.cycles.eq(core.engine.now)]
         for axis, pkt, outgoing in ((self.net_tx, core.net_tx, True),
                                     (self.net_rx, core.net_rx, False)):
             pairs = [(axis.tdata, pkt.payload.data), (axis.tkeep, pkt.payload.keep),
@@ -249,7 +272,9 @@ def niccore_verilog(**kwargs):
     """Verilog of ``NicCore(**kwargs)`` as a module named ``nicoll_niccore``.
 
     Ports: ``s_axil__*``, ``s_axi__*``, ``node_id``, ``clk``, ``rst`` as in NicCore, and the
-    network ports as AXI4-Stream ``net_tx__t*`` / ``net_rx__t*``.
+    network ports as AXI4-Stream ``net_tx__t*`` / ``net_rx__t*``; for simulation harnesses
+    ``reduce_beat`` (an operand pair enters the ALU in this cycle) and ``cycles`` (the core's
+    cycle counter, as the engine sees it).
     """
     with _without_zero_memory_init():
         return verilog.convert(_NicCoreVerilogTop(**kwargs), name="nicoll_niccore")

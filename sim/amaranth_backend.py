@@ -72,6 +72,7 @@ class AmaranthCluster(SimCluster):
                 ctx, getattr(top, f"n{node}_s_axi"), address, length),
             "mem_load": lambda node, address, data: self._load(ctx, node, address, data),
             "mem_dump": lambda node, address, length: self._dump(ctx, node, address, length),
+            "idle": lambda node, cycles: self._idle(ctx, cycles),
         }
         while True:
             request = self._requests.get()
@@ -83,6 +84,11 @@ class AmaranthCluster(SimCluster):
             except Exception as exc:
                 result = exc
             self._replies.put(result)
+
+    @staticmethod
+    async def _idle(ctx, cycles):
+        if cycles > 0:
+            await ctx.tick().repeat(cycles)
 
     def _row_reader(self, ctx, node):
         memory = self.top.cores[node].devmem.data

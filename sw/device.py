@@ -95,6 +95,16 @@ class Device:
         """The free-running 64-bit cycle counter (one consistent read)."""
         return self.regs.global_.CYCLES.read()
 
+    def idle(self, cycles):
+        """Let the device run ``cycles`` cycles without bus traffic (in a simulator, the whole
+        cluster runs them at once); on hardware and the model this returns at once.  Waits
+        that poll a status call it between reads, so a simulator spends its time simulating
+        rather than answering reads."""
+        if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles < 0:
+            raise NicollError(f"idle cycles must be a non-negative int, not {cycles!r}")
+        if cycles:
+            self.transport.idle(cycles)
+
     # -- device memory --------------------------------------------------------------------
 
     def _check_range(self, address, length, what):

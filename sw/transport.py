@@ -43,3 +43,8 @@ class Transport(abc.ABC):
         """Read ``length`` bytes of device memory at byte ``address`` by the fastest way the
         backend has (the counterpart of :meth:`mem_load`)."""
         return self.mem_read(address, length)
+
+    def idle(self, cycles: int) -> None:
+        """Let the device run ``cycles`` clock cycles with no bus traffic: how a driver waits
+        between polls without spending a bus access per few cycles.  A simulator runs them
+        at once; hardware and the device model run on their own, so this does nothing."""
