@@ -232,7 +232,12 @@ class ReductionALU(wiring.Component):
         self.lanes = data_width // LANE_BITS
         # Every source of a lane result and the stage (counted from the operand register)
         # at which it is ready; results are merged into one delay line as they become ready.
-        self._sources = {"simple": self._SIMPLE_LATENCY}
+        # The shared integer / compare unit only where a pair needs it: with float sums alone
+        # it would be built, never selected, and still cost its logic in every simulated cycle.
+        self._sources = {}
+        if not capabilities or any(self._source_of(op, dtype) == "simple"
+                                   for op, dtype in capabilities):
+            self._sources["simple"] = self._SIMPLE_LATENCY
         for width in self._product_widths():
             self._sources["int", width] = _int_product_latency(width)
         for dtype in FLOAT_TYPES:
@@ -465,7 +470,9 @@ class ReductionALU(wiring.Component):
         for lane in range(self.lanes):
             sl = slice(lane * LANE_BITS, (lane + 1) * LANE_BITS)
             x, y = a0[sl], b0[sl]
-            values = {"simple": self._simple_result(m, x, y, op0, dtype0, lane)}
+            values = {}
+            if "simple" in self._sources:
+                values["simple"] = self._simple_result(m, x, y, op0, dtype0, lane)
             limb_product = self._limb_products(m, x, y, lane)
             for width in self._product_widths():
                 values["int", width] = self._int_product(m, x, y, width, lane, limb_product)

@@ -175,11 +175,14 @@ class Cluster {
     uint64_t cycles() const { return cycle_; }
     uint64_t engine_cycles() { top_->eval(); return now_.get(); }
 
-    //! One clock cycle.  Inputs set before it are settled first; the values seen before the
-    //! rising edge are the ones the edge takes.
+    //! One clock cycle.  The rising edge takes the inputs as they are now (Verilator settles
+    //! input changes before it applies the edge), so a caller evaluates first only when it
+    //! must read what the gateware answers before the edge (ready, valid, data).
     void tick() {
-        top_->eval();
-        if (tracing_) sample();
+        if (tracing_) {
+            top_->eval();
+            sample();
+        }
 #if VM_TRACE
         if (vcd_) vcd_->dump(ctx_->time());
 #endif

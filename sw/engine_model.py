@@ -389,7 +389,8 @@ class EngineNetworkModel:
     def _attach_hub(self, node, node_id):
         """The repack block of ``node``: its control tree, whose exchanges run at zero
         latency once every rank has registered."""
-        hub = self._hubs[node_id] = _Hub(units=self.repack_units)
+        # Only node 0 builds repack units (nicoll.hw.cluster.ClusterTop): its serve the cluster.
+        hub = self._hubs[node_id] = _Hub(units=self.repack_units if node_id == 0 else 0)
         node.on_write("repack", "CONTROL", lambda: self._hub_control(node_id))
         has = bool(hub.units)
         values = {

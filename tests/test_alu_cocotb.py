@@ -40,7 +40,7 @@ if os.environ.get("NICOLL_ALU_FULL_256"):
 def test_alu_bench(data_width, capabilities, tmp_path):
     key = ("alu", data_width, format_pairs(sorted(capabilities, key=lambda p: (p[1].value, p[0].value))))
     folder = build_design(name=f"alu_w{data_width}_{len(capabilities)}pairs", key=key,
-                          toplevel="nicoll_alu",
+                          toplevel="nicoll_alu", roots=("nicoll.hw.alu",),
                           make_verilog=lambda: alu_verilog(data_width, capabilities)[0])
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_SEED": str(data_width),
            "NICOLL_ALU_VECTORS": os.environ.get("NICOLL_ALU_VECTORS", "2000"),

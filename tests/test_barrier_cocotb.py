@@ -72,6 +72,7 @@ def build(name):
     os.environ["MAKEFLAGS"] = f"{saved or ''} {MAKE_OPT}".strip()
     try:
         return build_design(name=f"barrier_tree_{name}", key=key, toplevel=TOPLEVEL,
+                            roots=("nicoll.hw.barrier_tree",),
                             make_verilog=lambda: barrier_tree_verilog(units, links=links,
                                                                       **params))
     finally:

@@ -20,7 +20,7 @@ def test_csr_slave_bench(data_width, node_id, tmp_path):
     params = dict(data_width=data_width, max_nodes=64, mem_size=1024,
                   alu_capabilities=ALU_CAPABILITIES)
     folder = build_design(name=f"niccore_w{data_width}", key=("niccore", params),
-                          toplevel="nicoll_niccore",
+                          toplevel="nicoll_niccore", roots=("nicoll.hw.cluster",),
                           make_verilog=lambda: niccore_verilog(**params))
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_MAX_NODES": "64",
            "NICOLL_MEM_SIZE": "1024", "NICOLL_NODE_ID": str(node_id),

@@ -178,3 +178,17 @@ def test_float_products_every_type():
     pairs = [(ReduceOp.PROD, d) for d in FLOAT_TYPES] + [(ReduceOp.SUM, DType.FLOAT64)]
     beats, expected = make_beats(pairs, 64, rng, per_pair=24)
     check(run_alu(alu, beats, stall_a=0.2, stall_out=0.3, seed=4), beats, expected, caps)
+
+
+def test_float_sum_only_build_has_no_integer_unit():
+    """The demo's ALU (sum:float32 alone) leaves the shared integer / compare unit out, still
+    sums exactly and refuses every other pair with error = 1 and data 0."""
+    rng = random.Random(13)
+    caps = frozenset({(ReduceOp.SUM, DType.FLOAT32)})
+    alu = ReductionALU(64, capabilities=caps)
+    assert "simple" not in alu._sources
+    assert "simple" in ReductionALU(64, capabilities=caps | {(ReduceOp.MAX, DType.FLOAT32)})._sources
+    pairs = [(ReduceOp.SUM, DType.FLOAT32), (ReduceOp.MAX, DType.FLOAT32),
+             (ReduceOp.SUM, DType.INT32), (ReduceOp.SUM, DType.FLOAT32)]
+    beats, expected = make_beats(pairs, 64, rng, per_pair=4)
+    check(run_alu(alu, beats, stall_out=0.3, seed=5), beats, expected, caps)

@@ -184,13 +184,19 @@ def test_cluster_three_nodes():
     run_testbenches(dut, *(node_tb(i) for i in range(nodes)), check, watchdog_cycles=50000)
 
 
-def test_cluster_verilog():
-    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024)
+@pytest.mark.parametrize("optimize", [True, False])
+def test_cluster_verilog(optimize):
+    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024, optimize=optimize)
     assert "module nicoll_cluster(" in text
     for name in ("n1_s_axil__awaddr", "n0_s_axil__rdata", "n1_s_axi__wdata", "n1_s_axi__awid",
-                 "n0_s_axi__rlast", "switch_dropped"):
+                 "n0_s_axi__rlast", "switch_dropped", "n0_activity", "n1_activity", "cycles"):
         assert f" {name};" in text, name
     assert "n2_s_axil" not in text
+    # Node 0 has the repack units; node 1 is built from the core without them.
+    assert "module nicoll_niccore(" in text and "module nicoll_niccore_plain(" in text
+    assert "nicoll_niccore_plain.core.hub" not in text and "nicoll_niccore.core.hub" in text
+    # The backdoor reaches each node's memory array by this name.
+    assert "reg [63:0] mem [127:0];" in text
 
 
 def test_niccore_verilog():

@@ -41,6 +41,7 @@ def build(config):
     ranks, units, group, width, capacity = config
     return build_design(name=f"repack_r{ranks}_u{units}_g{group}_w{width}_c{capacity}",
                         key=("repack", *config), toplevel=TOPLEVEL,
+                        roots=("nicoll.hw.repack_top",),
                         make_verilog=lambda: repack_verilog(*config))
 
 
