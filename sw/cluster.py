@@ -18,7 +18,7 @@ import numpy as np
 
 from . import schedule as _schedule
 from .barrier import MODES
-from .config import BACKENDS, ClusterConfig, DEFAULT_MAX_NODES, DEFAULT_MEM_SIZE
+from .config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
 from .device import Device
 from .engine import ERROR_NAMES, error_text
 from .errors import NicollError
@@ -195,22 +195,28 @@ class Cluster:
     :param backend: ``"model"`` (Python device model), ``"amaranth"`` (the gateware in the
         Amaranth simulator) or ``"verilator"`` (its Verilog under Verilator and cocotb).
     :param data_width: width of the network streams and memory beats (64, 128, 256, 512).
-    :param max_nodes: the largest cluster the gateware is built for.
+    :param max_nodes: the largest cluster the gateware is built for; None (the default) for
+        the larger of 8 and ``nodes``.
     :param mem_size: bytes of device memory per node (a power of two).
     :param alu_capabilities: the (op, dtype) pairs the reduction ALU is built with, e.g.
-        everything but ``("prod", "float64")`` to save DSPs; None for every pair MPI defines.
-    :param repack_units: repack units of each node (seed 003); node 0's serve
+        ``[("sum", "float32"), ("max", "int32")]``; ``"all"`` for every pair MPI defines;
+        None (the default) for the backend's default: every pair on the model,
+        :data:`~nicoll.config.DEFAULT_SIM_ALU_CAPABILITIES` (sum on float32) on the
+        simulators, whose build time and speed grow with every float unit.  A reduction on a
+        pair the build lacks is refused with a message naming this option.
+    :param repack_units: repack units of node 0 (seed 003), which serve
         ``alltoall``/``alltoallv`` with algorithm ``"aggregate"``; 0 builds none.
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
-    def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=DEFAULT_MAX_NODES,
+    def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
                  mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
                  progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
+        max_nodes, alu_capabilities = build_defaults(backend, nodes, max_nodes, alu_capabilities)
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
                                     repack_units=repack_units)
@@ -223,6 +229,7 @@ class Cluster:
             self._backend.close()
             raise
         self._closed = False
+        self._alu_pairs = None
         self._tree = None
         self._barrier_seq = 0
         self._last_start = None
@@ -622,7 +629,21 @@ class Cluster:
                 raise NicollError(f"{what} has no option {name!r}; its options are "
                                   f"{', '.join(_OPTIONS[what])}")
         if op is not None:
-            self._devices[0].check_reduction(op, dtype)
+            self._check_pair(op, dtype)
+
+    def _check_pair(self, op, dtype):
+        """Refuse a reduction the build's ALU lacks, naming the option that adds it."""
+        from .ops import check_op_dtype
+        op, dtype = check_op_dtype(op, dtype)
+        if self._alu_pairs is None:
+            self._alu_pairs = self._devices[0].alu_capabilities()
+        if (op, dtype) not in self._alu_pairs:
+            built = sorted((d.numpy_name, o.mpi_name) for o, d in self._alu_pairs)
+            listed = ", ".join(f"({o!r}, {d!r})" for d, o in built) or "none"
+            raise NicollError(
+                f"op {op.mpi_name!r} on {dtype.numpy_name} is not in this build's ALU, which "
+                f"computes {listed}; open the cluster with alu_capabilities=[..., "
+                f"({op.mpi_name!r}, {dtype.numpy_name!r})] (or alu_capabilities='all') to add it")
 
     def _run(self, plan, inputs):
         """Post a compiled plan on every node, run it and return each rank's output (1-D)."""

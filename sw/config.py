@@ -5,17 +5,40 @@ import hashlib
 
 from .errors import NicollError
 
-__all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFAULT_MAX_NODES"]
+__all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFAULT_MAX_NODES",
+           "DEFAULT_SIM_ALU_CAPABILITIES", "build_defaults"]
 
 #: Device backends, fastest first.
 BACKENDS = ("model", "amaranth", "verilator")
 #: Widths of the network streams and device-memory beats a core can be built with.
 DATA_WIDTHS = (64, 128, 256, 512)
 DEFAULT_MEM_SIZE = 1 << 20
-DEFAULT_MAX_NODES = 64
+#: max_nodes of a Cluster that names none: this or the node count, whichever is larger.  (The
+#: gateware's tables grow with it; a cluster built for 64 nodes simulates 8 more slowly.)
+DEFAULT_MAX_NODES = 8
+#: The ALU pairs a simulated cluster is built with when none are named: each float adder or
+#: multiplier adds minutes to a Verilator build and cost to every simulated cycle.
+DEFAULT_SIM_ALU_CAPABILITIES = (("sum", "float32"),)
 #: The barrier unit's bit vector and route table take at most 4096 nodes; MEM_SIZE holds 32 bits.
 _MAX_NODES_LIMIT = 4096
 _MEM_SIZE_LIMIT = 1 << 31
+
+
+def build_defaults(backend, nodes, max_nodes, alu_capabilities):
+    """``(max_nodes, alu_capabilities)`` of a :class:`nicoll.Cluster` call: None for max_nodes
+    gives the larger of :data:`DEFAULT_MAX_NODES` and ``nodes``; None for the ALU pairs gives
+    every pair on the model and :data:`DEFAULT_SIM_ALU_CAPABILITIES` on the simulators;
+    ``"all"`` gives every pair (the config's None)."""
+    if max_nodes is None:
+        max_nodes = max(DEFAULT_MAX_NODES, nodes) if isinstance(nodes, int) else nodes
+    if alu_capabilities is None:
+        alu_capabilities = None if backend == "model" else DEFAULT_SIM_ALU_CAPABILITIES
+    elif isinstance(alu_capabilities, str):
+        if alu_capabilities != "all":
+            raise NicollError(f"alu_capabilities must be (op, dtype) pairs, 'all' or None, "
+                              f"not {alu_capabilities!r}")
+        alu_capabilities = None
+    return max_nodes, alu_capabilities
 
 
 def _int(name, value):
@@ -28,7 +51,7 @@ def _int(name, value):
 class ClusterConfig:
     nodes: int
     data_width: int = 256
-    max_nodes: int = DEFAULT_MAX_NODES
+    max_nodes: int = 64
     mem_size: int = DEFAULT_MEM_SIZE
     #: (op, dtype) pairs the ALU computes, as a sorted tuple of (ReduceOp, DType); None: all
     #: pairs MPI defines.  Given as any iterable of (op name, numpy dtype) pairs.

@@ -1,6 +1,11 @@
 """Configurations several test files share, so each Verilator cluster is built once."""
 
+import os
+
 from nicoll.hw.ops import DType, INTEGER_TYPES, ReduceOp
+
+# The suite's workers already fill the cores: a second simulator thread would only wait.
+os.environ.setdefault("NICOLL_SIM_THREADS", "1")
 
 #: A representative spread of the ALU, as a small FPGA would be configured: every integer op
 #: but prod on every integer type (one shared unit), prod on int32, every float32 op, sum,
@@ -31,7 +36,12 @@ CLUSTER_KWARGS = dict(data_width=256, max_nodes=64, mem_size=1 << 16,
 
 
 def cluster_kwargs(backend):
-    """The cluster keyword arguments (besides nodes and backend) of ``backend``'s tests."""
-    if backend in ("amaranth", "verilator"):
+    """The cluster keyword arguments (besides nodes and backend) of ``backend``'s tests.  The
+    simulated clusters are built for the 8 nodes they run (max_nodes sizes the barrier unit's
+    vectors and the engine's tables, which cost Verilator time in every cycle)."""
+    if backend == "amaranth":
         return dict(CLUSTER_KWARGS, data_width=64, alu_capabilities=SIM_ALU_CAPABILITIES)
+    if backend == "verilator":
+        return dict(CLUSTER_KWARGS, data_width=64, max_nodes=8,
+                    alu_capabilities=SIM_ALU_CAPABILITIES)
     return dict(CLUSTER_KWARGS)

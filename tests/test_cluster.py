@@ -1,5 +1,6 @@
 """Cluster construction: argument checks (no backend is started for bad input) and lifetime."""
 
+import numpy as np
 import pytest
 
 import nicoll
@@ -7,8 +8,9 @@ from nicoll import NicollError
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(nodes=0), r"nodes must be between 1 and max_nodes=64, not 0"),
-    (dict(nodes=65), r"nodes must be between 1 and max_nodes=64, not 65"),
+    (dict(nodes=0), r"nodes must be between 1 and max_nodes=8, not 0"),
+    (dict(nodes=65, max_nodes=64), r"nodes must be between 1 and max_nodes=64, not 65"),
+    (dict(nodes=5000), r"max_nodes must be between 1 and 4096, not 5000"),
     (dict(nodes=9, max_nodes=8), r"nodes must be between 1 and max_nodes=8, not 9"),
     (dict(nodes="4"), r"nodes must be an int, not '4'"),
     (dict(nodes=2, backend="fpga"),
@@ -45,3 +47,31 @@ def test_public_names():
 def test_cluster_of_max_nodes_opens_on_the_model():
     with nicoll.Cluster(nodes=64, backend="model") as cl:
         assert [cl.device(r).node_id for r in range(64)] == list(range(64))
+
+
+def test_build_defaults_per_backend():
+    """A cluster that names no build options gets what builds quickly on its backend: the model
+    every ALU pair, the simulators sum on float32; max_nodes 8, or the node count if larger."""
+    from nicoll.config import DEFAULT_SIM_ALU_CAPABILITIES, build_defaults
+    assert build_defaults("model", 4, None, None) == (8, None)
+    assert build_defaults("verilator", 4, None, None) == (8, DEFAULT_SIM_ALU_CAPABILITIES)
+    assert build_defaults("amaranth", 16, None, None) == (16, DEFAULT_SIM_ALU_CAPABILITIES)
+    assert build_defaults("verilator", 4, 64, "all") == (64, None)
+    pairs = [("max", "int32")]
+    assert build_defaults("verilator", 4, None, pairs) == (8, pairs)
+    with pytest.raises(NicollError, match=r"alu_capabilities must be \(op, dtype\) pairs, 'all' "
+                                          r"or None, not 'every'"):
+        build_defaults("model", 4, None, "every")
+
+
+def test_model_default_build_computes_every_pair_and_refusals_name_the_option():
+    with nicoll.Cluster(nodes=2) as cl:
+        assert cl.device(0).max_nodes == 8
+        ys = cl.allreduce([np.arange(4, dtype=np.float64)] * 2, "prod")
+        assert list(ys[0]) == [0.0, 1.0, 4.0, 9.0]
+    with nicoll.Cluster(nodes=2, alu_capabilities=[("sum", "float32")]) as cl:
+        with pytest.raises(NicollError, match=r"op 'max' on int32 is not in this build's ALU, "
+                                              r"which computes \('sum', 'float32'\); open the "
+                                              r"cluster with alu_capabilities=\[\.\.\., "
+                                              r"\('max', 'int32'\)\]"):
+            cl.allreduce([np.arange(4, dtype=np.int32)] * 2, "max")

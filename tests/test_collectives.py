@@ -613,7 +613,9 @@ def _bad_calls(n, mem_size, depth):
         "op undefined on floats": (lambda cl: cl.allreduce(xs, "band"),
                                    r"op 'band' is not defined on float32"),
         "op not in this build": (lambda cl: cl.reduce([x.astype(np.float64)] * n, "prod"),
-                                 r"op 'prod' on float64 is not in this build"),
+                                 r"op 'prod' on float64 is not in this build's ALU, which "
+                                 r"computes .*; open the cluster with alu_capabilities=\[\.\.\., "
+                                 r"\('prod', 'float64'\)\]"),
         "type the ALU lacks": (lambda cl: cl.allreduce([x.astype(np.complex64)] * n),
                                r"unsupported element type 'complex64'"),
         "buffer over device memory": (

@@ -48,7 +48,7 @@ def test_each_node_reports_its_rank_and_build(cluster):
         assert dev.node_id == rank
         assert dev.regs.global_.NODE_ID.read() == rank
         assert dev.data_width == cluster.data_width == cluster_kwargs(cluster.backend)["data_width"]
-        assert dev.max_nodes == 64
+        assert dev.max_nodes == cluster_kwargs(cluster.backend)["max_nodes"]
         assert dev.mem_size == MEM_SIZE
 
 
