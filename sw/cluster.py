@@ -267,8 +267,8 @@ class Cluster:
                 cl.allreduce(xs)
             trace.lanes[3]["reduce"]    # [(first, end), ...] cycles from the collective's start
 
-        See :class:`ActivityTrace`.  The recording watches signals of the simulation, not the
-        gateware: it changes no cycle count.
+        See :class:`ActivityTrace`.  The lanes are ports of the simulation's top, outside the
+        NIC cores, sampled by the simulator's harness: a trace changes no cycle count.
         """
         self._check_open()
         if self.backend != "verilator":
