@@ -555,6 +555,6 @@ class _ALUVerilogTop(wiring.Component):
 def alu_verilog(data_width=256, capabilities=None):
     """Verilog of a ReductionALU as module ``nicoll_alu`` with AXI4-Stream port names
     (``s_axis_a_t*``, ``s_axis_b_t*``, ``m_axis_result_t*``); returns ``(text, latency)``."""
-    from amaranth.back import verilog
+    from .simverilog import simulation_verilog
     top = _ALUVerilogTop(data_width, capabilities)
-    return verilog.convert(top, name="nicoll_alu"), top.alu.latency
+    return simulation_verilog(top, "nicoll_alu"), top.alu.latency

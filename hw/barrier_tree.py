@@ -484,7 +484,8 @@ class BarrierTreeTop(wiring.Component):
 def barrier_tree_verilog(units, **kwargs):
     """Verilog of a :class:`BarrierTreeTop` (same arguments) as module ``nicoll_barrier_tree``,
     preceded by the one unit module (``nicoll_barrier_unit``) all its units instantiate."""
-    from amaranth.back import verilog
+    from .simverilog import simulation_verilog
     top = BarrierTreeTop(units, unit_module=UNIT_MODULE, **kwargs)
-    unit = verilog.convert(top.unit_prototype, name=UNIT_MODULE)
-    return unit + "\n" + verilog.convert(top, name=TOPLEVEL)
+    unit = simulation_verilog(top.unit_prototype, UNIT_MODULE, wait=False)
+    tree = simulation_verilog(top, TOPLEVEL, wait=False)
+    return unit.result() + "\n" + tree.result()

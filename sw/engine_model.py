@@ -111,12 +111,17 @@ class EngineNetworkModel:
         refused).
     :param depth: commands a queue holds (CAPS.depth).
     :param packet_beats: the largest data packet in beats (PACKET.beats).
+    :param repack_units: repack units of a node that has them (CAPS.units).
+    :param repack_nodes: the node ids that have them; None for every node (a core on its
+        own).  A cluster builds them on node 0 only (:class:`nicoll.hw.cluster.ClusterTop`).
     """
 
     def __init__(self, clock, max_nodes, *, depth=DEFAULT_QUEUE_DEPTH,
-                 packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS):
+                 packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
+                 repack_nodes=None):
         self.clock = clock
         self.repack_units = repack_units
+        self.repack_nodes = None if repack_nodes is None else frozenset(repack_nodes)
         self._hubs = {}         # node id -> _Hub
         self.max_nodes = max_nodes
         self.depth = depth
@@ -389,8 +394,8 @@ class EngineNetworkModel:
     def _attach_hub(self, node, node_id):
         """The repack block of ``node``: its control tree, whose exchanges run at zero
         latency once every rank has registered."""
-        # Only node 0 builds repack units (nicoll.hw.cluster.ClusterTop): its serve the cluster.
-        hub = self._hubs[node_id] = _Hub(units=self.repack_units if node_id == 0 else 0)
+        has_units = self.repack_nodes is None or node_id in self.repack_nodes
+        hub = self._hubs[node_id] = _Hub(units=self.repack_units if has_units else 0)
         node.on_write("repack", "CONTROL", lambda: self._hub_control(node_id))
         has = bool(hub.units)
         values = {
