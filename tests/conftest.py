@@ -45,3 +45,20 @@ def cluster_kwargs(backend):
         return dict(CLUSTER_KWARGS, data_width=64, max_nodes=8,
                     alu_capabilities=SIM_ALU_CAPABILITIES)
     return dict(CLUSTER_KWARGS)
+
+
+#: Tests that take minutes of one core (a place and route, the cocotb benches' Verilator
+#: builds).  They are collected first, so the two workers run them alongside the short tests
+#: rather than finishing on them; the rest keep their order.  (Every Verilator *cluster* test
+#: is in the one xdist group "verilator": they share one build, which a second group on the
+#: other worker would only wait for.)
+_LONG_FIRST = ("tests/test_synth.py::test_synthesize_niccore_small", "tests/test_alu_cocotb.py",
+               "tests/test_csr_cocotb.py", "tests/test_barrier_cocotb.py",
+               "tests/test_repack_cocotb.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        matches = [k for k, prefix in enumerate(_LONG_FIRST) if item.nodeid.startswith(prefix)]
+        return matches[0] if matches else len(_LONG_FIRST)
+    items.sort(key=rank)

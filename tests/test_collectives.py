@@ -53,13 +53,13 @@ SIZES = {
 }
 # The simulators run in one xdist group each, so a worker starts each simulated cluster once
 # (`make test` distributes by group); model clusters are cheap and spread over the workers.
-# The Verilator collectives have a group of their own, apart from the driver and barrier tests
-# of the same build, so that the two workers share the longest tests (the second waits for the
-# build the first makes, never builds it twice).
+# The Verilator collectives share the group "verilator" with the driver and barrier tests of
+# the same build: all of them together take about 30 s once it is built, and a second group
+# on the other worker would only wait for the build.
 _MARKS = {
     "model": [],
     "amaranth": [pytest.mark.xdist_group("amaranth")],
-    "verilator": [pytest.mark.verilator, pytest.mark.xdist_group("verilator-collectives")],
+    "verilator": [pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
 }
 BACKENDS = [b for b, size in SIZES.items() if size is not None]
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather")
@@ -353,7 +353,7 @@ def test_large(clusters, backend, algorithm):
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b == "verilator"],
                          ids=lambda b: b)
 @pytest.mark.verilator
-@pytest.mark.xdist_group("verilator-collectives")
+@pytest.mark.xdist_group("verilator")
 def test_activity_trace_agrees_with_the_counters(clusters, backend):
     """Cluster.trace: every beat a node's ports and ALU moved, against the engine's counters;
     recursive halving shows seed 000's overlap of sending and reducing."""

@@ -11,7 +11,7 @@ from conftest import NODES, cluster_kwargs
 
 
 @pytest.mark.verilator
-@pytest.mark.xdist_group("verilator-collectives")
+@pytest.mark.xdist_group("verilator")
 def test_demo_runs_checks_and_draws(tmp_path):
     # The shared 8-node test build (tests/conftest.py), at sizes that take seconds.
     with nicoll.Cluster(nodes=NODES["verilator"], backend="verilator",
