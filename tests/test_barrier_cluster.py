@@ -26,9 +26,8 @@ SPACING = 400
 # The same configurations (and xdist groups) as tests/test_driver.py, so the Verilator
 # cluster is built once for both.
 BACKENDS = [
-    pytest.param("model", marks=pytest.mark.xdist_group("model"), id=f"model-{NODES['model']}"),
-    pytest.param("amaranth", marks=pytest.mark.xdist_group("amaranth"),
-                 id=f"amaranth-{NODES['amaranth']}"),
+    pytest.param("model", id=f"model-{NODES['model']}"),
+    pytest.param("amaranth", id=f"amaranth-{NODES['amaranth']}"),
     pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
                  id=f"verilator-{NODES['verilator']}"),
 ]

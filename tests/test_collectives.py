@@ -51,14 +51,13 @@ SIZES = {
                       alltoall=[("bruck", None), ("pairwise", None), ("inplace", 1),
                                 ("inplace", "N-1")]),
 }
-# The simulators run in one xdist group each, so a worker starts each simulated cluster once
-# (`make test` distributes by group); model clusters are cheap and spread over the workers.
-# The Verilator collectives share the group "verilator" with the driver and barrier tests of
-# the same build: all of them together take about 30 s once it is built, and a second group
-# on the other worker would only wait for the build.
+# The Verilator collectives share the xdist group "verilator" with the driver and barrier tests
+# of the same build (`make test` distributes by group): all of them together take under a
+# minute once it is built, and a second worker would only wait for the build.  Model and
+# Amaranth clusters take seconds to start, so their tests spread over the workers.
 _MARKS = {
     "model": [],
-    "amaranth": [pytest.mark.xdist_group("amaranth")],
+    "amaranth": [],
     "verilator": [pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
 }
 BACKENDS = [b for b, size in SIZES.items() if size is not None]

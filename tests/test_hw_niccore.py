@@ -184,9 +184,10 @@ def test_cluster_three_nodes():
     run_testbenches(dut, *(node_tb(i) for i in range(nodes)), check, watchdog_cycles=50000)
 
 
-@pytest.mark.parametrize("optimize", [True, False])
-def test_cluster_verilog(optimize):
-    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024, optimize=optimize)
+def test_cluster_verilog():
+    # The optimized Verilog every build uses; both paths of the conversion are checked on a
+    # small design in test_simulation_verilog_optimizes_away_only_dead_logic.
+    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024)
     assert "module nicoll_cluster(" in text
     for name in ("n1_s_axil__awaddr", "n0_s_axil__rdata", "n1_s_axi__wdata", "n1_s_axi__awid",
                  "n0_s_axi__rlast", "switch_dropped", "n0_activity", "n1_activity", "cycles"):
@@ -237,3 +238,31 @@ def test_simulation_verilog_drops_only_all_zero_memory_init():
     assert "8'ha5" in text                    # the non-zero memory keeps its contents
     plain = verilog.convert(Two(), name="two")
     assert plain.count("8'h00") > text.count("8'h00")   # the zero one lost its 16 init words
+
+
+def test_simulation_verilog_optimizes_away_only_dead_logic():
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    from nicoll.hw.simverilog import simulation_verilog
+
+    class Counter(wiring.Component):
+        en: In(1)
+        count: Out(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            unread = Signal(8)              # a register nothing reads
+            m.d.sync += unread.eq(unread + 3)
+            with m.If(self.en):
+                m.d.sync += self.count.eq(self.count + 1)
+            return m
+
+    plain = simulation_verilog(Counter(), "counter", optimize=False)
+    optimized = simulation_verilog(Counter(), "counter")
+    for text in (plain, optimized):
+        assert "module counter(" in text
+        for port in ("en", "count", "clk", "rst"):
+            assert f" {port};" in text, port
+    assert "unread" in plain and "unread" not in optimized
+
