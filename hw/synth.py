@@ -56,13 +56,35 @@ class _Board:
 
 
 BOARDS = {
+    # LFE5UM-45F, speed 8: 43.8 k LUT4, 108 DP16KD, 72 MULT18.  The 64-bit core's board.
     "versa_ecp5": _Board(
         platform_module="amaranth_boards.versa_ecp5",
         platform_class="VersaECP5Platform",
         serial_in=("switch", 0),
         serial_out=("led", 0),
     ),
+    # LFE5UM5G-85F, speed 8: 83.6 k LUT4, 208 DP16KD, 156 MULT18.  The 256-bit core's board
+    # (issue: hardware-grade datapath).  It has no switch or single LED; the harness uses the
+    # two pins of its USB UART.
+    "ecpix5_85": _Board(
+        platform_module="amaranth_boards.ecpix5",
+        platform_class="ECPIX585Platform",
+        serial_in=("uart", 0, "rx"),
+        serial_out=("uart", 0, "tx"),
+    ),
 }
+
+
+def _request_pin(platform, resource, requested):
+    """The port of ``resource``: (name, number) or (name, number, subsignal).  ``requested``
+    maps (name, number) to the ports already requested, since a resource is requested once."""
+    name, number, *subsignal = resource
+    if (name, number) not in requested:
+        requested[name, number] = platform.request(name, number, dir="-")
+    port = requested[name, number]
+    for field in subsignal:
+        port = getattr(port, field)
+    return port
 
 
 def _check_board(board):
@@ -148,18 +170,20 @@ class SynthHarness(Elaboratable):
     ----------
     core : wiring.Component
         The component to keep alive.  It must have at least one output port bit.
-    serial_in, serial_out : (str, int)
-        Board resources (name, number) for the two pins.
+    serial_in, serial_out : (str, int) or (str, int, str)
+        Board resources (name, number) for the two pins, or (name, number, subsignal) for a
+        pin inside a resource (such as a UART's ``rx``).
     """
 
     def __init__(self, core, *, serial_in=("switch", 0), serial_out=("led", 0)):
         if not isinstance(core, wiring.Component):
             raise TypeError(f"Core must be a wiring.Component, not {core!r}")
         for what, resource in (("Serial input", serial_in), ("Serial output", serial_out)):
-            if not (isinstance(resource, tuple) and len(resource) == 2
-                    and isinstance(resource[0], str) and isinstance(resource[1], int)):
-                raise TypeError(f"{what} resource must be a (name, number) tuple, "
-                                f"not {resource!r}")
+            if not (isinstance(resource, tuple) and len(resource) in (2, 3)
+                    and isinstance(resource[0], str) and isinstance(resource[1], int)
+                    and all(isinstance(field, str) for field in resource[2:])):
+                raise TypeError(f"{what} resource must be a (name, number) or (name, number, "
+                                f"subsignal) tuple, not {resource!r}")
         self.core = core
         self._serial_in_resource = serial_in
         self._serial_out_resource = serial_out
@@ -198,10 +222,11 @@ class SynthHarness(Elaboratable):
         m.submodules.core = self.core
 
         if platform is not None:
+            requested = {}      # both pins may be subsignals of one resource (a UART)
             m.submodules.serial_in_buffer = pin_in = io.Buffer(
-                "i", platform.request(*self._serial_in_resource, dir="-"))
+                "i", _request_pin(platform, self._serial_in_resource, requested))
             m.submodules.serial_out_buffer = pin_out = io.Buffer(
-                "o", platform.request(*self._serial_out_resource, dir="-"))
+                "o", _request_pin(platform, self._serial_out_resource, requested))
             m.d.comb += [
                 self.serial_in.eq(pin_in.i),
                 pin_out.o.eq(self.serial_out),

@@ -3,7 +3,7 @@
     nicoll demo [--nodes 8] [--size 1M]         an 8-node Verilator cluster runs the collectives
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
-    nicoll synth --board versa_ecp5 [--block alu|barrier|repack]   utilization and Fmax
+    nicoll synth --board versa_ecp5|ecpix5_85 [--block alu|barrier|repack]   utilization, Fmax
     nicoll bench <collective> [--nodes N] [--sizes 1:1M] [--algorithm A,B] [--backend B]
                                                 OSU-style sweep: cycles, bandwidth, efficiency
 """
@@ -291,7 +291,10 @@ def _parser():
     regmap.set_defaults(func=_regmap)
 
     synth = sub.add_parser("synth", help="synthesize the NIC core and report utilization and Fmax")
-    synth.add_argument("--board", default="versa_ecp5")
+    from nicoll.hw.synth import BOARDS
+    synth.add_argument("--board", choices=sorted(BOARDS), default="versa_ecp5",
+                       help="versa_ecp5: LFE5UM-45F, the 64-bit core's board (default); "
+                            "ecpix5_85: LFE5UM5G-85F, the 256-bit core's")
     synth.add_argument("--block", choices=("niccore", "alu", "barrier", "repack"),
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")

@@ -64,10 +64,15 @@ def test_synthesis_record_replaces_by_name_and_rewrites_the_table(tmp_path):
     synthesis.record(fake("x", 100), path, table)
     synthesis.record(fake("y", 300, "alu"), path, table)
     synthesis.record(fake("x", 200), path, table)
+    synthesis.record(dict(fake("x", 400), board="ecpix5_85", device="LFE5UM5G-85F-8BG554"),
+                     path, table)
     entries = json.loads(path.read_text())
-    assert [(e["name"], e["lut4"]) for e in entries] == [("x", 200), ("y", 300)]
+    # One row per name and board: the same build on the other part is a row of its own.
+    assert [(e["name"], e["board"], e["lut4"]) for e in entries] == [
+        ("x", "ecpix5_85", 400), ("x", "versa_ecp5", 200), ("y", "versa_ecp5", 300)]
     text = table.read_text()
-    assert "| 200 (190) |" in text and "| 100 (90) |" not in text
+    assert "| LFE5UM-45F-8BG381 | 200 (190) |" in text and "| 100 (90) |" not in text
+    assert "| LFE5UM5G-85F-8BG554 | 400 (390) |" in text
     assert "`.venv/bin/nicoll synth --block alu`" in text and "88.8 | 100 missed" in text
 
 

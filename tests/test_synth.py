@@ -95,13 +95,15 @@ def test_harness_errors():
     with pytest.raises(ValueError, match=r"^Core has no output port bits"):
         SynthHarness(InputsOnly())
     with pytest.raises(TypeError,
-                       match=r"^Serial input resource must be a \(name, number\) tuple, "
-                             r"not 'switch'$"):
+                       match=r"^Serial input resource must be a \(name, number\) or \(name, "
+                             r"number, subsignal\) tuple, not 'switch'$"):
         SynthHarness(Echo(), serial_in="switch")
     with pytest.raises(TypeError,
-                       match=r"^Serial output resource must be a \(name, number\) tuple, "
-                             r"not \('led', '0'\)$"):
+                       match=r"^Serial output resource must be a \(name, number\) or \(name, "
+                             r"number, subsignal\) tuple, not \('led', '0'\)$"):
         SynthHarness(Echo(), serial_out=("led", "0"))
+    with pytest.raises(TypeError, match=r"^Serial output resource must be .* not \('uart', 0, 1\)$"):
+        SynthHarness(Echo(), serial_out=("uart", 0, 1))
 
 
 def _parity(value):
@@ -262,7 +264,7 @@ def test_synthesize_argument_errors(tmp_path):
     with pytest.raises(ValueError, match=r"^Design name must consist of letters, digits and "
                                          r"'_', not 'a-b'$"):
         synthesize(Echo, name="a-b", build_dir=tmp_path)
-    with pytest.raises(ValueError, match=r"^Board must be one of versa_ecp5, not 'icebreaker'$"):
+    with pytest.raises(ValueError, match=r"^Board must be one of ecpix5_85, versa_ecp5, not 'icebreaker'$"):
         synthesize(Echo, board="icebreaker", **ok)
     with pytest.raises(TypeError, match=r"^Board must be a string, not None$"):
         synthesize(Echo, board=None, **ok)
@@ -280,7 +282,26 @@ def test_synthesize_argument_errors(tmp_path):
 
 
 def test_boards():
-    assert sorted(BOARDS) == ["versa_ecp5"]
+    assert sorted(BOARDS) == ["ecpix5_85", "versa_ecp5"]
+
+
+@pytest.mark.skipif(not HAVE_TOOLS, reason="amaranth-boards not installed")
+@pytest.mark.parametrize("board, device, pins", [
+    ("versa_ecp5", "LFE5UM-45F", ("switch_0", "led_0")),
+    ("ecpix5_85", "LFE5UM5G-85F", ("uart_0__rx", "uart_0__tx")),
+])
+def test_board_plans_place_the_harness_pins(board, device, pins, tmp_path):
+    # The build plan (no tools run): the right part, and the harness's two pins in the LPF.
+    platform = BOARDS[board].platform()
+    assert platform.device == device and platform.speed == "8"
+    info = BOARDS[board]
+    plan = platform.build(SynthHarness(Echo(), serial_in=info.serial_in,
+                                       serial_out=info.serial_out),
+                          name="echo", build_dir=str(tmp_path), do_build=False)
+    lpf = plan.files["echo.lpf"]
+    lpf = lpf.decode() if isinstance(lpf, bytes) else lpf
+    for pin in pins:
+        assert f'LOCATE COMP "{pin}' in lpf, (pin, lpf)
 
 
 # Real synthesis -----------------------------------------------------------------------------
