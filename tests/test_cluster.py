@@ -75,3 +75,15 @@ def test_model_default_build_computes_every_pair_and_refusals_name_the_option():
                                               r"cluster with alu_capabilities=\[\.\.\., "
                                               r"\('max', 'int32'\)\]"):
             cl.allreduce([np.arange(4, dtype=np.int32)] * 2, "max")
+
+
+def test_cluster_make_options_follow_nicoll_sim_opt(monkeypatch):
+    from nicoll.sim.verilator_backend import CLUSTER_MAKE_OPTIONS, cluster_make_options
+    monkeypatch.delenv("NICOLL_SIM_OPT", raising=False)
+    assert cluster_make_options() == CLUSTER_MAKE_OPTIONS
+    monkeypatch.setenv("NICOLL_SIM_OPT", "-O2")
+    assert cluster_make_options() == CLUSTER_MAKE_OPTIONS.replace("OPT_FAST=-O1", "OPT_FAST=-O2")
+    monkeypatch.setenv("NICOLL_SIM_OPT", "fast")
+    with pytest.raises(NicollError, match=r"^NICOLL_SIM_OPT must be one of -O0, -O1, -O2, -O3, "
+                                          r"not 'fast'$"):
+        cluster_make_options()
