@@ -284,9 +284,6 @@ class BarrierTreeTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        nu, lat = self._n_units, self._latency
-        units = self.units
-
         # Everything runs in a local domain `bt` on the `sync` clock whose reset is the `sync`
         # reset registered once: no logic then depends combinationally on the top's `rst`
         # input, which keeps Verilator from evaluating all of it again on input changes.
@@ -299,6 +296,16 @@ class BarrierTreeTop(wiring.Component):
         m.d.bt += now.eq(now + 1)
         m.d.comb += self.now.eq(now)
 
+        r, hit_a, hit_b = self._registered_inputs(m, now)
+        self._connect_units(m, now, r, hit_a, hit_b)
+        pause, gap = self._random_pauses(m, r)
+        head_valid, head, head_done = self._link_pipelines(m, pause)
+        req, dropped = self._requests(m, head_valid, head)
+        self._receivers(m, r, gap, req, head, head_done, dropped)
+        return m
+
+    def _registered_inputs(self, m, now):
+        nu = self._n_units
         # Every input is registered before it reaches a unit or the network: the units then
         # see only flops, and Verilator evaluates their logic once per clock edge instead of
         # again whenever the bench writes an input.  So an input written in cycle t acts in
@@ -329,9 +336,12 @@ class BarrierTreeTop(wiring.Component):
                 hit_a[i].eq((self.at_a[i] != 0) & (self.at_a[i] == now + 1)),
                 hit_b[i].eq((self.at_b[i] != 0) & (self.at_b[i] == now + 1)),
             ]
-        has_parent, parent_id = r["has_parent"], r["parent_id"]
+        return r, hit_a, hit_b
 
-        # ---- Units, configuration, control, status -------------------------------------------
+
+    def _connect_units(self, m, now, r, hit_a, hit_b):
+        units = self.units
+        has_parent, parent_id = r["has_parent"], r["parent_id"]
         clashes = []
         for i, u in enumerate(units):
             if self._unit_module is None:
@@ -381,7 +391,9 @@ class BarrierTreeTop(wiring.Component):
         m.d.comb += self.watch_all.eq(Cat(~self.watch_mask[i] | (u.seq == self.watch_seq)
                                           for i, u in enumerate(units)).all())
 
-        # ---- Random pauses ---------------------------------------------------------------
+
+    def _random_pauses(self, m, r):
+        nu = self._n_units
         pause, gap = [], []
         for i in range(nu):
             lp = Signal(16, init=_lfsr_seed(i, 0), name=f"pause_lfsr{i}")
@@ -389,8 +401,11 @@ class BarrierTreeTop(wiring.Component):
             m.d.bt += [lp.eq(_lfsr_next(lp)), lg.eq(_lfsr_next(lg))]
             pause.append(lp[:8] < r["pause_rate"])
             gap.append(lg[:8] < r["gap_rate"])
+        return pause, gap
 
-        # ---- Links: a pipeline of `latency` registers per sender ----------------------------
+    def _link_pipelines(self, m, pause):
+        """A pipeline of ``latency`` registers per sender."""
+        lat, units = self._latency, self.units
         head_valid, head, head_done = [], [], []
         busy = []
         for s, u in enumerate(units):
@@ -415,8 +430,11 @@ class BarrierTreeTop(wiring.Component):
             head_valid.append(sv[-1])
             head.append(sp[-1])
         m.d.comb += self.busy.eq(Cat(busy).any())
+        return head_valid, head, head_done
 
-        # Requests: sender s's head wants receiver r.
+    def _requests(self, m, head_valid, head):
+        """Sender s's head wants receiver r; a head no link takes is dropped and counted."""
+        nu = self._n_units
         req = {}
         dropped = []
         for s in range(nu):
@@ -432,8 +450,12 @@ class BarrierTreeTop(wiring.Component):
         misrouted = Signal(COUNT_WIDTH)
         m.d.bt += misrouted.eq(misrouted + sum(dropped))
         m.d.comb += self.misrouted.eq(misrouted)
+        return req, dropped
 
-        # ---- Receivers: inject first, then the lowest linked sender -------------------------
+    def _receivers(self, m, r, gap, req, head, head_done, dropped):
+        """Inject first, then the lowest linked sender."""
+        nu, units = self._n_units, self.units
+        has_parent, parent_id = r["has_parent"], r["parent_id"]
         granted = [[] for _ in range(nu)]
         off_tree = []
         down_count, up_count = [], []
@@ -478,7 +500,6 @@ class BarrierTreeTop(wiring.Component):
         if off_tree:
             m.d.bt += off.eq(off + sum(off_tree))
         m.d.comb += self.off_tree.eq(off)
-        return m
 
 
 def barrier_tree_verilog(units, **kwargs):
