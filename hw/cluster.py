@@ -27,7 +27,7 @@ from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from .niccore import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
                       check_core_params)
 from .packet import DEST_WIDTH
-from .simverilog import _without_zero_memory_init, simulation_verilog  # noqa: F401
+from .simverilog import simulation_verilog
 from .switch import Switch
 
 

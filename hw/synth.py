@@ -63,9 +63,8 @@ BOARDS = {
         serial_in=("switch", 0),
         serial_out=("led", 0),
     ),
-    # LFE5UM5G-85F, speed 8: 83.6 k LUT4, 208 DP16KD, 156 MULT18.  The 256-bit core's board
-    # (issue: hardware-grade datapath).  It has no switch or single LED; the harness uses the
-    # two pins of its USB UART.
+    # LFE5UM5G-85F, speed 8: 83.6 k LUT4, 208 DP16KD, 156 MULT18.  The 256-bit core's board.
+    # It has no switch or single LED; the harness uses the two pins of its USB UART.
     "ecpix5_85": _Board(
         platform_module="amaranth_boards.ecpix5",
         platform_class="ECPIX585Platform",

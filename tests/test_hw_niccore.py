@@ -9,6 +9,7 @@ import nicoll.hw
 from nicoll._regmap import REGMAP
 from nicoll.hw import cluster as cluster_mod
 from nicoll.hw import niccore as niccore_mod
+from nicoll.hw import simverilog
 from nicoll.hw.cluster import ClusterTop, cluster_verilog, niccore_verilog
 from nicoll.hw.niccore import NicCore
 from nicoll.hw.ops import DType, ReduceOp
@@ -239,7 +240,7 @@ def test_simulation_verilog_drops_only_all_zero_memory_init():
                          self.zero.eq(rz.data), self.nonzero.eq(rn.data)]
             return m
 
-    with cluster_mod._without_zero_memory_init():
+    with simverilog._without_zero_memory_init():
         text = verilog.convert(Two(), name="two")
     assert rtlil.ModuleEmitter.emit_memory is original
     assert "8'ha5" in text                    # the non-zero memory keeps its contents
