@@ -1,6 +1,6 @@
 """cocotb + Verilator bench of the ReductionALU (sim/benches/alu.py), one build per configuration.
 
-Default sample: NICOLL_ALU_VECTORS element pairs per (op, dtype) (default 2000, so the suite
+Default sample: NICOLL_ALU_VECTORS element pairs per (op, dtype) (default 1000, so the suite
 stays quick).  The long run, at least 100 000 per pair:
 
     NICOLL_ALU_VECTORS=100000 .venv/bin/pytest tests/test_alu_cocotb.py
@@ -43,7 +43,7 @@ def test_alu_bench(data_width, capabilities, tmp_path):
                           toplevel="nicoll_alu", roots=("nicoll.hw.alu",),
                           make_verilog=lambda: alu_verilog(data_width, capabilities)[0])
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_SEED": str(data_width),
-           "NICOLL_ALU_VECTORS": os.environ.get("NICOLL_ALU_VECTORS", "2000"),
+           "NICOLL_ALU_VECTORS": os.environ.get("NICOLL_ALU_VECTORS", "1000"),
            "NICOLL_ALU_CAPS": format_pairs(capabilities)}
     tests, failed = run_bench(folder, toplevel="nicoll_alu", module="nicoll.sim.benches.alu",
                               test_dir=tmp_path, env=env)

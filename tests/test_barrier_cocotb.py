@@ -53,7 +53,7 @@ RUNS = [
     pytest.param("u16", "chain:2", 200, id="chain2"),
     pytest.param("u16", "kary3:7", 200, id="3ary7"),
     pytest.param("u16", "binary:8", 200, id="binary8"),
-    pytest.param("u16", "binary:15", 1000, id="binary15"),
+    pytest.param("u16", "binary:15", 300, id="binary15"),
     pytest.param("u16", "kary4:15", 200, id="4ary15"),
     pytest.param("u16", "chain:15", 200, id="chain15"),
     pytest.param("b64", "binary:64", 100, id="binary64", marks=pytest.mark.skipif(
