@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In
 __all__ = [
     "BOARDS", "HarnessCost", "SynthHarness",
     "CriticalPath", "NextpnrReport", "parse_nextpnr_report",
-    "SynthResult", "SynthesisError", "synthesize",
+    "SynthResult", "SynthesisError", "synthesize", "ROUTERS",
 ]
 
 
@@ -568,7 +568,12 @@ def _log_tail(path, lines=30):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _check_synthesize_args(component_factory, name, board, build_dir, seed, progress):
+#: nextpnr's routers; router2 is the newer, timing-driven one.
+ROUTERS = ("router1", "router2")
+
+
+def _check_synthesize_args(component_factory, name, board, build_dir, seed, progress, *,
+                           target_mhz=None, router="router1", widelut=True):
     """Check :func:`synthesize`'s arguments; return the board and the build folder."""
     if not callable(component_factory):
         raise TypeError(f"Component factory must be callable, not {component_factory!r}")
@@ -588,7 +593,31 @@ def _check_synthesize_args(component_factory, name, board, build_dir, seed, prog
         raise ValueError(f"Seed must be non-negative, not {seed!r}")
     if progress is not None and not callable(progress):
         raise TypeError(f"Progress must be callable or None, not {progress!r}")
+    if target_mhz is not None:
+        if not isinstance(target_mhz, (int, float)) or isinstance(target_mhz, bool):
+            raise TypeError(f"Target clock must be a number of MHz or None, not {target_mhz!r}")
+        if not 1 <= target_mhz <= 1000:
+            raise ValueError(f"Target clock must be between 1 and 1000 MHz, not {target_mhz!r}")
+    if router not in ROUTERS:
+        raise ValueError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    if not isinstance(widelut, bool):
+        raise TypeError(f"widelut must be a bool, not {widelut!r}")
     return board_info, build_dir
+
+
+def _constrain_default_clock(platform, target_mhz):
+    """Constrain the platform's default clock at ``target_mhz`` instead of its oscillator.
+
+    The core is timed at the clock it is meant to run at: on a board its clock would come
+    from a PLL fed by the oscillator, which the harness leaves out, so the pin's own constraint
+    is replaced (on a copy of the resource; the board class's table is shared).
+    """
+    import copy
+    from amaranth.build.dsl import Clock
+    key = (platform.default_clk, 0)
+    resource = copy.copy(platform.resources[key])
+    resource.clock = Clock(target_mhz * 1e6)
+    platform.resources[key] = resource
 
 
 def _run_plan(plan, name, build_dir, files, report):
@@ -617,7 +646,7 @@ def _run_plan(plan, name, build_dir, files, report):
 
 
 def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, seed=1,
-               progress=None):
+               progress=None, target_mhz=None, router="router1", widelut=True):
     """Synthesize ``component_factory()`` in a :class:`SynthHarness` and read the report.
 
     Parameters
@@ -635,6 +664,14 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         nextpnr placement seed (results vary by a few percent from seed to seed).
     progress : callable, optional
         Called with a short message as each stage starts; always from the calling thread.
+    target_mhz : float, optional
+        The clock the core is timed against (nextpnr's constraint, and what "met" means);
+        default the board oscillator's frequency.
+    router : str
+        nextpnr's router, one of :data:`ROUTERS`.
+    widelut : bool
+        Let yosys map wide multiplexers to the ECP5's PFU multiplexers (L6MUX21/PFUMX);
+        False passes ``-nowidelut`` to ``synth_ecp5``.
 
     Returns
     -------
@@ -645,8 +682,9 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     SynthesisError
         A tool failed (timing misses do not: nextpnr runs with ``--timing-allow-fail``).
     """
-    board_info, build_dir = _check_synthesize_args(component_factory, name, board, build_dir,
-                                                   seed, progress)
+    board_info, build_dir = _check_synthesize_args(
+        component_factory, name, board, build_dir, seed, progress,
+        target_mhz=target_mhz, router=router, widelut=widelut)
 
     def report(message):
         if progress is not None:
@@ -675,6 +713,8 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     harness = SynthHarness(core, serial_in=board_info.serial_in,
                            serial_out=board_info.serial_out)
     platform = board_info.platform()
+    if target_mhz is not None:
+        _constrain_default_clock(platform, target_mhz)
     clock_hz = platform.default_clk_frequency
     # The board's LPF already constrains the clock pin; --freq gives nextpnr the same figure
     # for any clock net the LPF constraint does not reach, so no path is timed against
@@ -684,11 +724,13 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         "--timing-allow-fail",
         f"--freq {clock_hz / 1e6:g}",
         f"--seed {seed}",
+        f"--router {router}",
     ]
     # build(do_build=False) returns the plan; running it with tool_env() instead of letting
     # build() run it keeps the YoWASP tool variables out of this process's environment.
     plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,
-                          do_program=False, nextpnr_opts=" ".join(nextpnr_opts))
+                          do_program=False, nextpnr_opts=" ".join(nextpnr_opts),
+                          synth_opts="" if widelut else "-nowidelut")
     elaborated = time.time()
 
     error = _run_plan(plan, name, build_dir, files, report)

@@ -19,6 +19,9 @@ from .errors import NicollError
 __all__ = ["main"]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Clocks the synthesis flow times designs against (MHz): the NIC core per board (the 64-bit
+#: core on the Versa 45F, the 256-bit one on the ECPIX-5 85F), and any block alone.
+SYNTH_TARGETS_MHZ = {"versa_ecp5": 150, "ecpix5_85": 125, "block": 200}
 
 
 def _console():
@@ -192,10 +195,20 @@ def _synth(args):
         parameters = {"data_width": args.data_width, "max_nodes": args.max_nodes,
                       "memory": args.mem_size, "ALU": pairs_text,
                       "repack units": args.repack_units}
+    target_mhz = args.target_mhz
+    if target_mhz is None:
+        target_mhz = (SYNTH_TARGETS_MHZ[args.board] if args.block == "niccore"
+                      else SYNTH_TARGETS_MHZ["block"])
+    if args.router != "router1":
+        parameters["router"] = args.router
+    if args.nowidelut:
+        parameters["yosys"] = "-nowidelut"
     build_dir = build_root() / "synth" / args.board / name
     with console.status(f"synthesizing {name} for {args.board}") as status:
         result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
-                            seed=args.seed, progress=lambda message: status.update(
+                            seed=args.seed, target_mhz=target_mhz, router=args.router,
+                            widelut=not args.nowidelut,
+                            progress=lambda message: status.update(
                                 f"{name}: {message} (nextpnr takes minutes)"))
     text = result.to_text()
     report = build_root() / "synth" / f"{args.board}_{name}.txt"
@@ -299,6 +312,14 @@ def _parser():
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    synth.add_argument("--target-mhz", type=float, default=None,
+                       help="clock to time the design against (default: "
+                            + ", ".join(f"{k} {v:g}" for k, v in SYNTH_TARGETS_MHZ.items())
+                            + "; a block alone uses 'block')")
+    from nicoll.hw.synth import ROUTERS
+    synth.add_argument("--router", choices=ROUTERS, default="router1", help="nextpnr router")
+    synth.add_argument("--nowidelut", action="store_true",
+                       help="pass -nowidelut to yosys synth_ecp5 (no PFU wide multiplexers)")
     synth.add_argument("--alu-pairs", metavar="OP:DTYPE,...",
                        help="alu / niccore: the ALU pairs to build (default every pair)")
     synth.add_argument("--without", metavar="OP:DTYPE,...",
