@@ -316,12 +316,23 @@ class Engine(wiring.Component):
         s1_valid = Signal()
         s1_row = Signal(self.row_bits)
 
+        # Writes to memory leave from flops (``self.wr`` is registered): the write port fans
+        # out to every block RAM and to the host port's write arbitration, so nothing may
+        # reach it combinationally.  A row in that register is not in memory yet: it counts
+        # in the scoreboard for one more cycle.
+        wr_addr = Signal(self.row_bits)
+        wr_data = Signal(width)
+        wr_en = Signal(beat_bytes)
+        wr_pending = Signal()           # self.wr holds a write landing this cycle
+        m.d.sync += [self.wr.addr.eq(wr_addr), self.wr.data.eq(wr_data), self.wr.en.eq(wr_en),
+                     wr_pending.eq(wr_en.any())]
+
         def hazard(row):
-            hit = s1_valid & (s1_row == row)
+            hit = (s1_valid & (s1_row == row)) | (wr_pending & (self.wr.addr == row))
             for k in range(depth):
                 hit |= pend_valid[k] & (pend_row[k] == row)
             return hit
-        pipeline_empty = ~s1_valid & (count == 0)
+        pipeline_empty = ~s1_valid & (count == 0) & ~wr_pending
 
         # ---- Control ---------------------------------------------------------------------
         idx = Signal(16)                # the next command to fetch
@@ -762,8 +773,7 @@ class Engine(wiring.Component):
             copy_take = unpacker.rows.valid & ~r_outside & ~any_error
             m.d.comb += [unpacker.rows.ready.eq(copy_take)]
             with m.If(copy_take):
-                m.d.comb += [self.wr.addr.eq(row.row), self.wr.data.eq(row.data),
-                             self.wr.en.eq(row.mask)]
+                m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask)]
         with m.Else():
             take = (unpacker.rows.valid & ~r_outside & ~any_error & s1_advance
                     & ~hazard(row.row[:self.row_bits]))
@@ -792,8 +802,8 @@ class Engine(wiring.Component):
             with m.If(result.payload.error):
                 m.d.comb += raise_error.alu.eq(1)
             with m.Else():
-                m.d.comb += [self.wr.addr.eq(pend_row[head]), self.wr.data.eq(result.payload.data),
-                             self.wr.en.eq(pend_mask[head])]
+                m.d.comb += [wr_addr.eq(pend_row[head]), wr_data.eq(result.payload.data),
+                             wr_en.eq(pend_mask[head])]
             m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
         set_bits = Signal(depth)
         clr_bits = Signal(depth)

@@ -23,9 +23,10 @@ from .devmem import DeviceMemory
 from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
                      DEFAULT_QUEUE_DEPTH, ERROR_LAYOUT as ENGINE_ERROR_LAYOUT, Engine)
 from .packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
-                     PacketKind, packet_stream)
+                     PacketKind, packet_beat_layout, packet_stream)
 from .repack import MAX_RANKS as _REPACK_MAX_RANKS
 from .repack_hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
+from .skid import SkidBuffer
 
 
 __all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
@@ -264,19 +265,25 @@ class NicCore(wiring.Component):
         inputs = [barrier_tx, engine_tx] + ([hub_ports[0]] if hub_ports else [])
         m.submodules.tx_arbiter = arbiter = PacketArbiter(len(inputs), self._data_width)
         for k, port in enumerate(inputs):
-            wiring.connect(m, port, getattr(arbiter, f"i_{k}"))
-        wiring.connect(m, arbiter.o, wiring.flipped(self.net_tx))
+            tx_in = self._slice(m, f"tx_slice_{k}")
+            wiring.connect(m, port, tx_in.i)
+            wiring.connect(m, tx_in.o, getattr(arbiter, f"i_{k}"))
+        tx_out = self._slice(m, "tx_slice_out")
+        wiring.connect(m, arbiter.o, tx_out.i)
+        wiring.connect(m, tx_out.o, wiring.flipped(self.net_tx))
         route = {PacketKind.BARRIER: 0, PacketKind.CLEAR: 1, PacketKind.DATA: 1,
                  PacketKind.REPACK_NOTICE: 1, PacketKind.REPACK_OUT: 1}
         if hub_ports:
             route.update({PacketKind.REPACK_REGISTER: 2, PacketKind.REPACK_IN: 2})
         m.submodules.rx_demux = demux = PacketDemux(self._data_width, route,
                                                     outputs=3 if hub_ports else 2, default=0)
-        wiring.connect(m, wiring.flipped(self.net_rx), demux.i)
-        wiring.connect(m, demux.o_0, barrier_rx)
-        wiring.connect(m, demux.o_1, engine_rx)
-        if hub_ports:
-            wiring.connect(m, demux.o_2, hub_ports[1])
+        rx_in = self._slice(m, "rx_slice_in")
+        wiring.connect(m, wiring.flipped(self.net_rx), rx_in.i)
+        wiring.connect(m, rx_in.o, demux.i)
+        for k, port in enumerate([barrier_rx, engine_rx] + ([hub_ports[1]] if hub_ports else [])):
+            rx_out = self._slice(m, f"rx_slice_{k}")
+            wiring.connect(m, getattr(demux, f"o_{k}"), rx_out.i)
+            wiring.connect(m, rx_out.o, port)
 
         # Values of the hardware-driven fields, keyed by the map's own names; every such
         # field of the map must be driven here, so a field added to the RDL cannot be left
@@ -295,6 +302,18 @@ class NicCore(wiring.Component):
         if values:
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
         return m
+
+    def _slice(self, m, name):
+        """A register slice (:class:`~nicoll.hw.skid.SkidBuffer`) of one packet stream, added
+        to ``m`` as ``name``.
+
+        Every stream that crosses between the core's blocks and its network ports goes
+        through one, so no valid/ready chain runs from a block through the arbiter or the
+        demultiplexer into another block or a port: ready and valid on each side come from
+        flops.  A slice costs a cycle of latency, never throughput.
+        """
+        m.submodules[name] = skid = SkidBuffer(packet_beat_layout(self._data_width))
+        return skid
 
     def _elaborate_hub(self, m, values):
         """The repack units and control tree with their registers; returns the hub's
