@@ -47,6 +47,19 @@ def _runs(mask, width):
             lsb = None
 
 
+#: Words per group of the read multiplexer's first stage (see CSRSlave._read_path).
+_READ_GROUP = 16
+
+
+def _or_all(values):
+    """OR of ``values`` as a balanced tree."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] | values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
 class CSRSlave(wiring.Component):
     """AXI4-Lite slave exposing the registers of ``regmap``.
 
@@ -63,6 +76,9 @@ class CSRSlave(wiring.Component):
     bus : ``In(AXI4LiteSignature(addr_width))``
         The register bus.  AW and W are accepted independently and in either order; one
         write and one read can complete every cycle; a response is held until it is taken.
+        Read data comes two cycles after AR is taken (a two-stage registered multiplexer;
+        hardware-driven fields are sampled in the first cycle), a write response one cycle
+        after both AW and W are.
     <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
         One input per hardware-driven field and one output per hardware-readable storage field,
         named by :meth:`port_name`.  A ``singlepulse`` field's output is high for the one
@@ -239,34 +255,57 @@ class CSRSlave(wiring.Component):
             with m.If(~w_held & bus.wvalid):
                 m.d.sync += [w_held.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
 
-        # ---- Read path --------------------------------------------------------------------
-        # The read data register is refilled in the cycle it is emptied, so back-to-back reads
-        # complete one per cycle; RVALID stays up until RREADY (A3.2.1).
-        r_free = ~bus.rvalid | bus.rready
-        m.d.comb += bus.arready.eq(r_free)
-        with m.If(bus.arvalid & r_free):
-            m.d.sync += [
-                bus.rvalid.eq(1),
-                bus.rdata.eq(0),
-                bus.rresp.eq(BusResponse.DECERR),
-            ]
-            with m.Switch(bus.araddr[2:]):
-                for entry in regs.values():
-                    reg = entry["reg"]
-                    value, shadow = entry["value"], entry["shadow"]
-                    for word in range(reg.words):
-                        with m.Case((reg.address >> 2) + word):
-                            m.d.sync += bus.rresp.eq(BusResponse.OKAY)
-                            if word == 0:
-                                m.d.sync += bus.rdata.eq(value[:32])
-                                if shadow is not None:
-                                    m.d.sync += shadow.eq(value[32:])
-                            else:
-                                m.d.sync += bus.rdata.eq(shadow[32 * (word - 1):32 * word])
-        with m.Elif(bus.rready):
-            m.d.sync += bus.rvalid.eq(0)
-
+        self._read_path(m, regs)
         return m
+
+    def _read_path(self, m, regs):
+        """The read channel: a two-stage registered read multiplexer.
+
+        Stage 1, in the cycle AR is taken: the word is chosen within its group of
+        :data:`_READ_GROUP` words and registered per group, with a hit bit; a wide register's
+        upper words are latched into its shadow then, so the words a host reads one after the
+        other all come from the same cycle.  Stage 2: the hit group's word goes to RDATA.
+        One flat multiplexer over every register would put the whole map in one cycle.  A
+        read takes one cycle more than with one stage; reads still complete one per cycle,
+        and RVALID stays up until RREADY (IHI0022E, A3.2.1).
+        """
+        bus = self.bus
+        words = []                      # (word address, value) in address order
+        for entry in regs.values():
+            reg, value, shadow = entry["reg"], entry["value"], entry["shadow"]
+            for word in range(reg.words):
+                source = value[:32] if word == 0 else shadow[32 * (word - 1):32 * word]
+                words.append(((reg.address >> 2) + word, source, entry if word == 0 else None))
+        words.sort(key=lambda w: w[0])
+        groups = [words[k:k + _READ_GROUP] for k in range(0, len(words), _READ_GROUP)]
+
+        s1_valid = Signal()
+        s1_hit = Signal(len(groups))
+        s1_data = [Signal(32, name=f"rd_group_{g}") for g in range(len(groups))]
+        out_free = ~bus.rvalid | bus.rready
+        s1_free = ~s1_valid | out_free
+        m.d.comb += bus.arready.eq(s1_free)
+        with m.If(bus.arvalid & s1_free):
+            m.d.sync += s1_valid.eq(1)
+            for g, group in enumerate(groups):
+                with m.Switch(bus.araddr[2:]):
+                    for address, source, entry in group:
+                        with m.Case(address):
+                            m.d.sync += [s1_hit[g].eq(1), s1_data[g].eq(source)]
+                            if entry is not None and entry["shadow"] is not None:
+                                m.d.sync += entry["shadow"].eq(entry["value"][32:])
+                    with m.Default():
+                        m.d.sync += [s1_hit[g].eq(0), s1_data[g].eq(0)]
+        with m.Elif(out_free):
+            m.d.sync += s1_valid.eq(0)
+
+        with m.If(out_free):
+            m.d.sync += [
+                bus.rvalid.eq(s1_valid),
+                # A group that missed holds zero, so the hit word is the OR of all groups.
+                bus.rdata.eq(_or_all(s1_data)),
+                bus.rresp.eq(Mux(s1_hit.any(), BusResponse.OKAY, BusResponse.DECERR)),
+            ]
 
     @staticmethod
     def _write_word(m, entry, word, wr_data, wr_strb):

