@@ -215,6 +215,7 @@ class Engine(wiring.Component):
         from amaranth.hdl import Array, Module, Mux, ResetInserter, Signal
         from amaranth.lib.memory import Memory
         from .bytestream import RegionWalker, RowPacker, RowUnpacker
+        from .skid import SkidBuffer
         from amaranth.hdl import Cat
         from amaranth.lib.fifo import SyncFIFOBuffered
         from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
@@ -296,6 +297,13 @@ class Engine(wiring.Component):
         m.submodules.packer = packer = reset(RowPacker(width))
         m.submodules.rx_walker = rx_walker = reset(RegionWalker(width))
         m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
+        # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
+        # parser's state would otherwise chain into the packer's or unpacker's ready logic.
+        chunk_shape = rx_walker.chunks.payload.shape()
+        m.submodules.tx_chunks = tx_chunks = reset(SkidBuffer(chunk_shape))
+        m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_shape))
+        m.submodules.rx_beats = rx_beats = reset(SkidBuffer(unpacker.beats.payload.shape()))
+        wiring.connect(m, rx_beats.o, unpacker.beats)
         m.submodules.alu = alu = reset(self.alu)
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
         m.submodules.tx_arbiter = arbiter = reset(PacketArbiter(2, width))
@@ -537,14 +545,15 @@ class Engine(wiring.Component):
         t_lo = Signal(lane_bits)
         t_n = Signal(lane_bits + 1)
         t_last = Signal()
-        chunk = tx_walker.chunks.payload
+        wiring.connect(m, tx_walker.chunks, tx_chunks.i)
+        chunk = tx_chunks.o.payload
         t_advance = ~t_valid | packer.rows.ready
         t_outside = (chunk.row >> self.row_bits) != 0
-        t_issue = (tx_walker.chunks.valid & t_advance & ~hazard(chunk.row[:self.row_bits])
+        t_issue = (tx_chunks.o.valid & t_advance & ~hazard(chunk.row[:self.row_bits])
                    & ~any_error)
-        with m.If(tx_walker.chunks.valid & t_outside):
+        with m.If(tx_chunks.o.valid & t_outside):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
-        m.d.comb += [tx_walker.chunks.ready.eq(t_issue & ~t_outside),
+        m.d.comb += [tx_chunks.o.ready.eq(t_issue & ~t_outside),
                      self.send_rd.addr.eq(chunk.row),
                      self.send_rd.en.eq(t_issue & ~t_outside)]
         with m.If(t_advance):
@@ -643,7 +652,8 @@ class Engine(wiring.Component):
                      rx_walker.command.payload.eq(rx_region)]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
             m.d.sync += rx_walk.eq(0)
-        wiring.connect(m, rx_walker.chunks, unpacker.chunks)
+        wiring.connect(m, rx_walker.chunks, rx_chunks.i)
+        wiring.connect(m, rx_chunks.o, unpacker.chunks)
 
         # The clear-to-send: the source may now stream the message.
         # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
@@ -744,11 +754,11 @@ class Engine(wiring.Component):
                         m.d.comb += raise_error.unexpected.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                 with m.Case(P_PASS):
-                    m.d.comb += [unpacker.beats.valid.eq(self.rx.valid),
-                                 unpacker.beats.payload.data.eq(beat.data),
-                                 unpacker.beats.payload.keep.eq(beat.keep),
-                                 unpacker.beats.payload.last.eq(beat.last & completes),
-                                 self.rx.ready.eq(unpacker.beats.ready)]
+                    m.d.comb += [rx_beats.i.valid.eq(self.rx.valid),
+                                 rx_beats.i.payload.data.eq(beat.data),
+                                 rx_beats.i.payload.keep.eq(beat.keep),
+                                 rx_beats.i.payload.last.eq(beat.last & completes),
+                                 self.rx.ready.eq(rx_beats.i.ready)]
                     with m.If(self.rx.valid & self.rx.ready & beat.last):
                         m.d.sync += p_state.eq(P_HEADER)
                 with m.Case(P_DROP):

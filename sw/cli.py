@@ -3,7 +3,7 @@
     nicoll demo [--nodes 8] [--size 1M]         an 8-node Verilator cluster runs the collectives
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
-    nicoll synth --board versa_ecp5|ecpix5_85 [--block alu|barrier|repack]   utilization, Fmax
+    nicoll synth --board versa_ecp5|ecpix5_85 [--block alu|barrier|repack|engine|csr]   utilization, Fmax
     nicoll bench <collective> [--nodes N] [--sizes 1:1M] [--algorithm A,B] [--backend B]
                                                 OSU-style sweep: cycles, bandwidth, efficiency
 """
@@ -158,7 +158,7 @@ def _synth(args):
     console = _console()
     capabilities = _pairs(args.alu_pairs) if args.alu_pairs else all_capabilities()
     capabilities -= _pairs(args.without)
-    if not capabilities and args.block in ("alu", "niccore"):
+    if not capabilities and args.block in ("alu", "niccore", "engine"):
         raise NicollError("--alu-pairs and --without leave the ALU no pair to build")
     if capabilities == all_capabilities():
         pairs_text = "every pair"
@@ -184,6 +184,21 @@ def _synth(args):
                                      args.max_group)
         parameters = {"data_width": args.data_width, "buffer": args.capacity,
                       "max_group": args.max_group}
+    elif args.block == "engine":
+        from nicoll.hw.engine import Engine
+        name = (f"engine_w{args.data_width}_n{args.max_nodes}_mem{args.mem_size}"
+                f"_{len(capabilities)}pairs")
+        factory = lambda: Engine(data_width=args.data_width,            # noqa: E731
+                                 max_nodes=args.max_nodes, mem_size=args.mem_size,
+                                 alu_capabilities=capabilities)
+        parameters = {"data_width": args.data_width, "max_nodes": args.max_nodes,
+                      "memory": args.mem_size, "ALU": pairs_text}
+    elif args.block == "csr":
+        from nicoll.hw.csr import CSRSlave
+        from nicoll.hw.niccore import CSR_ADDR_WIDTH
+        name = "csr"
+        factory = lambda: CSRSlave(addr_width=CSR_ADDR_WIDTH)         # noqa: E731
+        parameters = {"register map": "nicoll.rdl"}
     else:
         from nicoll.hw.niccore import NicCore
         name = (f"niccore_w{args.data_width}_n{args.max_nodes}_mem{args.mem_size}"
@@ -308,7 +323,7 @@ def _parser():
     synth.add_argument("--board", choices=sorted(BOARDS), default="versa_ecp5",
                        help="versa_ecp5: LFE5UM-45F, the 64-bit core's board (default); "
                             "ecpix5_85: LFE5UM5G-85F, the 256-bit core's")
-    synth.add_argument("--block", choices=("niccore", "alu", "barrier", "repack"),
+    synth.add_argument("--block", choices=("niccore", "alu", "barrier", "repack", "engine", "csr"),
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
