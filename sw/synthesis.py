@@ -68,6 +68,11 @@ def markdown(entries):
         "every output into one pin; \"core\" is the total minus the harness's own cells (see",
         "`nicoll.hw.synth`).",
         "",
+        "\"target\" is the clock nextpnr was constrained at (`--target-mhz`; by default 150 MHz for",
+        "the NIC core on the Versa, 125 MHz on the ECPIX-5, 200 MHz for a block alone; a target",
+        "of 100 is a run made before the flow took one, at the board's oscillator). \"met\" means the",
+        "routed Fmax reaches it. Placement varies with nextpnr's seed by several percent.",
+        "",
         "| block | configuration | part | LUT4 (core) | FF (core) | DP16KD | MULT18X18D "
         "| Fmax MHz | target | date | tools |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
