@@ -252,7 +252,11 @@ class Engine(wiring.Component):
             m.d.sync += errors.eq(0)
         with m.Else():
             m.d.sync += errors.eq(errors.as_value() | raise_error.as_value())
-        any_error = errors.as_value().any()
+        # any_error fans out to every issue decision; from its own flop, set with the same
+        # value errors.any() has in the next cycle, it leaves the OR tree out of them.
+        any_error = Signal()
+        m.d.sync += any_error.eq(~self.clear
+                                 & (errors.as_value() | raise_error.as_value()).any())
 
         state = Signal(range(9))
         IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE = range(9)
@@ -769,10 +773,14 @@ class Engine(wiring.Component):
             m.d.comb += raise_error.length.eq(1)
         m.d.comb += unpacker.clear.eq(self.clear)
 
-        # Rows out of the unpacker: stored at once (copy) or reduced with the local row.
-        row = unpacker.rows.payload
+        # Rows out of the unpacker, through a register slice (the take below depends on the
+        # scoreboard and the ALU's ready): stored at once (copy) or reduced with the local row.
+        m.submodules.rx_rows = rx_rows = reset(SkidBuffer(unpacker.rows.payload.shape()))
+        wiring.connect(m, unpacker.rows, rx_rows.i)
+        rows_in = rx_rows.o
+        row = rows_in.payload
         r_outside = (row.row >> self.row_bits) != 0
-        with m.If(unpacker.rows.valid & r_outside):
+        with m.If(rows_in.valid & r_outside):
             m.d.comb += raise_error.region.eq(1)
         s1_mask = Signal(beat_bytes)
         s1_data = Signal(width)
@@ -780,20 +788,20 @@ class Engine(wiring.Component):
         alu_take = s1_valid & room & alu.a.ready     # the ALU takes both operands at once
         s1_advance = ~s1_valid | alu_take
         with m.If(~rx_reduce):
-            copy_take = unpacker.rows.valid & ~r_outside & ~any_error
-            m.d.comb += [unpacker.rows.ready.eq(copy_take)]
+            copy_take = rows_in.valid & ~r_outside & ~any_error
+            m.d.comb += [rows_in.ready.eq(copy_take)]
             with m.If(copy_take):
                 m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask)]
         with m.Else():
-            take = (unpacker.rows.valid & ~r_outside & ~any_error & s1_advance
+            take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
                     & ~hazard(row.row[:self.row_bits]))
-            m.d.comb += [unpacker.rows.ready.eq(take),
+            m.d.comb += [rows_in.ready.eq(take),
                          self.local_rd.addr.eq(row.row), self.local_rd.en.eq(take)]
             with m.If(s1_advance):
                 m.d.sync += s1_valid.eq(take)
             with m.If(take):
                 m.d.sync += [s1_row.eq(row.row), s1_mask.eq(row.mask), s1_data.eq(row.data)]
-        with m.If(unpacker.rows.valid & unpacker.rows.ready & row.last):
+        with m.If(rows_in.valid & rows_in.ready & row.last):
             m.d.sync += rx_busy.eq(0)
 
         local = self.local_rd.data
