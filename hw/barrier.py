@@ -51,7 +51,7 @@ Design choices (see docs/barrier.md for the whole story):
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -152,6 +152,14 @@ def _check_int(name, value, low, high):
 def _any(terms):
     terms = list(terms)
     return Cat(terms).any() if terms else Const(0)
+
+
+def _any_or(values):
+    """Bitwise OR of ``values`` (an AND-OR multiplexer when at most one is not 0)."""
+    result = Const(0)
+    for v in values:
+        result = result | v
+    return result
 
 
 class BarrierUnit(wiring.Component):
@@ -659,38 +667,46 @@ class BarrierUnit(wiring.Component):
         """Per child: RELEASEs owed (`owe`) and whether a KILL goes before the oldest of them
         (`kill_head`).  A child owed more than one RELEASE has not left the older barrier, so
         nobody below it can have finished the newer ones: each newer barrier was an early
-        release that killed that subtree, and its KILL is implied.  Hence one flag suffices."""
-        k, seq, node_id, cid, valid = s.k, self.seq, self.node_id, s.cid, self.child_valid
+        release that killed that subtree, and its KILL is implied.  Hence one flag suffices.
+
+        What the tx register loads is chosen from flops only: `owed` (owe ≠ 0) and `head`
+        (seq − owe, the barrier of the oldest RELEASE owed) are kept beside each count, so
+        no count is compared or subtracted on the way to tx."""
+        k, node_id, cid, valid = s.k, self.node_id, s.cid, self.child_valid
         s.owe = owe = [Signal(SEQ_WIDTH, name=f"owe_{j}") for j in range(k)]
-        s.kill_head = kill_head = [Signal(name=f"kill_head_{j}") for j in range(k)]
-        down_req = Signal(k)
-        m.d.comb += down_req.eq(Cat(owe[j] != 0 for j in range(k)))
-        pick = Signal(range(max(k, 2)))
-        for j in reversed(range(k)):
-            with m.If(down_req[j]):
-                m.d.comb += pick.eq(j)
-        owe_a, kill_a, cid_a = Array(owe), Array(kill_head), Array(cid)
+        s.owed = owed = Signal(k)
+        s.head = head = [Signal(SEQ_WIDTH, name=f"head_{j}") for j in range(k)]
+        s.kill_head = kill_head = Signal(k)
+        # The lowest slot owed something goes first.
+        pick = Signal(k)
+        m.d.comb += pick.eq(Cat(owed[j] & ~owed[:j].any() if j else owed[0]
+                                for j in range(k)))
+        pick_kill = (pick & kill_head).any()
+
+        def picked(values):
+            return _any_or(Mux(pick[j], values[j], 0) for j in range(k))
 
         load = ~self.tx.valid | self.tx.ready
-        send_down = load & down_req.any()
-        send_own = load & ~down_req.any() & s.own_pending
-        send_q = load & ~down_req.any() & ~s.own_pending & (s.q_count != 0)
+        down = owed.any()
+        send_down = load & down
+        send_own = load & ~down & s.own_pending
+        send_q = load & ~down & ~s.own_pending & (s.q_count != 0)
         out = self.tx.payload
         with m.If(load):
             m.d.sync += self.tx.valid.eq(send_down | send_own | send_q)
             with m.If(send_down):
                 m.d.sync += [
-                    out.kind.eq(Mux(kill_a[pick], NoticeKind.KILL, NoticeKind.RELEASE)),
-                    out.seq.eq(seq - owe_a[pick]),
+                    out.kind.eq(Mux(pick_kill, NoticeKind.KILL, NoticeKind.RELEASE)),
+                    out.seq.eq(picked(head)),
                     out.src.eq(node_id),
-                    out.dst.eq(cid_a[pick]),
+                    out.dst.eq(picked(cid)),
                     out.subject.eq(0),
-                    out.estimate.eq(Mux(kill_a[pick], s.kill_est, 0)),
+                    out.estimate.eq(Mux(pick_kill, s.kill_est, 0)),
                 ]
             with m.Elif(send_own | send_q):
                 m.d.sync += [
                     out.kind.eq(NoticeKind.COMPLETE),
-                    out.seq.eq(seq),
+                    out.seq.eq(self.seq),
                     out.src.eq(node_id),
                     out.dst.eq(self.parent_id),
                     out.subject.eq(Mux(send_own, node_id, s.qr.data)),
@@ -702,23 +718,32 @@ class BarrierUnit(wiring.Component):
             m.d.sync += s.q_rd.eq(Mux(s.q_rd == s.qdepth - 1, 0, s.q_rd + 1))
         with m.If(s.push):
             m.d.sync += s.q_wr.eq(Mux(s.q_wr == s.qdepth - 1, 0, s.q_wr + 1))
-        m.d.sync += s.q_count.eq(s.q_count + s.push - send_q)
+        q_count = s.q_count
+        m.d.sync += q_count.eq(Mux(s.push, Mux(send_q, q_count, q_count + 1),
+                                   Mux(send_q, q_count - 1, q_count)))
 
         for j in range(k):
-            sending = send_down & (pick == j)
+            sending = send_down & pick[j]
             send_kill = sending & kill_head[j]
             send_rel = sending & ~kill_head[j]
             inc = s.rel_now & valid[j]
-            owe_after = owe[j] - send_rel
+            more = owe[j] != 1              # with owed[j]: another RELEASE after this one
             with m.If(send_kill):
                 m.d.sync += kill_head[j].eq(0)
             with m.If(send_rel):
                 # The next oldest barrier owed, if any, was killed (see above); else the one
                 # released now becomes the oldest, with its own KILL flag.
-                m.d.sync += kill_head[j].eq(Mux(owe_after != 0, 1, inc & s.rel_kill[j]))
-            with m.Elif(inc & (owe[j] == 0)):
+                m.d.sync += kill_head[j].eq(more | (inc & s.rel_kill[j]))
+            with m.Elif(inc & ~owed[j]):
                 m.d.sync += kill_head[j].eq(s.rel_kill[j])
-            m.d.sync += owe[j].eq(owe_after + inc)
+            # owe − send_rel + inc; seq − owe moves on by send_rel (seq moves by inc).
+            m.d.sync += [
+                owe[j].eq(Mux(send_rel, Mux(inc, owe[j], owe[j] - 1),
+                              Mux(inc, owe[j] + 1, owe[j]))),
+                owed[j].eq(inc | (owed[j] & ~(send_rel & ~more))),
+            ]
+            with m.If(send_rel):
+                m.d.sync += head[j].eq(head[j] + 1)
 
     # ---- Leaving a barrier ---------------------------------------------------------------------
     def _leave(self, m, s):
@@ -802,7 +827,8 @@ class BarrierUnit(wiring.Component):
             ]
             m.d.sync += [s.done_in[j].eq(0) for j in range(k)]
             m.d.sync += [s.owe[j].eq(0) for j in range(k)]
-            m.d.sync += [s.kill_head[j].eq(0) for j in range(k)]
+            m.d.sync += [s.head[j].eq(self.start_seq) for j in range(k)]
+            m.d.sync += [s.owed.eq(0), s.kill_head.eq(0)]
             self._clear_flags(m, s)
 
 
