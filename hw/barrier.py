@@ -688,30 +688,24 @@ class BarrierUnit(wiring.Component):
 
         load = ~self.tx.valid | self.tx.ready
         down = owed.any()
+        q_any = s.q_count != 0
         send_down = load & down
         send_own = load & ~down & s.own_pending
-        send_q = load & ~down & ~s.own_pending & (s.q_count != 0)
+        send_q = load & ~down & ~s.own_pending & q_any
+        # The payload is loaded whenever tx is free: its fields depend only on which kind of
+        # notice goes (a `valid` of 0 makes it meaningless), so each bit has a short select.
         out = self.tx.payload
         with m.If(load):
-            m.d.sync += self.tx.valid.eq(send_down | send_own | send_q)
-            with m.If(send_down):
-                m.d.sync += [
-                    out.kind.eq(Mux(pick_kill, NoticeKind.KILL, NoticeKind.RELEASE)),
-                    out.seq.eq(picked(head)),
-                    out.src.eq(node_id),
-                    out.dst.eq(picked(cid)),
-                    out.subject.eq(0),
-                    out.estimate.eq(Mux(pick_kill, s.kill_est, 0)),
-                ]
-            with m.Elif(send_own | send_q):
-                m.d.sync += [
-                    out.kind.eq(NoticeKind.COMPLETE),
-                    out.seq.eq(self.seq),
-                    out.src.eq(node_id),
-                    out.dst.eq(self.parent_id),
-                    out.subject.eq(Mux(send_own, node_id, s.qr.data)),
-                    out.estimate.eq(0),
-                ]
+            m.d.sync += [
+                self.tx.valid.eq(down | s.own_pending | q_any),
+                out.kind.eq(Mux(down, Mux(pick_kill, NoticeKind.KILL, NoticeKind.RELEASE),
+                                NoticeKind.COMPLETE)),
+                out.seq.eq(Mux(down, picked(head), self.seq)),
+                out.src.eq(node_id),
+                out.dst.eq(Mux(down, picked(cid), self.parent_id)),
+                out.subject.eq(Mux(down, 0, Mux(s.own_pending, node_id, s.qr.data))),
+                out.estimate.eq(Mux(pick_kill, s.kill_est, 0)),
+            ]
         with m.If(send_own):
             m.d.sync += s.own_pending.eq(0)
         with m.If(send_q):
