@@ -340,7 +340,11 @@ class BarrierUnit(wiring.Component):
 
         # N of this subtree (the whole tree at the root), registered.
         s.total = total = Signal(16)
-        m.d.sync += total.eq(1 + sum(Mux(self.child_valid[j], size[j], 0) for j in range(k)))
+        terms = [Mux(self.child_valid[j], size[j], 0) for j in range(k)] + [Const(1)]
+        while len(terms) > 1:                   # a balanced adder tree
+            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.sync += total.eq(terms[0])
         m.d.comb += self.total.eq(total)
 
         # Members of this subtree, for the abort log: routed below, or this node itself.
@@ -350,33 +354,42 @@ class BarrierUnit(wiring.Component):
 
     # ---- Local tree checks (registered: they are wide and the tree is static) --------------
     def _tree_checks(self, m, s):
+        """Two register stages: the route entries of the configured ids and the id
+        comparisons, then the checks (the tree is static; errors show 2 cycles late)."""
         n, k, cid, valid = s.n, s.k, s.cid, self.child_valid
         node_id, parent_id, has_parent, route_at = (self.node_id, self.parent_id,
                                                     self.has_parent, s.route_at)
-        live = Signal(ERROR_LAYOUT)
-        m.d.comb += [
-            live.cfg_id.eq((node_id >= n) | (has_parent & (parent_id >= n))
-                           | _any(valid[j] & (cid[j] >= n) for j in range(k))),
-            live.cfg_slot.eq(_any(~valid[j] & (s.size[j] != 0) for j in range(k))),
-            live.cfg_self.eq((route_at(node_id) != 0)
-                             | _any(valid[j] & (cid[j] == node_id) for j in range(k))),
-            live.cfg_parent.eq(has_parent & ((parent_id == node_id) | (route_at(parent_id) != 0))),
-            live.cfg_dup.eq(_any(valid[i] & valid[j] & (cid[i] == cid[j])
-                                 for i in range(k) for j in range(i + 1, k))),
-            live.cfg_child.eq(_any(valid[j] & (route_at(cid[j]) != j + 1) for j in range(k))),
+        pairs = [(i, j) for j in range(k) for i in range(j)]
+        rt_node, rt_parent = Signal(s.rw), Signal(s.rw)
+        rt_child = [Signal(s.rw, name=f"rt_child_{j}") for j in range(k)]
+        valid_q, child_is_me, same = Signal(k), Signal(k), Signal(max(len(pairs), 1))
+        id_big, parent_bad = Signal(), Signal()
+        m.d.sync += [
+            rt_node.eq(route_at(node_id)), rt_parent.eq(route_at(parent_id)),
+            *[rt_child[j].eq(route_at(cid[j])) for j in range(k)],
+            valid_q.eq(valid),
+            child_is_me.eq(Cat(cid[j] == node_id for j in range(k))),
+            same.eq(Cat(cid[i] == cid[j] for i, j in pairs)),
+            id_big.eq((node_id >= n) | (has_parent & (parent_id >= n))
+                      | _any(valid[j] & (cid[j] >= n) for j in range(k))),
+            parent_bad.eq(has_parent & (parent_id == node_id)),
         ]
         s.cfg_reg = cfg_reg = Signal(ERROR_LAYOUT)
         m.d.sync += [
-            cfg_reg.cfg_id.eq(live.cfg_id), cfg_reg.cfg_slot.eq(live.cfg_slot),
-            cfg_reg.cfg_self.eq(live.cfg_self), cfg_reg.cfg_parent.eq(live.cfg_parent),
-            cfg_reg.cfg_dup.eq(live.cfg_dup), cfg_reg.cfg_child.eq(live.cfg_child),
+            cfg_reg.cfg_id.eq(id_big),
+            cfg_reg.cfg_slot.eq(_any(~valid_q[j] & (s.size[j] != 0) for j in range(k))),
+            cfg_reg.cfg_self.eq((rt_node != 0) | (valid_q & child_is_me).any()),
+            cfg_reg.cfg_parent.eq(parent_bad | (has_parent & (rt_parent != 0))),
+            cfg_reg.cfg_dup.eq(_any(valid_q[i] & valid_q[j] & same[x]
+                                    for x, (i, j) in enumerate(pairs))),
+            cfg_reg.cfg_child.eq(_any(valid_q[j] & (rt_child[j] != j + 1) for j in range(k))),
         ]
         # shadow[j]: a lower valid slot holds child j's id, so a notice from that id is taken
         # as coming from the lower slot (the first match, as a priority encoder would pick).
         # The configuration is static, so the decode stage reads this from a flop.
         s.shadow = Signal(k)
-        m.d.sync += s.shadow.eq(Cat(_any(valid[i] & (cid[i] == cid[j]) for i in range(j))
-                                    for j in range(k)))
+        m.d.sync += s.shadow.eq(Cat(_any(valid_q[i] & same[pairs.index((i, j))]
+                                         for i in range(j)) for j in range(k)))
         s.sticky = sticky = Signal(ERROR_LAYOUT)   # only cfg_write, outside, notice are used
         s.cfg_ok = ~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self | cfg_reg.cfg_parent
                      | cfg_reg.cfg_dup | cfg_reg.cfg_child | sticky.cfg_write)
