@@ -43,10 +43,16 @@ Design choices (see docs/barrier.md for the whole story):
   no amount of backpressure on ``tx`` can make a unit refuse a notice.  No cycle of waits can
   form through the units whatever network joins them.
 - **Latency** (no backpressure; L = cycles a link adds between one unit's ``tx`` and the next
-  one's ``rx``, 0 for a wire): a unit forwards a notice 2 cycles after taking it, so one tree
-  hop costs h = L + 2 cycles.  For a last completion signalled at cycle t by a node at depth d,
-  a node at depth D sees ``released`` at cycle t + (d + D)·h + 2 + Σ i, where Σ i adds, at
-  each level of its path, the number of notices its parent sent to earlier siblings first.
+  one's ``rx``, 0 for a wire): a unit decodes a notice (or a ``done`` strobe) into registers
+  in the cycle it takes it, acts on it in the next, and forwards it 3 cycles after taking it,
+  so one tree hop costs h = L + 3 cycles.  For a last completion signalled at cycle t by a
+  node at depth d, a node at depth D sees ``released`` at cycle t + (d + D)·h + 3 + Σ i,
+  where Σ i adds, at each level of its path, the number of notices its parent sent to
+  earlier siblings first.
+- **Timing**: no sum is compared in the cycle that uses it.  The root's decision reads flops
+  only (ones ≥ m, ones = N and now − s ≥ c are computed a cycle ahead, for one and two more
+  counts), the stamps are written a cycle later from a registered ``now``, and ``tx`` is
+  loaded from flops chosen by flags kept beside the counts.  See docs/barrier.md, "Pipeline".
 """
 
 from types import SimpleNamespace
@@ -112,11 +118,12 @@ NOTICE_LAYOUT = data.StructLayout({
 })
 
 #: Error bits.  The first three and the ``cfg_*`` bits except ``cfg_write`` follow the current
-#: inputs, shown a cycle late (the decision itself checks m, c and the mode in the same
-#: cycle); ``outside`` and ``notice`` stay set until ``start``; ``cfg_write`` stays set until
-#: ``route_clear``.  What they stop: a root with a bad m, c or mode decides by the normal rule
-#: (all done, no kill); a unit with a ``cfg_*`` error counts no completion (its own included)
-#: and, at the root, never releases; an ``outside`` or ``notice`` notice is dropped.
+#: inputs, shown two cycles late (the decision acts on m, c and the mode one cycle after their
+#: checks show, together with them, so a bad value never acts); ``outside`` and ``notice``
+#: stay set until ``start``; ``cfg_write`` stays set until ``route_clear``.  What they stop:
+#: a root with a bad m, c or mode decides by the normal rule (all done, no kill); a unit with
+#: a ``cfg_*`` error counts no completion (its own included) and, at the root, never
+#: releases; an ``outside`` or ``notice`` notice is dropped.
 ERROR_LAYOUT = data.StructLayout({
     "m_range": 1,       # root, AC with a count sub-mode: m = 0 or m > N
     "c_zero": 1,        # root, AC with a time sub-mode: c = 0
@@ -317,26 +324,28 @@ class BarrierUnit(wiring.Component):
             return Mux(x < n, route.word_select(x[:ibits], rw), 0)
         s.route_at = route_at
 
-        # size[j]: ids routed to slot j, kept up to date at every write (no re-count).
+        # size[j]: ids routed to slot j, kept up to date at every write (no re-count).  A
+        # write is registered first and lands one cycle later: the entry it replaces is then
+        # read from flops.
         s.size = size = [Signal(range(n + 1), name=f"size_{j}") for j in range(k)]
-        old = Signal(rw)
-        m.d.comb += [old.eq(route_at(self.route_addr)), self.route_rdata.eq(old)]
+        m.d.comb += self.route_rdata.eq(route_at(self.route_addr))
         write_ok = (self.route_addr < n) & (self.route_data <= k)
         s.write_bad = Signal()
-        with m.If(self.route_clear):
+        m.d.comb += s.write_bad.eq(self.route_we & ~self.route_clear & ~write_ok)
+        w_clear, w_we = Signal(), Signal()
+        w_addr, w_data = Signal(ibits), Signal(rw)
+        m.d.sync += [w_clear.eq(self.route_clear), w_we.eq(self.route_we & write_ok),
+                     w_addr.eq(self.route_addr[:ibits]), w_data.eq(self.route_data)]
+        old = route.word_select(w_addr, rw)
+        with m.If(w_clear):
             m.d.sync += [route.eq(0), *[size[j].eq(0) for j in range(k)]]
-        with m.Elif(self.route_we):
-            with m.If(write_ok):
-                m.d.sync += route.word_select(self.route_addr[:ibits], rw).eq(self.route_data)
-                for j in range(k):
-                    inc = self.route_data == j + 1
-                    dec = old == j + 1
-                    with m.If(inc & ~dec):
-                        m.d.sync += size[j].eq(size[j] + 1)
-                    with m.Elif(dec & ~inc):
-                        m.d.sync += size[j].eq(size[j] - 1)
-            with m.Else():
-                m.d.comb += s.write_bad.eq(1)
+        with m.Elif(w_we):
+            m.d.sync += route.word_select(w_addr, rw).eq(w_data)
+            for j in range(k):
+                inc = w_data == j + 1
+                dec = old == j + 1
+                m.d.sync += size[j].eq(Mux(inc & ~dec, size[j] + 1,
+                                           Mux(dec & ~inc, size[j] - 1, size[j])))
 
         # N of this subtree (the whole tree at the root), registered.
         s.total = total = Signal(16)

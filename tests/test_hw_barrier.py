@@ -959,6 +959,7 @@ def test_route_readback_and_sizes():
         await ctx.tick()
         ctx.set(u.route_we, 0)
         await ctx.tick()
+        await ctx.tick()                # a write lands a cycle later; `total` one more
         assert ctx.get(u.total) == 6
         ctx.set(u.route_addr, 5)
         assert ctx.get(u.route_rdata) == 2
