@@ -161,12 +161,14 @@ def _any(terms):
     return Cat(terms).any() if terms else Const(0)
 
 
-def _any_or(values):
-    """Bitwise OR of ``values`` (an AND-OR multiplexer when at most one is not 0)."""
-    result = Const(0)
-    for v in values:
-        result = result | v
-    return result
+def _first(flags, values):
+    """(any flag, the value of the first flag set): a balanced priority multiplexer."""
+    if len(flags) == 1:
+        return flags[0], values[0]
+    half = len(flags) // 2
+    any_lo, lo = _first(flags[:half], values[:half])
+    any_hi, hi = _first(flags[half:], values[half:])
+    return any_lo | any_hi, Mux(any_lo, lo, hi)
 
 
 class BarrierUnit(wiring.Component):
@@ -699,14 +701,15 @@ class BarrierUnit(wiring.Component):
         s.owed = owed = Signal(k)
         s.head = head = [Signal(SEQ_WIDTH, name=f"head_{j}") for j in range(k)]
         s.kill_head = kill_head = Signal(k)
-        # The lowest slot owed something goes first.
+        # The lowest slot owed something goes first: `pick` for the updates below, and the
+        # payload fields through balanced priority multiplexers (log2 k levels, not k).
         pick = Signal(k)
         m.d.comb += pick.eq(Cat(owed[j] & ~owed[:j].any() if j else owed[0]
                                 for j in range(k)))
-        pick_kill = (pick & kill_head).any()
 
         def picked(values):
-            return _any_or(Mux(pick[j], values[j], 0) for j in range(k))
+            return _first(list(owed), list(values))[1]
+        pick_kill = picked([kill_head[j] for j in range(k)])
 
         load = ~self.tx.valid | self.tx.ready
         down = owed.any()

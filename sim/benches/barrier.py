@@ -399,7 +399,9 @@ class TB:
         d.start.value = 1
         await self.sync()
         d.start.value = 0
-        await self.wait_cycles(2)           # the registered tree checks settle
+        # The registered tree checks settle: a route write lands a cycle after the unit sees
+        # it, the checks take two register stages (and the top registers its inputs).
+        await self.wait_cycles(4)
         self.seq = seq & SEQ_MASK
         self._counters = self._snapshot()
         self.early_releases = 0
@@ -897,7 +899,7 @@ async def bad_parameters_fall_back_to_normal(dut):
              (AC, BOTH, 1, 0, "c_zero"), (3, COUNT, 1, 100, "mode"), (AC, 0, 1, 100, "mode")]
     for mode, sub, m, c, bit in cases:
         tb.set_mode(mode, sub, m, c, 0x77)
-        await tb.wait_cycles(2)
+        await tb.wait_cycles(3)                 # the top's input register + 2 (see ERRORS)
         errors = tb.errors()
         assert bit in errors[root], (mode, sub, m, c, errors[root])
         plan = Plan(mode=mode, sub=sub, m=m, c=c, estimate=0x77,
@@ -911,7 +913,7 @@ async def bad_parameters_fall_back_to_normal(dut):
         assert not dec.params_ok and not out.aborted
         assert out.released_at[root] == out.root["e"] + 1
     tb.set_mode(NORMAL)
-    await tb.wait_cycles(2)
+    await tb.wait_cycles(3)
     assert not any(tb.errors()), "errors stay after the parameters were fixed"
 
 
