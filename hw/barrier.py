@@ -43,13 +43,21 @@ Design choices (see docs/barrier.md for the whole story):
   no amount of backpressure on ``tx`` can make a unit refuse a notice.  No cycle of waits can
   form through the units whatever network joins them.
 - **Latency** (no backpressure; L = cycles a link adds between one unit's ``tx`` and the next
-  one's ``rx``, 0 for a wire): a unit forwards a notice 2 cycles after taking it, so one tree
-  hop costs h = L + 2 cycles.  For a last completion signalled at cycle t by a node at depth d,
-  a node at depth D sees ``released`` at cycle t + (d + D)·h + 2 + Σ i, where Σ i adds, at
-  each level of its path, the number of notices its parent sent to earlier siblings first.
+  one's ``rx``, 0 for a wire): a unit decodes a notice (or a ``done`` strobe) into registers
+  in the cycle it takes it, acts on it in the next, and forwards it 3 cycles after taking it,
+  so one tree hop costs h = L + 3 cycles.  For a last completion signalled at cycle t by a
+  node at depth d, a node at depth D sees ``released`` at cycle t + (d + D)·h + 3 + Σ i,
+  where Σ i adds, at each level of its path, the number of notices its parent sent to
+  earlier siblings first.
+- **Timing**: no sum is compared in the cycle that uses it.  The root's decision reads flops
+  only (ones ≥ m, ones = N and now − s ≥ c are computed a cycle ahead, for one and two more
+  counts), the stamps are written a cycle later from a registered ``now``, and ``tx`` is
+  loaded from flops chosen by flags kept beside the counts.  See docs/barrier.md, "Pipeline".
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -110,11 +118,12 @@ NOTICE_LAYOUT = data.StructLayout({
 })
 
 #: Error bits.  The first three and the ``cfg_*`` bits except ``cfg_write`` follow the current
-#: inputs, shown a cycle late (the decision itself checks m, c and the mode in the same
-#: cycle); ``outside`` and ``notice`` stay set until ``start``; ``cfg_write`` stays set until
-#: ``route_clear``.  What they stop: a root with a bad m, c or mode decides by the normal rule
-#: (all done, no kill); a unit with a ``cfg_*`` error counts no completion (its own included)
-#: and, at the root, never releases; an ``outside`` or ``notice`` notice is dropped.
+#: inputs, shown two cycles late (the decision acts on m, c and the mode one cycle after their
+#: checks show, together with them, so a bad value never acts); ``outside`` and ``notice``
+#: stay set until ``start``; ``cfg_write`` stays set until ``route_clear``.  What they stop:
+#: a root with a bad m, c or mode decides by the normal rule (all done, no kill); a unit with
+#: a ``cfg_*`` error counts no completion (its own included) and, at the root, never
+#: releases; an ``outside`` or ``notice`` notice is dropped.
 ERROR_LAYOUT = data.StructLayout({
     "m_range": 1,       # root, AC with a count sub-mode: m = 0 or m > N
     "c_zero": 1,        # root, AC with a time sub-mode: c = 0
@@ -150,6 +159,16 @@ def _check_int(name, value, low, high):
 def _any(terms):
     terms = list(terms)
     return Cat(terms).any() if terms else Const(0)
+
+
+def _first(flags, values):
+    """(any flag, the value of the first flag set): a balanced priority multiplexer."""
+    if len(flags) == 1:
+        return flags[0], values[0]
+    half = len(flags) // 2
+    any_lo, lo = _first(flags[:half], values[:half])
+    any_hi, hi = _first(flags[half:], values[half:])
+    return any_lo | any_hi, Mux(any_lo, lo, hi)
 
 
 class BarrierUnit(wiring.Component):
@@ -278,362 +297,558 @@ class BarrierUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, k, rw = self._max_nodes, self._max_children, self._route_width
-        ibits = max(1, ceil_log2(n))          # bits that index the vector and the route table
+        s = SimpleNamespace()           # nets shared by the stages below
+        s.n, s.k, s.rw = self._max_nodes, self._max_children, self._route_width
+        s.ibits = max(1, ceil_log2(s.n))    # bits that index the vector and the route table
+        s.is_root = ~self.has_parent
+        s.cid = [self.child_id[j] for j in range(s.k)]
+        self._route_table(m, s)
+        self._tree_checks(m, s)
+        self._control(m, s)
+        self._decode(m, s)
+        self._execute(m, s)
+        self._count(m, s)
+        self._queue(m, s)
+        self._kills_and_log(m, s)
+        self._send(m, s)
+        self._leave(m, s)
+        self._errors_and_stale(m, s)
+        self._start(m, s)
+        return m
 
-        node_id, parent_id, has_parent = self.node_id, self.parent_id, self.has_parent
-        is_root = ~has_parent
-        valid = self.child_valid
-        cid = [self.child_id[j] for j in range(k)]
-        now = self.now
-
-        # ---- Route table and subtree sizes --------------------------------------------------
+    # ---- Route table and subtree sizes ------------------------------------------------------
+    def _route_table(self, m, s):
+        n, k, rw, ibits = s.n, s.k, s.rw, s.ibits
         # Flops rather than a memory: the local tree checks read it at several ids at once.
-        route = Signal(n * rw)
+        s.route = route = Signal(n * rw)
 
         def route_at(x):
             return Mux(x < n, route.word_select(x[:ibits], rw), 0)
+        s.route_at = route_at
 
-        # size[j]: ids routed to slot j, kept up to date at every write (no re-count).
-        size = [Signal(range(n + 1), name=f"size_{j}") for j in range(k)]
-        old = Signal(rw)
-        m.d.comb += [old.eq(route_at(self.route_addr)), self.route_rdata.eq(old)]
+        # size[j]: ids routed to slot j, kept up to date at every write (no re-count).  A
+        # write is registered first and lands one cycle later: the entry it replaces is then
+        # read from flops.
+        s.size = size = [Signal(range(n + 1), name=f"size_{j}") for j in range(k)]
+        m.d.comb += self.route_rdata.eq(route_at(self.route_addr))
         write_ok = (self.route_addr < n) & (self.route_data <= k)
-        write_bad = Signal()
-        with m.If(self.route_clear):
+        s.write_bad = Signal()
+        m.d.comb += s.write_bad.eq(self.route_we & ~self.route_clear & ~write_ok)
+        w_clear, w_we = Signal(), Signal()
+        w_addr, w_data = Signal(ibits), Signal(rw)
+        m.d.sync += [w_clear.eq(self.route_clear), w_we.eq(self.route_we & write_ok),
+                     w_addr.eq(self.route_addr[:ibits]), w_data.eq(self.route_data)]
+        old = route.word_select(w_addr, rw)
+        with m.If(w_clear):
             m.d.sync += [route.eq(0), *[size[j].eq(0) for j in range(k)]]
-        with m.Elif(self.route_we):
-            with m.If(write_ok):
-                m.d.sync += route.word_select(self.route_addr[:ibits], rw).eq(self.route_data)
-                for j in range(k):
-                    inc = self.route_data == j + 1
-                    dec = old == j + 1
-                    with m.If(inc & ~dec):
-                        m.d.sync += size[j].eq(size[j] + 1)
-                    with m.Elif(dec & ~inc):
-                        m.d.sync += size[j].eq(size[j] - 1)
-            with m.Else():
-                m.d.comb += write_bad.eq(1)
+        with m.Elif(w_we):
+            m.d.sync += route.word_select(w_addr, rw).eq(w_data)
+            for j in range(k):
+                inc = w_data == j + 1
+                dec = old == j + 1
+                m.d.sync += size[j].eq(Mux(inc & ~dec, size[j] + 1,
+                                           Mux(dec & ~inc, size[j] - 1, size[j])))
 
         # N of this subtree (the whole tree at the root), registered.
-        total = Signal(16)
-        m.d.sync += total.eq(1 + sum(Mux(valid[j], size[j], 0) for j in range(k)))
+        s.total = total = Signal(16)
+        terms = [Mux(self.child_valid[j], size[j], 0) for j in range(k)] + [Const(1)]
+        while len(terms) > 1:                   # a balanced adder tree
+            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        m.d.sync += total.eq(terms[0])
         m.d.comb += self.total.eq(total)
 
         # Members of this subtree, for the abort log: routed below, or this node itself.
-        member = Signal(n)
-        m.d.comb += member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (node_id == i)
-                                  for i in range(n)))
+        s.member = Signal(n)
+        m.d.comb += s.member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (self.node_id == i)
+                                    for i in range(n)))
 
-        # ---- Local tree checks (registered: they are wide and the tree is static) ----------
-        live = Signal(ERROR_LAYOUT)
-        m.d.comb += [
-            live.cfg_id.eq((node_id >= n) | (has_parent & (parent_id >= n))
-                           | _any(valid[j] & (cid[j] >= n) for j in range(k))),
-            live.cfg_slot.eq(_any(~valid[j] & (size[j] != 0) for j in range(k))),
-            live.cfg_self.eq((route_at(node_id) != 0)
-                             | _any(valid[j] & (cid[j] == node_id) for j in range(k))),
-            live.cfg_parent.eq(has_parent & ((parent_id == node_id) | (route_at(parent_id) != 0))),
-            live.cfg_dup.eq(_any(valid[i] & valid[j] & (cid[i] == cid[j])
-                                 for i in range(k) for j in range(i + 1, k))),
-            live.cfg_child.eq(_any(valid[j] & (route_at(cid[j]) != j + 1) for j in range(k))),
-        ]
-        # Parameter checks only bind the root (the others ignore mode, m and c).  They gate
-        # the decision combinationally, so a bad m or c never acts even for one cycle.
-        mode = self.mode
-        sub = self.ac_sub.as_value()
-        in_ac = mode == BarrierMode.AC
-        m_range = Signal()
-        c_zero = Signal()
-        mode_bad = Signal()
-        m.d.comb += [
-            m_range.eq(is_root & in_ac & sub[0] & ((self.m == 0) | (self.m > total))),
-            c_zero.eq(is_root & in_ac & sub[1] & (self.c == 0)),
-            mode_bad.eq(is_root & ((mode.as_value() == 3) | (in_ac & (sub == 0)))),
-        ]
-        cfg_reg = Signal(ERROR_LAYOUT)
+    # ---- Local tree checks (registered: they are wide and the tree is static) --------------
+    def _tree_checks(self, m, s):
+        """Two register stages: the route entries of the configured ids and the id
+        comparisons, then the checks (the tree is static; errors show 2 cycles late)."""
+        n, k, cid, valid = s.n, s.k, s.cid, self.child_valid
+        node_id, parent_id, has_parent, route_at = (self.node_id, self.parent_id,
+                                                    self.has_parent, s.route_at)
+        pairs = [(i, j) for j in range(k) for i in range(j)]
+        rt_node, rt_parent = Signal(s.rw), Signal(s.rw)
+        rt_child = [Signal(s.rw, name=f"rt_child_{j}") for j in range(k)]
+        valid_q, child_is_me, same = Signal(k), Signal(k), Signal(max(len(pairs), 1))
+        id_big, parent_bad = Signal(), Signal()
         m.d.sync += [
-            cfg_reg.cfg_id.eq(live.cfg_id), cfg_reg.cfg_slot.eq(live.cfg_slot),
-            cfg_reg.cfg_self.eq(live.cfg_self), cfg_reg.cfg_parent.eq(live.cfg_parent),
-            cfg_reg.cfg_dup.eq(live.cfg_dup), cfg_reg.cfg_child.eq(live.cfg_child),
-            cfg_reg.m_range.eq(m_range), cfg_reg.c_zero.eq(c_zero), cfg_reg.mode.eq(mode_bad),
+            rt_node.eq(route_at(node_id)), rt_parent.eq(route_at(parent_id)),
+            *[rt_child[j].eq(route_at(cid[j])) for j in range(k)],
+            valid_q.eq(valid),
+            child_is_me.eq(Cat(cid[j] == node_id for j in range(k))),
+            same.eq(Cat(cid[i] == cid[j] for i, j in pairs)),
+            id_big.eq((node_id >= n) | (has_parent & (parent_id >= n))
+                      | _any(valid[j] & (cid[j] >= n) for j in range(k))),
+            parent_bad.eq(has_parent & (parent_id == node_id)),
         ]
-        sticky = Signal(ERROR_LAYOUT)       # only cfg_write, outside, notice are used
-        cfg_ok = ~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self | cfg_reg.cfg_parent
-                   | cfg_reg.cfg_dup | cfg_reg.cfg_child | sticky.cfg_write)
-        params_ok = ~(m_range | c_zero | mode_bad)
-        m.d.comb += [
-            self.errors.eq(cfg_reg.as_value() | sticky.as_value()),
-            self.error.eq(self.errors.as_value().any()),
+        s.cfg_reg = cfg_reg = Signal(ERROR_LAYOUT)
+        m.d.sync += [
+            cfg_reg.cfg_id.eq(id_big),
+            cfg_reg.cfg_slot.eq(_any(~valid_q[j] & (s.size[j] != 0) for j in range(k))),
+            cfg_reg.cfg_self.eq((rt_node != 0) | (valid_q & child_is_me).any()),
+            cfg_reg.cfg_parent.eq(parent_bad | (has_parent & (rt_parent != 0))),
+            cfg_reg.cfg_dup.eq(_any(valid_q[i] & valid_q[j] & same[x]
+                                    for x, (i, j) in enumerate(pairs))),
+            cfg_reg.cfg_child.eq(_any(valid_q[j] & (rt_child[j] != j + 1) for j in range(k))),
         ]
+        # shadow[j]: a lower valid slot holds child j's id, so a notice from that id is taken
+        # as coming from the lower slot (the first match, as a priority encoder would pick).
+        # The configuration is static, so the decode stage reads this from a flop.
+        s.shadow = Signal(k)
+        m.d.sync += s.shadow.eq(Cat(_any(valid_q[i] & same[pairs.index((i, j))]
+                                         for i in range(j)) for j in range(k)))
+        s.sticky = sticky = Signal(ERROR_LAYOUT)   # only cfg_write, outside, notice are used
+        s.cfg_ok = ~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self | cfg_reg.cfg_parent
+                     | cfg_reg.cfg_dup | cfg_reg.cfg_child | sticky.cfg_write)
 
-        # ---- Barrier state ----------------------------------------------------------------
-        seq = self.seq
-        vector = self.vector
-        ones = Signal(range(n + 1))
-        done_in = [Signal(range(n + 1), name=f"done_in_{j}") for j in range(k)]
-        killed = Signal()               # a KILL for the current seq came from the parent
-        kill_est = Signal(TIME_WIDTH)   # the estimate the next KILLs carry
-        own_pending = Signal()          # own COMPLETE still to send
-        own_bit = vector.bit_select(node_id[:ibits], 1)
-        m.d.comb += [self.ones.eq(ones), self.finished.eq(own_bit)]
+    # ---- The root's controls, registered -----------------------------------------------------
+    def _control(self, m, s):
+        """m, c, mode and sub-mode reach the decision through registers, and so do their
+        checks: the thresholds the decision compares against and the checks that gate it
+        always describe the same input values (those of three cycles before), so a bad m or c
+        never acts, even for one cycle.  The comparisons are done a cycle ahead (_count)."""
+        is_root, total, cfg_reg = s.is_root, s.total, s.cfg_reg
+        m_q, c_q = Signal(16), Signal(TIME_WIDTH)
+        mode_q, sub_q = Signal(BarrierMode), Signal(2)
+        m.d.sync += [m_q.eq(self.m), c_q.eq(self.c), mode_q.eq(self.mode),
+                     sub_q.eq(self.ac_sub.as_value())]
+        in_ac_q = mode_q == BarrierMode.AC
+        m.d.sync += [
+            cfg_reg.m_range.eq(is_root & in_ac_q & sub_q[0] & ((m_q == 0) | (m_q > total))),
+            cfg_reg.c_zero.eq(is_root & in_ac_q & sub_q[1] & (c_q == 0)),
+            cfg_reg.mode.eq(is_root & ((mode_q.as_value() == 3) | (in_ac_q & (sub_q == 0)))),
+        ]
+        params_ok = ~(cfg_reg.m_range | cfg_reg.c_zero | cfg_reg.mode)
+        in_ac, sub = Signal(), Signal(2)
+        m.d.sync += [in_ac.eq(in_ac_q), sub.eq(sub_q)]
+        # Which rules may release, one flop each: all done; the count; the time.
+        s.can_all, s.can_count, s.can_time = Signal(), Signal(), Signal()
+        ac_ok = s.is_root & s.cfg_ok & in_ac & params_ok
+        m.d.sync += [s.can_all.eq(s.is_root & s.cfg_ok), s.can_count.eq(ac_ok & sub[0]),
+                     s.can_time.eq(ac_ok & sub[1])]
+        # m − i (i = 0..4) and N − i (i = 0..2): the count flags compare `ones` with them.
+        s.m_minus = [Signal(signed(18), name=f"m_minus_{i}") for i in range(5)]
+        m.d.sync += [s.m_minus[i].eq(m_q - i) for i in range(5)]
+        s.total_minus = [Signal(signed(18), name=f"total_minus_{i}") for i in range(5)]
+        m.d.sync += [s.total_minus[i].eq(total - i) for i in range(5)]
+        s.c_q = c_q
+        s.c_le = [Signal(name=f"c_le_{i}") for i in (1, 2)]     # c <= 1, c <= 2
+        m.d.sync += [s.c_le[0].eq(c_q <= 1), s.c_le[1].eq(c_q <= 2)]
 
-        # Stamps of the barrier in progress; copied to s/mt/e when it is released.
-        cur_s = Signal(TIME_WIDTH)
-        cur_mt = Signal(TIME_WIDTH)
-        cur_e = Signal(TIME_WIDTH)
-        cur_flags = Signal(STAMP_FLAGS)
-
-        # ---- Receiving ----------------------------------------------------------------------
-        # Ref: seed 004, figs. 9 and 11.  Nothing here ever waits, see the module docstring.
+    # ---- Receiving, stage 1: decode --------------------------------------------------------
+    def _decode(self, m, s):
+        """Everything about a notice or a done strobe that the configuration decides (sender,
+        slot, route of the subject, kind) and its comparisons with the current state,
+        registered in the cycle it arrives.  It acts one cycle later (_execute), which
+        forwards what that cycle changed.  Ref: seed 004, figs. 9 and 11.  Nothing here ever
+        waits; an input that comes with `start` is wiped by it, as it was before."""
+        k, ibits, cid = s.k, s.ibits, s.cid
         p = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
-        take = self.rx.valid
-        from_child_vec = Signal(k)
-        m.d.comb += from_child_vec.eq(Cat(valid[j] & (cid[j] == p.src) for j in range(k)))
-        slot = Signal(range(max(k, 2)))
-        for j in reversed(range(k)):
-            with m.If(from_child_vec[j]):
-                m.d.comb += slot.eq(j)
-        from_parent = has_parent & (p.src == parent_id)
-        is_complete = p.kind == NoticeKind.COMPLETE
-        is_release = p.kind == NoticeKind.RELEASE
-        is_kill = p.kind == NoticeKind.KILL
-        well_formed = (p.dst == node_id) & (
-            (is_complete & from_child_vec.any()) | ((is_release | is_kill) & from_parent))
-        seq_ok = p.seq == seq
-        rx_current = Signal()
-        rx_stale = Signal()
-        m.d.comb += [
-            rx_current.eq(take & well_formed & seq_ok),
-            rx_stale.eq(take & well_formed & ~seq_ok),
+        s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
+        take = self.rx.valid & ~self.start
+        to_me = p.dst == self.node_id
+        from_parent = self.has_parent & (p.src == self.parent_id)
+        s.x_valid = Signal()
+        s.x_complete = Signal()         # a COMPLETE for this node
+        s.x_complete_ok = Signal()      # ... and the tree checks pass
+        s.x_release = Signal()          # a RELEASE for this node from its parent
+        s.x_kill = Signal()             # a KILL for this node from its parent
+        s.x_first = Signal(k)           # the sender is child slot j (the first such slot)
+        s.x_from_parent = Signal()
+        s.x_to_me = Signal()
+        s.x_kind = Signal(NoticeKind)
+        s.x_seq_now = Signal()          # seq matches the unit's seq of the decode cycle
+        s.x_seq_inc = Signal()          # ... or that seq + 1 (a release in the decode cycle)
+        s.x_routed = Signal(k)          # the subject is routed to slot j
+        s.x_bit = Signal()              # the subject's bit in the decode cycle
+        s.x_same = Signal()             # same subject as the notice then in execute
+        s.x_subject = Signal(DEST_WIDTH)
+        s.x_estimate = Signal(TIME_WIDTH)
+        route_at_subject = Signal(s.rw)
+        m.d.comb += route_at_subject.eq(s.route_at(p.subject))
+        m.d.sync += [
+            s.x_valid.eq(take),
+            s.x_complete.eq(take & to_me & (p.kind == NoticeKind.COMPLETE)),
+            s.x_complete_ok.eq(take & to_me & (p.kind == NoticeKind.COMPLETE) & s.cfg_ok),
+            s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
+            s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
+            s.x_first.eq(Cat(self.child_valid[j] & (cid[j] == p.src) & ~s.shadow[j]
+                             for j in range(k))),
+            s.x_from_parent.eq(from_parent),
+            s.x_to_me.eq(to_me),
+            s.x_kind.eq(p.kind),
+            s.x_seq_now.eq(p.seq == self.seq),
+            s.x_seq_inc.eq(p.seq == s.seq_inc),
+            s.x_routed.eq(Cat(route_at_subject == j + 1 for j in range(k))),
+            s.x_bit.eq(self.vector.bit_select(p.subject[:ibits], 1)),
+            s.x_same.eq(p.subject == s.x_subject),
+            s.x_subject.eq(p.subject),
+            s.x_estimate.eq(p.estimate),
         ]
-        rel_rx = rx_current & is_release
-        kill_rx = Signal()
-        m.d.comb += kill_rx.eq(rx_current & is_kill)
-
-        # ---- Root decision (fig. 10) ------------------------------------------------------
-        all_done = ones == total
-        elapsed = (now - cur_s)[:TIME_WIDTH]
-        count_hit = sub[0] & (ones >= self.m)
-        time_hit = sub[1] & cur_flags.s & (elapsed >= self.c)
-        decide = Signal()
-        early = Signal()
-        m.d.comb += [
-            decide.eq(is_root & cfg_ok & (ones != 0)
-                      & (all_done | (in_ac & params_ok & (count_hit | time_hit)))),
-            early.eq(decide & ~all_done),
+        # The host's done strobe goes through the same stage, so notices and strobes keep
+        # their order.
+        s.x_done = Signal()
+        s.x_done_ok = Signal()          # ... and the tree checks pass
+        s.x_done_now = Signal()
+        s.x_done_inc = Signal()
+        m.d.sync += [
+            s.x_done.eq(self.done & ~self.start),
+            s.x_done_ok.eq(self.done & ~self.start & s.cfg_ok),
+            s.x_done_now.eq(self.done_seq == self.seq),
+            s.x_done_inc.eq(self.done_seq == s.seq_inc),
         ]
-        rel_now = Signal()              # this node leaves barrier `seq` in this cycle
-        m.d.comb += rel_now.eq(rel_rx | decide)
 
-        # ---- Completions -------------------------------------------------------------------
-        subj = p.subject
-        inside = (subj < n) & (route_at(subj) == slot + 1)
-        c_cur = rx_current & is_complete
-        c_new = Signal()                # a COMPLETE that sets a new bit
-        d_new = Signal()                # the host's done that sets the own bit
-        d_stale = Signal()
-        aborted_cur = self.aborted & (self.abort_seq == seq)
-        subj_bit = vector.bit_select(subj[:ibits], 1)
+    # ---- Receiving, stage 2: execute, and the root's decision (fig. 10) ---------------------
+    def _execute(self, m, s):
+        # Forwarding from the cycle in between: a release there moved seq on by one and
+        # cleared the vector; a completion there may have set this notice's subject bit.
+        s.rel_last = Signal()           # rel_now, registered
+        s.c_new_last = Signal()         # c_new, registered
+        seq_ok = Mux(s.rel_last, s.x_seq_inc, s.x_seq_now)
+        done_ok = Mux(s.rel_last, s.x_done_inc, s.x_done_now)
+        new_bit = Mux(s.rel_last, 1, ~s.x_bit & ~(s.x_same & s.c_new_last))
+        kind = s.x_kind
+        s.well_formed = s.x_to_me & (((kind == NoticeKind.COMPLETE) & s.x_first.any())
+                                     | (((kind == NoticeKind.RELEASE) | (kind == NoticeKind.KILL))
+                                        & s.x_from_parent))
+        s.inside = (s.x_routed & s.x_first).any()
+        s.rx_stale = Signal()
+        m.d.comb += s.rx_stale.eq(s.x_valid & s.well_formed & ~seq_ok)
+        rel_rx = s.x_release & seq_ok
+        s.kill_rx = Signal()
+        m.d.comb += s.kill_rx.eq(s.x_kill & seq_ok)
+
+        # The root's decision reads only flops: the count and time flags are computed a cycle
+        # ahead (see _count), so the release comes in the same cycles as a same-cycle compare
+        # would give (the cycle after the count reached m or N; the cycle now = s + c).
+        s.nonzero = Signal()            # ones != 0
+        s.ge_m = [Signal(name=f"ge_m_{i}") for i in range(3)]       # ones + i >= m
+        s.eq_total = [Signal(name=f"eq_total_{i}") for i in range(3)]   # ones + i == N
+        s.time_hit = Signal()           # now − s >= c, with s recorded
+        s.decide = Signal()
+        s.early = Signal()
         m.d.comb += [
-            c_new.eq(c_cur & ~rel_now & cfg_ok & inside & ~subj_bit),
-            d_new.eq(self.done & (self.done_seq == seq) & ~aborted_cur & ~kill_rx & ~rel_now
-                     & cfg_ok & ~own_bit),
+            s.decide.eq(s.nonzero & ((s.can_all & s.eq_total[0]) | (s.can_count & s.ge_m[0])
+                                     | (s.can_time & s.time_hit))),
+            s.early.eq(s.decide & ~s.eq_total[0]),
+        ]
+        s.rel_now = Signal()            # this node leaves barrier `seq` in this cycle
+        m.d.comb += s.rel_now.eq(rel_rx | s.decide)
+        m.d.sync += s.rel_last.eq(s.rel_now)
+
+        # Completions (figs. 8, 9).  The own bit and "aborted in this barrier" are flags kept
+        # beside the vector and abort_seq (a node leaves a barrier only finished or aborted,
+        # so abort_seq is seq or seq − 1 whenever `aborted` is set).  A COMPLETE is never
+        # received in the cycle of a RELEASE (one notice per cycle), so only the root's
+        # decision can release in its cycle.
+        s.own_done = Signal()           # == vector[node_id]
+        s.aborted_cur = Signal()        # == aborted & (abort_seq == seq)
+        s.c_cur = s.x_complete & s.x_first.any() & seq_ok
+        s.c_new = Signal()              # a COMPLETE that sets a new bit
+        s.d_new = Signal()              # the host's done that sets the own bit
+        s.d_stale = Signal()
+        m.d.comb += [
+            s.c_new.eq(s.x_complete_ok & s.inside & seq_ok & new_bit & ~s.decide),
+            s.d_new.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx
+                       & ~s.rel_now),
             # A done for another barrier, for one this node is aborted in (or in the cycle
             # the KILL comes), or in the cycle its barrier is released, never counts.
-            d_stale.eq(self.done & ((self.done_seq != seq) | aborted_cur | kill_rx | rel_now)),
+            s.d_stale.eq(s.x_done & (~done_ok | s.aborted_cur | s.kill_rx | s.rel_now)),
         ]
-        late = c_cur & rel_now          # root only: the decision was taken without it
+        m.d.sync += s.c_new_last.eq(s.c_new)
+        s.late = s.c_cur & s.decide     # root only: the decision was taken without it
+        m.d.comb += self.finished.eq(s.own_done)
+
+    # ---- Counting completions; stamps (fig. 12: SR, MR', ER) --------------------------------
+    def _count(self, m, s):
+        """Every newly set bit adds one to `ones` (never a re-count).  The flags the decision
+        and the stamps read (ones ≥ m, ones = N, one and two counts ahead) are computed in
+        the cycle before from the registered `ones`, so no sum is compared in the cycle that
+        uses it."""
+        n, k, ibits, now = s.n, s.k, s.ibits, self.now
+        vector, c_new, d_new = self.vector, s.c_new, s.d_new
+        s.ones = ones = Signal(range(n + 1))
+        s.done_in = [Signal(range(n + 1), name=f"done_in_{j}") for j in range(k)]
+        s.own_pending = Signal()        # own COMPLETE still to send
+        m.d.comb += self.ones.eq(ones)
         with m.If(d_new):
-            m.d.sync += vector.bit_select(node_id[:ibits], 1).eq(1)
-            with m.If(has_parent):
-                m.d.sync += own_pending.eq(1)
+            m.d.sync += [vector.bit_select(self.node_id[:ibits], 1).eq(1), s.own_done.eq(1)]
+            with m.If(self.has_parent):
+                m.d.sync += s.own_pending.eq(1)
         with m.If(c_new):
-            m.d.sync += vector.bit_select(subj[:ibits], 1).eq(1)
+            m.d.sync += vector.bit_select(s.x_subject[:ibits], 1).eq(1)
         for j in range(k):
-            with m.If(c_new & (slot == j)):
-                m.d.sync += done_in[j].eq(done_in[j] + 1)
-        ones_next = ones + c_new + d_new
-        m.d.sync += ones.eq(ones_next)
+            with m.If(c_new & s.x_first[j]):
+                m.d.sync += s.done_in[j].eq(s.done_in[j] + 1)
+        one = c_new ^ d_new
+        two = c_new & d_new
+        # The sums are made from flops; the late increments only choose one of them.
+        m.d.sync += ones.eq(Mux(two, ones + 2, Mux(one, ones + 1, ones)))
 
-        # Stamps (fig. 12: SR, MR', ER).  Kept by every unit; only the root's mean anything.
-        with m.If((ones == 0) & (c_new | d_new)):
-            m.d.sync += [cur_s.eq(now), cur_flags.s.eq(1)]
-        with m.If((self.m != 0) & (ones < self.m) & (ones_next >= self.m)):
-            m.d.sync += [cur_mt.eq(now), cur_flags.mt.eq(1)]
-        with m.If((ones != total) & (ones_next == total)):
-            m.d.sync += [cur_e.eq(now), cur_flags.e.eq(1)]
+        # The flags of the next cycle: ones + inc + i against m and N, inc = 0, 1 or 2.
+        ge = [ones >= s.m_minus[i] for i in range(5)]
+        eq = [ones == s.total_minus[i] for i in range(5)]
+        for i in range(3):
+            m.d.sync += [
+                s.ge_m[i].eq(Mux(two, ge[i + 2], Mux(one, ge[i + 1], ge[i]))),
+                s.eq_total[i].eq(Mux(two, eq[i + 2], Mux(one, eq[i + 1], eq[i]))),
+            ]
+        m.d.sync += s.nonzero.eq(s.nonzero | c_new | d_new)
+        # ones reaches m (m = 0: ge_m[0] is always set, no stamp) or N in this cycle.
+        first = ~s.nonzero & (c_new | d_new)
+        reach_m = ~s.ge_m[0] & Mux(two, s.ge_m[2], one & s.ge_m[1])
+        reach_n = ~s.eq_total[0] & Mux(two, s.eq_total[2], one & s.eq_total[1])
 
-        # ---- Forwarding completions up: a queue that cannot overflow -----------------------
-        qdepth = max(n, 2)
-        upq = Memory(shape=unsigned(ibits), depth=qdepth, init=[])
+        # Stamps of the barrier in progress, written a cycle later from a registered copy of
+        # `now` (the value of the counting cycle); copied to s/mt/e when it is released.  Kept
+        # by every unit; only the root's mean anything.
+        s.now_last = Signal(TIME_WIDTH)
+        m.d.sync += s.now_last.eq(now)
+        s.hit = Signal(STAMP_FLAGS)     # stamps to write now, with now_last
+        m.d.sync += [s.hit.s.eq(first), s.hit.mt.eq(reach_m), s.hit.e.eq(reach_n)]
+        s.cur_s = Signal(TIME_WIDTH)
+        s.cur_mt = Signal(TIME_WIDTH)
+        s.cur_e = Signal(TIME_WIDTH)
+        s.cur_flags = Signal(STAMP_FLAGS)
+        for name in ("s", "mt", "e"):
+            with m.If(s.hit[name]):
+                m.d.sync += [getattr(s, f"cur_{name}").eq(s.now_last), s.cur_flags[name].eq(1)]
+
+        # Time threshold: time_hit in cycle t + 1 is now(t + 1) − s >= c, i.e.
+        # now(t) + 1 >= s + c, against a deadline s + c registered in cycle t (`now` counts
+        # cycles).  One and two cycles after the first count it is c <= 1, c <= 2.
+        now_inc = Signal(TIME_WIDTH + 1)
+        m.d.sync += now_inc.eq(now + 2)         # now + 1 in the next cycle
+        deadline = Signal(TIME_WIDTH + 1)
+        m.d.sync += deadline.eq(Mux(s.hit.s, s.now_last, s.cur_s) + s.c_q)
+        m.d.sync += s.time_hit.eq(Mux(first, s.c_le[0],
+                                      Mux(s.hit.s, s.c_le[1],
+                                          s.cur_flags.s & (now_inc >= deadline))))
+
+    # ---- Forwarding completions up: a queue that cannot overflow -----------------------------
+    def _queue(self, m, s):
+        s.qdepth = qdepth = max(s.n, 2)
+        upq = Memory(shape=unsigned(s.ibits), depth=qdepth, init=[])
         m.submodules.upq = upq
         qw = upq.write_port()
-        qr = upq.read_port(domain="comb")
-        q_wr = Signal(range(qdepth))
-        q_rd = Signal(range(qdepth))
-        q_count = Signal(range(qdepth + 1))
-        push = c_new & has_parent
-        m.d.comb += [qw.addr.eq(q_wr), qw.data.eq(subj[:ibits]), qw.en.eq(push),
-                     qr.addr.eq(q_rd)]
+        s.qr = upq.read_port(domain="comb")
+        s.q_wr = Signal(range(qdepth))
+        s.q_rd = Signal(range(qdepth))
+        s.q_count = Signal(range(qdepth + 1))
+        s.push = s.c_new & self.has_parent
+        m.d.comb += [qw.addr.eq(s.q_wr), qw.data.eq(s.x_subject[:s.ibits]), qw.en.eq(s.push),
+                     s.qr.addr.eq(s.q_rd)]
 
-        # ---- Kills and the abort log ---------------------------------------------------------
-        own_kill = (kill_rx | early) & ~own_bit
+    # ---- Kills and the abort log -------------------------------------------------------------
+    def _kills_and_log(self, m, s):
+        n, k, seq, early, kill_rx = s.n, s.k, self.seq, s.early, s.kill_rx
+        s.killed = Signal()             # a KILL for the current seq came from the parent
+        s.kill_est = Signal(TIME_WIDTH)  # the estimate the next KILLs carry
+        own_kill = (kill_rx | early) & ~s.own_done
         with m.If(own_kill):
             m.d.sync += [
                 self.aborted.eq(1),
                 self.abort_seq.eq(seq),
-                self.abort_estimate.eq(Mux(is_root, self.estimate, p.estimate)),
+                self.abort_estimate.eq(Mux(s.is_root, self.estimate, s.x_estimate)),
+                s.aborted_cur.eq(1),
             ]
         with m.If(kill_rx):
-            m.d.sync += [killed.eq(1), kill_est.eq(p.estimate)]
+            m.d.sync += [s.killed.eq(1), s.kill_est.eq(s.x_estimate)]
         with m.If(early):
-            m.d.sync += kill_est.eq(self.estimate)
+            m.d.sync += s.kill_est.eq(self.estimate)
         # Children that get a KILL for the barrier released now: those whose subtree is not
         # complete here, if this node was killed (or is the root releasing early).
         # Ref: seed 004, fig. 11 step s53.
-        rel_kill = [valid[j] & (done_in[j] != size[j]) & Mux(is_root, early, killed)
-                    for j in range(k)]
+        s.rel_kill = [self.child_valid[j] & (s.done_in[j] != s.size[j])
+                      & Mux(s.is_root, early, s.killed) for j in range(k)]
 
         log_entry = data.StructLayout({"seq": SEQ_WIDTH, "ids": n})
         log = Memory(shape=log_entry, depth=self._log_depth, init=[])
         m.submodules.log = log
         lw = log.write_port()
         lr = log.read_port(domain="comb")
-        log_ptr = Signal(range(self._log_depth))
+        s.log_ptr = Signal(range(self._log_depth))
         m.d.comb += [
-            lw.addr.eq(log_ptr), lw.en.eq(early),
-            lw.data.seq.eq(seq), lw.data.ids.eq(member & ~vector),
+            lw.addr.eq(s.log_ptr), lw.en.eq(early),
+            lw.data.seq.eq(seq), lw.data.ids.eq(s.member & ~self.vector),
             lr.addr.eq(self.log_index),
             self.log_seq.eq(lr.data.seq), self.log_ids.eq(lr.data.ids),
         ]
         with m.If(early):
-            m.d.sync += log_ptr.eq(log_ptr + 1)
+            m.d.sync += s.log_ptr.eq(s.log_ptr + 1)
             with m.If(self.log_count != 0xffff):
                 m.d.sync += self.log_count.eq(self.log_count + 1)
             with m.If(self.log_count >= self._log_depth):
                 m.d.sync += self.log_overflow.eq(1)
 
-        # ---- Sending ------------------------------------------------------------------------
-        # Per child: RELEASEs owed (`owe`) and whether a KILL goes before the oldest of them
-        # (`kill_head`).  A child owed more than one RELEASE has not left the older barrier,
-        # so nobody below it can have finished the newer ones: each newer barrier was an early
-        # release that killed that subtree, and its KILL is implied.  Hence one flag suffices.
-        owe = [Signal(SEQ_WIDTH, name=f"owe_{j}") for j in range(k)]
-        kill_head = [Signal(name=f"kill_head_{j}") for j in range(k)]
-        down_req = Signal(k)
-        m.d.comb += down_req.eq(Cat(owe[j] != 0 for j in range(k)))
-        pick = Signal(range(max(k, 2)))
-        for j in reversed(range(k)):
-            with m.If(down_req[j]):
-                m.d.comb += pick.eq(j)
-        owe_a, kill_a, cid_a = Array(owe), Array(kill_head), Array(cid)
+    # ---- Sending -------------------------------------------------------------------------------
+    def _send(self, m, s):
+        """Per child: RELEASEs owed (`owe`) and whether a KILL goes before the oldest of them
+        (`kill_head`).  A child owed more than one RELEASE has not left the older barrier, so
+        nobody below it can have finished the newer ones: each newer barrier was an early
+        release that killed that subtree, and its KILL is implied.  Hence one flag suffices.
+
+        What the tx register loads is chosen from flops only: `owed` (owe ≠ 0) and `head`
+        (seq − owe, the barrier of the oldest RELEASE owed) are kept beside each count, so
+        no count is compared or subtracted on the way to tx."""
+        k, node_id, cid, valid = s.k, self.node_id, s.cid, self.child_valid
+        s.owe = owe = [Signal(SEQ_WIDTH, name=f"owe_{j}") for j in range(k)]
+        s.owed = owed = Signal(k)
+        s.head = head = [Signal(SEQ_WIDTH, name=f"head_{j}") for j in range(k)]
+        s.kill_head = kill_head = Signal(k)
+        # The lowest slot owed something goes first: `pick` for the updates below, and the
+        # payload fields through balanced priority multiplexers (log2 k levels, not k).
+        pick = Signal(k)
+        m.d.comb += pick.eq(Cat(owed[j] & ~owed[:j].any() if j else owed[0]
+                                for j in range(k)))
+
+        def picked(values):
+            return _first(list(owed), list(values))[1]
+        pick_kill = picked([kill_head[j] for j in range(k)])
 
         load = ~self.tx.valid | self.tx.ready
-        send_down = load & down_req.any()
-        send_own = load & ~down_req.any() & own_pending
-        send_q = load & ~down_req.any() & ~own_pending & (q_count != 0)
+        down = owed.any()
+        q_any = s.q_count != 0
+        send_down = load & down
+        send_own = load & ~down & s.own_pending
+        send_q = load & ~down & ~s.own_pending & q_any
+        # The payload is loaded whenever tx is free: its fields depend only on which kind of
+        # notice goes (a `valid` of 0 makes it meaningless), so each bit has a short select.
         out = self.tx.payload
         with m.If(load):
-            m.d.sync += self.tx.valid.eq(send_down | send_own | send_q)
-            with m.If(send_down):
-                m.d.sync += [
-                    out.kind.eq(Mux(kill_a[pick], NoticeKind.KILL, NoticeKind.RELEASE)),
-                    out.seq.eq(seq - owe_a[pick]),
-                    out.src.eq(node_id),
-                    out.dst.eq(cid_a[pick]),
-                    out.subject.eq(0),
-                    out.estimate.eq(Mux(kill_a[pick], kill_est, 0)),
-                ]
-            with m.Elif(send_own | send_q):
-                m.d.sync += [
-                    out.kind.eq(NoticeKind.COMPLETE),
-                    out.seq.eq(seq),
-                    out.src.eq(node_id),
-                    out.dst.eq(parent_id),
-                    out.subject.eq(Mux(send_own, node_id, qr.data)),
-                    out.estimate.eq(0),
-                ]
+            m.d.sync += [
+                self.tx.valid.eq(down | s.own_pending | q_any),
+                out.kind.eq(Mux(down, Mux(pick_kill, NoticeKind.KILL, NoticeKind.RELEASE),
+                                NoticeKind.COMPLETE)),
+                out.seq.eq(Mux(down, picked(head), self.seq)),
+                out.src.eq(node_id),
+                out.dst.eq(Mux(down, picked(cid), self.parent_id)),
+                out.subject.eq(Mux(down, 0, Mux(s.own_pending, node_id, s.qr.data))),
+                out.estimate.eq(Mux(pick_kill, s.kill_est, 0)),
+            ]
         with m.If(send_own):
-            m.d.sync += own_pending.eq(0)
+            m.d.sync += s.own_pending.eq(0)
         with m.If(send_q):
-            m.d.sync += q_rd.eq(Mux(q_rd == qdepth - 1, 0, q_rd + 1))
-        with m.If(push):
-            m.d.sync += q_wr.eq(Mux(q_wr == qdepth - 1, 0, q_wr + 1))
-        m.d.sync += q_count.eq(q_count + push - send_q)
+            m.d.sync += s.q_rd.eq(Mux(s.q_rd == s.qdepth - 1, 0, s.q_rd + 1))
+        with m.If(s.push):
+            m.d.sync += s.q_wr.eq(Mux(s.q_wr == s.qdepth - 1, 0, s.q_wr + 1))
+        q_count = s.q_count
+        m.d.sync += q_count.eq(Mux(s.push, Mux(send_q, q_count, q_count + 1),
+                                   Mux(send_q, q_count - 1, q_count)))
 
         for j in range(k):
-            sending = send_down & (pick == j)
+            sending = send_down & pick[j]
             send_kill = sending & kill_head[j]
             send_rel = sending & ~kill_head[j]
-            inc = rel_now & valid[j]
-            owe_after = owe[j] - send_rel
+            inc = s.rel_now & valid[j]
+            more = owe[j] != 1              # with owed[j]: another RELEASE after this one
             with m.If(send_kill):
                 m.d.sync += kill_head[j].eq(0)
             with m.If(send_rel):
                 # The next oldest barrier owed, if any, was killed (see above); else the one
                 # released now becomes the oldest, with its own KILL flag.
-                m.d.sync += kill_head[j].eq(Mux(owe_after != 0, 1, inc & rel_kill[j]))
-            with m.Elif(inc & (owe[j] == 0)):
-                m.d.sync += kill_head[j].eq(rel_kill[j])
-            m.d.sync += owe[j].eq(owe_after + inc)
+                m.d.sync += kill_head[j].eq(more | (inc & s.rel_kill[j]))
+            with m.Elif(inc & ~owed[j]):
+                m.d.sync += kill_head[j].eq(s.rel_kill[j])
+            # owe − send_rel + inc; seq − owe moves on by send_rel (seq moves by inc).
+            m.d.sync += [
+                owe[j].eq(Mux(send_rel, Mux(inc, owe[j], owe[j] - 1),
+                              Mux(inc, owe[j] + 1, owe[j]))),
+                owed[j].eq(inc | (owed[j] & ~(send_rel & ~more))),
+            ]
+            with m.If(send_rel):
+                m.d.sync += head[j].eq(head[j] + 1)
 
-        # ---- Leaving a barrier --------------------------------------------------------------
-        with m.If(rel_now):
+    # ---- Leaving a barrier ---------------------------------------------------------------------
+    def _leave(self, m, s):
+        seq, k = self.seq, s.k
+        with m.If(s.rel_now):
             m.d.sync += [
                 seq.eq(seq + 1),
-                vector.eq(0),
-                ones.eq(0),
-                killed.eq(0),
-                own_pending.eq(0),
+                s.seq_inc.eq(s.seq_inc + 1),
+                self.vector.eq(0),
+                s.ones.eq(0),
+                s.own_done.eq(0),
+                s.aborted_cur.eq(0),
+                s.killed.eq(0),
+                s.own_pending.eq(0),
                 # Queued completions of the old barrier are stale at the parent, which left it
                 # before this node did: drop them.
-                q_wr.eq(0), q_rd.eq(0), q_count.eq(0),
-                cur_flags.eq(0),
+                s.q_wr.eq(0), s.q_rd.eq(0), s.q_count.eq(0),
+                s.cur_flags.eq(0),
                 self.released.eq(1),
-                self.released_at.eq(now),
-                self.s.eq(cur_s), self.mt.eq(cur_mt), self.e.eq(cur_e),
-                self.stamp_valid.eq(cur_flags),
+                self.released_at.eq(self.now),
+                # A stamp due in this very cycle (see _count) is taken from now_last.
+                self.s.eq(Mux(s.hit.s, s.now_last, s.cur_s)),
+                self.mt.eq(Mux(s.hit.mt, s.now_last, s.cur_mt)),
+                self.e.eq(Mux(s.hit.e, s.now_last, s.cur_e)),
+                self.stamp_valid.eq(s.cur_flags.as_value() | s.hit.as_value()),
                 self.stamp_seq.eq(seq),
-                self.release_ones.eq(ones),
+                self.release_ones.eq(s.ones),
             ]
-            m.d.sync += [done_in[j].eq(0) for j in range(k)]
-        with m.If(d_new):
-            m.d.sync += [self.released.eq(0), self.aborted.eq(0)]
+            m.d.sync += [s.done_in[j].eq(0) for j in range(k)]
+            self._clear_flags(m, s)
+        with m.If(s.d_new):
+            m.d.sync += [self.released.eq(0), self.aborted.eq(0), s.aborted_cur.eq(0)]
 
-        m.d.sync += self.stale.eq(self.stale + (rx_stale | late) + d_stale)
+    def _clear_flags(self, m, s):
+        """The count and time flags for ones = 0 (in the cycle `ones` is cleared)."""
+        m.d.sync += [
+            s.nonzero.eq(0), s.time_hit.eq(0),
+            *[s.ge_m[i].eq(s.m_minus[i] <= 0) for i in range(3)],
+            *[s.eq_total[i].eq(s.total_minus[i] == 0) for i in range(3)],
+        ]
 
+    def _errors_and_stale(self, m, s):
+        sticky = s.sticky
+        m.d.comb += [
+            self.errors.eq(s.cfg_reg.as_value() | sticky.as_value()),
+            self.error.eq(self.errors.as_value().any()),
+        ]
+        # The sums are made from the flop; the late drop signals only choose one of them.
+        one = s.rx_stale | s.late
+        stale = self.stale
+        m.d.sync += stale.eq(Mux(one & s.d_stale, stale + 2,
+                                 Mux(one | s.d_stale, stale + 1, stale)))
         # A bad route write stays flagged across `start` (the table it left is still wrong)
         # until the table is cleared.
-        with m.If(write_bad):
+        with m.If(s.write_bad):
             m.d.sync += sticky.cfg_write.eq(1)
         with m.If(self.route_clear):
             m.d.sync += sticky.cfg_write.eq(0)
-        with m.If(c_cur & ~inside):
+        with m.If(s.c_cur & ~s.inside):
             m.d.sync += sticky.outside.eq(1)
-        with m.If(take & ~well_formed):
+        with m.If(s.x_valid & ~s.well_formed):
             m.d.sync += sticky.notice.eq(1)
 
-        # ---- start_ac_region: a clean slate (the tx register is left to finish) --------------
+    # ---- start_ac_region: a clean slate (the tx register is left to finish) ------------------
+    def _start(self, m, s):
+        k = s.k
         with m.If(self.start):
             m.d.sync += [
-                seq.eq(self.start_seq),
-                vector.eq(0), ones.eq(0), killed.eq(0), kill_est.eq(0), own_pending.eq(0),
-                q_wr.eq(0), q_rd.eq(0), q_count.eq(0),
-                cur_s.eq(0), cur_mt.eq(0), cur_e.eq(0), cur_flags.eq(0),
+                self.seq.eq(self.start_seq), s.seq_inc.eq(self.start_seq + 1),
+                self.vector.eq(0), s.ones.eq(0), s.own_done.eq(0), s.aborted_cur.eq(0),
+                s.killed.eq(0), s.kill_est.eq(0), s.own_pending.eq(0),
+                s.q_wr.eq(0), s.q_rd.eq(0), s.q_count.eq(0),
+                s.cur_s.eq(0), s.cur_mt.eq(0), s.cur_e.eq(0), s.cur_flags.eq(0), s.hit.eq(0),
                 self.released.eq(0), self.released_at.eq(0),
                 self.aborted.eq(0), self.abort_seq.eq(0), self.abort_estimate.eq(0),
                 self.s.eq(0), self.mt.eq(0), self.e.eq(0), self.stamp_valid.eq(0),
                 self.stamp_seq.eq(0), self.release_ones.eq(0),
                 self.stale.eq(0),
-                sticky.outside.eq(0), sticky.notice.eq(0),
-                log_ptr.eq(0), self.log_count.eq(0), self.log_overflow.eq(0),
+                s.sticky.outside.eq(0), s.sticky.notice.eq(0),
+                s.log_ptr.eq(0), self.log_count.eq(0), self.log_overflow.eq(0),
             ]
-            m.d.sync += [done_in[j].eq(0) for j in range(k)]
-            m.d.sync += [owe[j].eq(0) for j in range(k)]
-            m.d.sync += [kill_head[j].eq(0) for j in range(k)]
-        return m
+            m.d.sync += [s.done_in[j].eq(0) for j in range(k)]
+            m.d.sync += [s.owe[j].eq(0) for j in range(k)]
+            m.d.sync += [s.head[j].eq(self.start_seq) for j in range(k)]
+            m.d.sync += [s.owed.eq(0), s.kill_head.eq(0)]
+            self._clear_flags(m, s)
 
 
 # ---- Host-side tree description ------------------------------------------------------------

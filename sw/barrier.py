@@ -45,9 +45,10 @@ _ERROR_TEXT = {
     "outside": "a completion came for a node outside the sending child's subtree",
     "notice": "a notice came that was not for this node or from neither parent nor child",
 }
-#: Cycles the unit's ERRORS bits may lag a register write: the write's pulse, the route
-#: table update and the registered configuration checks.
-SETTLE_CYCLES = 4
+#: Cycles the unit's ERRORS bits may lag a register write: the write's pulse, the unit's
+#: registered route write, the route table update and the two register stages of the
+#: configuration checks (m, c and mode: the pulse, their input register and the check).
+SETTLE_CYCLES = 6
 _U16 = (1 << 16) - 1
 _U64 = (1 << 64) - 1
 

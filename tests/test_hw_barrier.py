@@ -44,8 +44,10 @@ from nicoll.tree import BarrierTree
 #: Cycles a notice spends in the test router at least: taken at one edge, offered the next
 #: cycle, taken by the receiver at the edge after.  A wire would be 0.
 LINK = 1
-#: The unit's own forwarding latency, as documented in nicoll.hw.barrier.
-UNIT = 2
+#: The unit's own forwarding latency, as documented in nicoll.hw.barrier: it decodes a notice
+#: in the cycle it takes it and acts on it in the next one (`ACT` cycles later), then sends.
+UNIT = 3
+ACT = 1
 HOP = LINK + UNIT
 
 SEQ_MASK = 0xffff
@@ -275,6 +277,8 @@ class Harness:
         strobes = [deque() for _ in range(n)]          # per node: (cycle, barrier), sorted
         in_barrier = [0] * n
         offering = [None] * n                          # notice on rx[r]
+        acting = deque()                                # (edge it acts at, node, notice)
+        done_acting = deque()                           # (edge it acts at, node, seq)
         queues = [deque() for _ in range(n)]           # (available cycle, notice)
         tx_ready = [None] * n
         done_high = [False] * n
@@ -354,7 +358,13 @@ class Harness:
             released_now = [((seqs >> (16 * r)) & SEQ_MASK) != seq_before[r] for r in range(n)]
             # Deliveries: what each receiver must count, drop, or act on.
             kill_now = [False] * n
+            # A notice taken at edge e acts at edge e + ACT (the unit's decode stage).
             for r, x in delivered:
+                acting.append((edge + ACT, r, x))
+            now_acting = []
+            while acting and acting[0][0] == edge:
+                now_acting.append(acting.popleft()[1:])
+            for r, x in now_acting:
                 if x["seq"] != seq_before[r] or (x["kind"] == NoticeKind.COMPLETE
                                                  and released_now[r]):
                     self.stale[r] += 1
@@ -365,12 +375,15 @@ class Harness:
                 elif x["kind"] == NoticeKind.KILL:
                     self.killed_at[r, x["seq"]] = edge
                     kill_now[r] = True
-            # Done strobes.
+            # Done strobes: they act at edge + ACT too (the same decode stage).
             for r in range(n):
-                q = strobe_now[r]
-                if q is None:
-                    continue
-                self.done_strobes.append((edge, r, q))
+                if strobe_now[r] is not None:
+                    self.done_strobes.append((edge, r, strobe_now[r]))
+                    done_acting.append((edge + ACT, r, strobe_now[r]))
+            now_done = []
+            while done_acting and done_acting[0][0] == edge:
+                now_done.append(done_acting.popleft()[1:])
+            for r, q in now_done:
                 if q != seq_before[r] or ab_cur_before[r] or released_now[r] or kill_now[r]:
                     self.stale[r] += 1
                 else:
@@ -405,7 +418,8 @@ class Harness:
                     in_barrier[r] += 1
                     schedule(r, in_barrier[r], edge + 1)
             # Done when every node left the last barrier and nothing moves any more.
-            busy = any(offering) or any(queues) or tv or any(strobes)
+            busy = (any(offering) or any(queues) or acting or done_acting or tv
+                    or any(strobes))
             if all(b >= nb for b in in_barrier) and not busy:
                 quiet += 1
                 if quiet > 8:
@@ -586,7 +600,7 @@ def test_normal_mode_release_latency(n):
 
     h.simulate(body)
     tables = h.tables
-    t = h.done_ok[last, 0]
+    t = h.done_ok[last, 0] - ACT                # the strobe; the unit counts it ACT later
     d_last = tables[last]["depth"]
     height = max(tt["depth"] for tt in tables)
     assert d_last == height
@@ -598,13 +612,13 @@ def test_normal_mode_release_latency(n):
             offsets += tables[tables[x]["parent"]]["children"].index(x)
             x = tables[x]["parent"]
         seen = h.released[r, 0] + 1                # `released` reads 1 the cycle after
-        want = (d_last + tables[r]["depth"]) * HOP + 2 + offsets
+        want = (d_last + tables[r]["depth"]) * HOP + 2 + ACT + offsets
         assert seen - t == want, (r, seen - t, want)
         worst = max(worst, seen - t)
     bound = 2 * height * HOP
     print(f"\nN={n} binary, depth {height}: release latency after the last completion "
           f"{worst} cycles; 2*depth*hop = 2*{height}*{HOP} = {bound} (hop = link {LINK} + unit "
-          f"{UNIT}); the excess {worst - bound} = 2 + sibling offsets")
+          f"{UNIT}); the excess {worst - bound} = 2 + {ACT} + sibling offsets")
     assert bound < worst <= bound + 2 + height
 
 
@@ -945,6 +959,7 @@ def test_route_readback_and_sizes():
         await ctx.tick()
         ctx.set(u.route_we, 0)
         await ctx.tick()
+        await ctx.tick()                # a write lands a cycle later; `total` one more
         assert ctx.get(u.total) == 6
         ctx.set(u.route_addr, 5)
         assert ctx.get(u.route_rdata) == 2
@@ -1028,6 +1043,7 @@ def test_bad_notices_are_dropped_and_flagged():
         log["stale"] = (error_bits(ctx, u), ctx.get(u.stale), ctx.get(u.ones), ctx.get(u.seq))
         # A good completion is forwarded to the parent.
         await send(ctx, notice(NoticeKind.COMPLETE, 0, 4, 1, subject=4))
+        await ctx.tick()                # forwarded UNIT = 3 cycles after it was taken
         log["good"] = (ctx.get(u.ones), ctx.get(u.vector), ctx.get(u.tx.valid),
                        notice_dict(ctx.get(u.tx.payload)))
 
@@ -1036,7 +1052,7 @@ def test_bad_notices_are_dropped_and_flagged():
     assert log["cleared"] == set()
     assert log["notice"] == [({"notice"}, 0, 0, 0)] * 4
     assert log["stale"] == (set(), 2, 0, 0)
-    assert log["good"][:2] == (1, 1 << 4)
+    assert log["good"][:3] == (1, 1 << 4, 1)
     assert log["good"][3] == notice(NoticeKind.COMPLETE, 0, 1, 0, subject=4)
 
 
@@ -1122,12 +1138,14 @@ def test_rx_never_waits_on_a_stalled_tx():
         for s in list(range(2, 16)):
             await send_rx(ctx, u, notice(NoticeKind.COMPLETE, 0, 2 if s < 9 else 9, 1,
                                          subject=s))
+        await ctx.tick()                # the last one acts a cycle after it was taken
         out["ones"] = ctx.get(u.ones)
         # Three barriers released from above while nothing leaves.  In barrier 0 both
         # subtrees are complete here; in 1 and 2 nobody below has even left barrier 0.
         for q, est in ((0, 7), (1, 8), (2, 9)):
             await send_rx(ctx, u, notice(NoticeKind.KILL, q, 0, 1, estimate=est))
             await send_rx(ctx, u, notice(NoticeKind.RELEASE, q, 0, 1))
+        await ctx.tick()                # the last one acts a cycle after it was taken
         out["seq"] = ctx.get(u.seq)
         out["aborted"] = (ctx.get(u.aborted), ctx.get(u.abort_seq), ctx.get(u.abort_estimate))
         # Now let tx go and collect everything.
@@ -1227,10 +1245,10 @@ def test_tree_top_verilog_has_one_unit_module():
 
 
 def test_tree_top_runs_a_barrier():
-    """A chain 0 <- 1 <- 2 with L = 2 (hop 4) in the Amaranth simulator: timed dones, the
+    """A chain 0 <- 1 <- 2 with L = 2 (hop 5) in the Amaranth simulator: timed dones, the
     release cycles of the documented formula, link counters, a misrouted notice."""
     top = BarrierTreeTop(3, max_children=1, latency=2, links=BarrierTree.chain(3))
-    hop = 4
+    hop = 2 + UNIT
     out = {}
 
     async def tb(ctx):
@@ -1271,7 +1289,7 @@ def test_tree_top_runs_a_barrier():
         out["busy"] = ctx.get(top.busy)
 
     run_testbenches(top, tb, watchdog_cycles=2000)
-    root_release = out["at"][2] + 2 * hop + 1
+    root_release = out["at"][2] + ACT + 2 * hop + 1     # done acts ACT later
     assert out["released_at"] == [root_release, root_release + hop, root_release + 2 * hop]
     R, C, K = NoticeKind.RELEASE.value, NoticeKind.COMPLETE.value, NoticeKind.KILL.value
     assert out["down"][0] == [0, 0, 0, 0]

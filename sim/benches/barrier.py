@@ -12,7 +12,7 @@ clock edge.  After each barrier it reads every unit and checks it against
 
 - the root releases in the cycle its own stamps give (all done: e + 1; count: mt + 1; time:
   s + c; the earliest that applies), and that cycle lies within the golden bounds: each
-  completion is counted at the root no earlier than done + depth · hop (hop = L + 2) and,
+  completion is counted at the root no earlier than done + 1 + depth · hop (hop = L + 3) and,
   without random pauses, at most :meth:`TreeGolden.slack` cycles later (exactly then when the
   arrivals are sparse);
 - without pauses every node leaves the barrier in exactly the cycle the golden model gives
@@ -92,8 +92,9 @@ class TreeGolden:
     """The decision a tree of units must take, from the cycles the nodes finish.
 
     A completion signalled in cycle t by a node at depth d is counted at the root in cycle
-    t + d · hop at the earliest (hop = L + 2: the unit forwards 2 cycles after it took a
-    notice, the link adds L); other notices of the same barrier can hold it up by at most
+    t + act + d · hop at the earliest (act = 1: a unit acts on a done strobe or a notice the
+    cycle after it arrives; hop = L + 3: the unit forwards 3 cycles after it took a notice,
+    the link adds L); other notices of the same barrier can hold it up by at most
     :meth:`slack` cycles when the links do not pause.  The root decides in the cycle after a
     count, or in the cycle now = s + c.
     """
@@ -102,7 +103,8 @@ class TreeGolden:
         self.tree = tree
         self.n = len(tree)
         self.root = tree.root
-        self.hop = latency + 2
+        self.act = 1
+        self.hop = latency + 3
         self.depth = [tree.depth(r) for r in range(self.n)]
         self.height = tree.depth()
         self.parent = [tree.parent(r) for r in range(self.n)]
@@ -110,7 +112,7 @@ class TreeGolden:
         self.subtree = [frozenset(tree.subtree(r)) for r in range(self.n)]
 
     def earliest_count(self, node, t):
-        return t + self.depth[node] * self.hop
+        return t + self.act + self.depth[node] * self.hop
 
     def slack(self):
         """Most cycles a completion can be held up by the other notices of its barrier
@@ -167,7 +169,7 @@ class TreeGolden:
     def release_cycles(self, root_release, kill_links):
         """The cycle each node leaves the barrier, without pauses: a parent that left in
         cycle R sends one notice per cycle from R + 2 on, per child slot a KILL (if owed) then
-        the RELEASE, and a notice sent x-th reaches its child in cycle R + hop + x."""
+        the RELEASE, and a notice sent x-th acts at its child in cycle R + hop + x."""
         out = {self.root: root_release}
         order = [self.root]
         for p in order:
@@ -397,7 +399,9 @@ class TB:
         d.start.value = 1
         await self.sync()
         d.start.value = 0
-        await self.wait_cycles(2)           # the registered tree checks settle
+        # The registered tree checks settle: a route write lands a cycle after the unit sees
+        # it, the checks take two register stages (and the top registers its inputs).
+        await self.wait_cycles(4)
         self.seq = seq & SEQ_MASK
         self._counters = self._snapshot()
         self.early_releases = 0
@@ -720,12 +724,12 @@ async def release_latency(dut):
     out, base = await tb.run(plan)
     tb.check(plan, out, base, exact_slack=g.slack())
     t = base + finish[last]
-    root_release = t + g.depth[last] * tb.hop + 1
+    root_release = t + g.act + g.depth[last] * tb.hop + 1
     assert out.released_at[g.root] == root_release
     # `released` reads 1 in the cycle after the node left the barrier.
     seen = {r: out.released_at[r] + 1 - t for r in range(n)}
     for r in range(n):
-        want = (g.depth[last] + g.depth[r]) * tb.hop + 2 + g.sibling_offsets(r)
+        want = (g.depth[last] + g.depth[r]) * tb.hop + 2 + g.act + g.sibling_offsets(r)
         assert seen[r] == want, (r, seen[r], want)
     worst = max(seen.values())
     bound = 2 * g.height * tb.hop
@@ -895,7 +899,7 @@ async def bad_parameters_fall_back_to_normal(dut):
              (AC, BOTH, 1, 0, "c_zero"), (3, COUNT, 1, 100, "mode"), (AC, 0, 1, 100, "mode")]
     for mode, sub, m, c, bit in cases:
         tb.set_mode(mode, sub, m, c, 0x77)
-        await tb.wait_cycles(2)
+        await tb.wait_cycles(3)                 # the top's input register + 2 (see ERRORS)
         errors = tb.errors()
         assert bit in errors[root], (mode, sub, m, c, errors[root])
         plan = Plan(mode=mode, sub=sub, m=m, c=c, estimate=0x77,
@@ -909,7 +913,7 @@ async def bad_parameters_fall_back_to_normal(dut):
         assert not dec.params_ok and not out.aborted
         assert out.released_at[root] == out.root["e"] + 1
     tb.set_mode(NORMAL)
-    await tb.wait_cycles(2)
+    await tb.wait_cycles(3)
     assert not any(tb.errors()), "errors stay after the parameters were fixed"
 
 
@@ -1035,7 +1039,8 @@ async def bad_notices_are_dropped_and_flagged(dut):
     d.at_a.value = _pack(at, TIME_WIDTH)
     assert await tb.wait_watch(tb.seq + 1, 1000 + 4 * g.slack())
     released = tb.read("released_at", TIME_WIDTH)
-    assert released[root] == at[missing] + g.depth[missing] * tb.hop + 1, (released, at)
+    assert released[root] == at[missing] + g.act + g.depth[missing] * tb.hop + 1, (released,
+                                                                                  at)
     # start clears the sticky notice errors.
     await tb.wait_quiet()
     await tb.start(0)
