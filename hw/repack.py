@@ -284,6 +284,17 @@ def _tree_sum(values):
     return values[0]
 
 
+def _rotate_bytes(value, amount, at):
+    """``value`` rotated left by ``amount << at`` bytes (byte q moves to byte q + amount·2**at),
+    as a mux of the 2**len(amount) fixed rotations: one stage of a staged byte rotator."""
+    nbytes = len(value) // 8
+    options = []
+    for n in range(1 << len(amount)):
+        k = (n << at) % nbytes * 8
+        options.append(Cat(value[len(value) - k:], value[:len(value) - k]) if k else value)
+    return Array(options)[amount]
+
+
 def _priority(m, bits, name):
     """Index of the lowest set bit of ``bits`` (0 when none is set)."""
     index = Signal(range(max(2, len(bits))), name=name)
@@ -413,7 +424,6 @@ class RepackUnit(wiring.Component):
             bank_r.append(bank.read_port(domain="comb"))
 
         c = Signal(unit_config_layout(G))       # the sub-matrix being transposed
-        tb = Signal(range(TBMAX + 1))           # table beats of an input message: ceil(dv/E)
 
         # ---- Events: a FIFO deep enough for one sub-matrix's events (dh TAKEN, dv DELIVERED,
         # DONE), so the unit does not wait for the control tree to take each one.  At most one
@@ -462,15 +472,32 @@ class RepackUnit(wiring.Component):
         # ---- Input: parse, check and store source messages ----------------------------------
         IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
         in_state = Signal(2)
-        beat = self.i.payload
+        # A register slice at the block boundary (i.ready comes from a flop).  Each beat enters
+        # it with the sum of its E length entries and which of them are non-zero, so a table
+        # beat's adder tree is not in the cycle that checks it.  The sum covers every entry:
+        # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
+        # of the valid ones whenever it is used.
+        in_entries = length_table_layout(W)(self.i.payload.data)
+        m.submodules.in_buffer = in_skid = SkidBuffer(data.StructLayout({
+            "beat": message_beat_layout(W),
+            "tsum": LENGTH_WIDTH + LE,
+            "nz": E,
+        }))
+        m.d.comb += [
+            in_skid.i.valid.eq(self.i.valid),
+            self.i.ready.eq(in_skid.i.ready),
+            in_skid.i.payload.beat.eq(self.i.payload),
+            in_skid.i.payload.tsum.eq(_tree_sum(in_entries[e] for e in range(E))),
+            in_skid.i.payload.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
+        ]
+        beat = in_skid.o.payload.beat
         # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
-        m.d.comb += self.i.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
+        m.d.comb += in_skid.o.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
         take = Signal()
-        m.d.comb += take.eq(self.i.valid & self.i.ready)
+        m.d.comb += take.eq(in_skid.o.valid & in_skid.o.ready)
         m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
 
         hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
-        entries = length_table_layout(W)(beat.data)
 
         hit = Signal(G)
         m.d.comb += hit.eq(Cat((c.dh > k) & (c.src[k] == hdr.rank) for k in range(G)))
@@ -478,16 +505,17 @@ class RepackUnit(wiring.Component):
 
         received = Signal(G)                    # sources whose message has begun
         arrived = Signal(range(G + 1))
-        used_bytes = Signal(33)
+        room_bytes = Signal(32)                 # total_bytes less the bytes accepted so far
         alloc_row = Signal(range(depth + 1))
         cur_addr = Array(Signal(AB, name=f"cursor{k}") for k in range(G))   # byte addresses
 
         cur = Signal(range(max(2, G)))          # index in S of the message being taken
         cur_rank = Signal(RANK_WIDTH)
         t = Signal(range(TBMAX + 1))
-        t_base = Signal(range(G + E + 1))       # index of the first block of table beat t
+        tb_last = Signal(range(TBMAX + 1))      # tb - 1, set with the configuration
+        tb_mask = Signal(E)                     # valid entries of the last table beat
         msg_bytes = Signal(32)
-        data_left = Signal(range(depth + 1))
+        data_left = Signal(32)                  # bytes of the message not yet written
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
         tab_wbank = Signal(range(max(2, NB)))
@@ -534,7 +562,6 @@ class RepackUnit(wiring.Component):
                                 cur.eq(idx),
                                 cur_rank.eq(hdr.rank),
                                 t.eq(0),
-                                t_base.eq(0),
                                 msg_bytes.eq(0),
                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
                                 tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
@@ -542,20 +569,16 @@ class RepackUnit(wiring.Component):
                             ]
 
                 with m.Case(IN_TABLE):
-                    valid_e = [(t_base + e) < c.dv for e in range(E)]
-                    tsum = _tree_sum(Mux(valid_e[e], entries[e], 0) for e in range(E))
-                    pad_bad = Cat(~valid_e[e] & (entries[e] != 0) for e in range(E)).any()
+                    valid_e = Mux(t == tb_last, tb_mask, (1 << E) - 1)
+                    pad_bad = (in_skid.o.payload.nz & ~valid_e).any()
                     new_bytes = Signal(32)
-                    m.d.comb += new_bytes.eq(msg_bytes + tsum)
-                    rows = Signal(32)
-                    m.d.comb += rows.eq((new_bytes + (B - 1)) >> LB)
+                    m.d.comb += new_bytes.eq(msg_bytes + in_skid.o.payload.tsum)
                     for b in range(NB):
                         m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1),
-                        t_base.eq(t_base + E),
                         msg_bytes.eq(new_bytes),
                     ]
                     with m.If(pad_bad):
@@ -564,12 +587,12 @@ class RepackUnit(wiring.Component):
                     with m.Elif(~full_keep):
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
-                    with m.Elif(t == tb - 1):
-                        with m.If(used_bytes + new_bytes > c.total_bytes):
+                    with m.Elif(t == tb_last):
+                        with m.If(new_bytes > room_bytes):
                             # Never written: the buffer holds only what was reserved.
                             m.d.comb += count(RepackError.OVER_BUDGET, True)
                             m.d.sync += head_or_drop()
-                        with m.Elif(rows == 0):
+                        with m.Elif(new_bytes == 0):
                             with m.If(beat.last):
                                 m.d.comb += taken()
                                 m.d.sync += in_state.eq(IN_HEAD)
@@ -583,9 +606,8 @@ class RepackUnit(wiring.Component):
                             m.d.sync += [
                                 cur_addr[cur].eq(alloc_row << LB),
                                 wr_row.eq(alloc_row),
-                                alloc_row.eq(alloc_row + rows),
-                                used_bytes.eq(used_bytes + new_bytes),
-                                data_left.eq(rows),
+                                room_bytes.eq(room_bytes - new_bytes),
+                                data_left.eq(new_bytes),
                                 tail_keep.eq(Mux(new_bytes[:LB] == 0, (1 << B) - 1,
                                                  (Const(1, B + 1) << new_bytes[:LB]) - 1)),
                                 in_state.eq(IN_DATA),
@@ -595,13 +617,18 @@ class RepackUnit(wiring.Component):
                         m.d.sync += in_state.eq(IN_HEAD)
 
                 with m.Case(IN_DATA):
+                    # The next message starts on the row after this one (rows are allocated
+                    # as they are written; OVER_BUDGET already bounds their number).
+                    final_row = Signal()
+                    m.d.comb += final_row.eq(data_left <= B)
                     m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
-                    m.d.sync += [wr_row.eq(wr_row + 1), data_left.eq(data_left - 1)]
-                    with m.If(beat.keep != Mux(data_left == 1, tail_keep, (1 << B) - 1)):
+                    m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
+                                 data_left.eq(data_left - B)]
+                    with m.If(beat.keep != Mux(final_row, tail_keep, (1 << B) - 1)):
                         # Ref: issue 5: a length table that disagrees with the message length.
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
-                    with m.Elif(data_left == 1):
+                    with m.Elif(final_row):
                         with m.If(beat.last):
                             m.d.comb += taken()
                             m.d.sync += in_state.eq(IN_HEAD)
@@ -616,9 +643,13 @@ class RepackUnit(wiring.Component):
                     with m.If(beat.last):
                         m.d.sync += in_state.eq(IN_HEAD)
 
-        # ---- Output pipeline: issue (stage A) -> buffer read + p1 -> merge -> skid -> o -----
+        # ---- Output pipeline: issue (stage A) -> p1 (buffer read) -> p2 (row register) ->
+        # p3 (rotator, low shift bits) -> p4 (rotator, high shift bits) -> merge -> skid -> o.
         # Stage A issues one operation per cycle: a literal beat (header or table), a buffer
-        # row holding `k` bytes of a block from byte `off`, or a flush of the accumulator.
+        # row holding bytes of a block from byte `off`, or a flush of the accumulator.  Its
+        # rotation amount (`p - off`, bytes) is computed in stage A and travels as a register,
+        # so no stage does arithmetic on the amount it shifts by; the buffer read is registered
+        # before the rotator (p2).  Every stage moves together on `advance`.
         KIND_LIT, KIND_ROW, KIND_FLUSH = range(3)
         issue = Signal()
         iss_kind = Signal(2)
@@ -629,70 +660,80 @@ class RepackUnit(wiring.Component):
         iss_emit = Signal()
         iss_last = Signal()
 
-        p1_valid = Signal()
-        p1_kind = Signal(2)
+        op_layout = data.StructLayout({
+            "valid": 1,
+            "kind": 2,
+            "shift": LB,                        # rotate the row left by this many bytes
+            "p": LB,                            # bytes already in the accumulator
+            "emit": 1,                          # this operation sends a beat
+            "last": 1,
+            "rank": RANK_WIDTH,
+        })
+        p1, p2, p3, p4 = (Signal(op_layout, name=f"p{n}") for n in range(1, 5))
         p1_lit = Signal(W)
-        p1_off = Signal(LB)
-        p1_p = Signal(LB)                       # bytes already in the accumulator
-        p1_emit = Signal()                      # this operation sends a beat
-        p1_last = Signal()
-        p1_rank = Signal(RANK_WIDTH)
+        row = Signal(W)                         # p2: the buffer row (or literal), registered
+        rot_lo = Signal(W)                      # p3: rotated by the low shift bits
+        rot = Signal(W)                         # p4: rotated by the whole shift
         acc = Signal(W)                         # bytes of the beat being assembled
 
         m.submodules.out_buffer = skid = SkidBuffer(message_beat_layout(W))
         consume = Signal()
         advance = Signal()
+        pipe_busy = Signal()
         m.d.comb += [
-            consume.eq(p1_valid & (~p1_emit | skid.i.ready)),
-            advance.eq(~p1_valid | consume),
+            consume.eq(p4.valid & (~p4.emit | skid.i.ready)),
+            advance.eq(~p4.valid | consume),
+            pipe_busy.eq(p1.valid | p2.valid | p3.valid | p4.valid),
             rd.addr.eq(iss_row),
-            # The read port keeps its data while p1 waits.
+            # The read port keeps its data while the pipeline waits.
             rd.en.eq(advance),
         ]
         emit_rank = Signal(RANK_WIDTH)
+        SH = (LB + 1) // 2                      # shift bits the first rotator stage uses
         with m.If(advance):
             m.d.sync += [
-                p1_valid.eq(issue),
-                p1_kind.eq(iss_kind),
+                p1.valid.eq(issue),
+                p1.kind.eq(iss_kind),
+                p1.shift.eq(iss_p - iss_off),
+                p1.p.eq(iss_p),
+                p1.emit.eq(iss_emit),
+                p1.last.eq(iss_last),
+                p1.rank.eq(emit_rank),
                 p1_lit.eq(iss_lit),
-                p1_off.eq(iss_off),
-                p1_p.eq(iss_p),
-                p1_emit.eq(iss_emit),
-                p1_last.eq(iss_last),
-                p1_rank.eq(emit_rank),
+                p2.eq(p1),
+                # A literal rides the rotator with a shift of 0.
+                row.eq(Mux(p1.kind == KIND_LIT, p1_lit, rd.data)),
+                p3.eq(p2),
+                rot_lo.eq(_rotate_bytes(row, p2.shift[:SH], 0)),
+                p4.eq(p3),
+                rot.eq(_rotate_bytes(rot_lo, p3.shift[SH:], SH)),
             ]
 
-        # Merge: rotate the row so its byte `off` lands at byte `p`; bytes below `p` come from
+        # Merge: the rotated row has its byte `off` at byte `p`; bytes below `p` come from
         # the accumulator.  A full beat leaves; the rotated row's later bytes stay behind.
-        shift = Signal(LB)
-        m.d.comb += shift.eq(p1_p - p1_off)
-        rot_at = Signal(range(W + 1))
-        m.d.comb += rot_at.eq(W - (shift << 3))
-        rot = Signal(W)
-        m.d.comb += rot.eq(Cat(rd.data, rd.data).bit_select(rot_at, W))
         low_bytes = Signal(B)
-        m.d.comb += low_bytes.eq(Cat(p1_p > q for q in range(B)))
+        m.d.comb += low_bytes.eq(Cat(p4.p > q for q in range(B)))
         low_mask = Cat(low_bytes[q].replicate(8) for q in range(B))
         merged = Signal(W)
         m.d.comb += merged.eq((acc & low_mask) | (rot & ~low_mask))
-        with m.If(consume & (p1_kind == KIND_ROW)):
-            m.d.sync += acc.eq(Mux(p1_emit, rot, merged))
+        with m.If(consume & (p4.kind == KIND_ROW)):
+            m.d.sync += acc.eq(Mux(p4.emit, rot, merged))
 
         out_data = Signal(W)
         out_keep = Signal(B)
-        with m.Switch(p1_kind):
+        with m.Switch(p4.kind):
             with m.Case(KIND_LIT):
-                m.d.comb += [out_data.eq(p1_lit), out_keep.eq(~0)]
+                m.d.comb += [out_data.eq(rot), out_keep.eq(~0)]
             with m.Case(KIND_FLUSH):
                 m.d.comb += [out_data.eq(acc & low_mask), out_keep.eq(low_bytes)]
             with m.Default():
                 m.d.comb += [out_data.eq(merged), out_keep.eq(~0)]
         m.d.comb += [
-            skid.i.valid.eq(p1_valid & p1_emit),
+            skid.i.valid.eq(p4.valid & p4.emit),
             skid.i.payload.data.eq(out_data),
             skid.i.payload.keep.eq(out_keep),
-            skid.i.payload.last.eq(p1_last),
-            skid.i.payload.rank.eq(p1_rank),
+            skid.i.payload.last.eq(p4.last),
+            skid.i.payload.rank.eq(p4.rank),
         ]
 
         # A message's last beat waits while the event FIFO is full, so its DELIVERED event is
@@ -768,12 +809,14 @@ class RepackUnit(wiring.Component):
                         m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
                     with m.Else():
                         m.d.sync += [
-                            tb.eq((p.dv + (E - 1)) >> LE),
+                            tb_last.eq((p.dv - 1) >> LE),
+                            # (dv - 1) % E + 1 valid entries in the last table beat.
+                            tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
                             received.eq(0),
                             arrived.eq(0),
                             failed.eq(0),
                             fail_code.eq(RepackError.OK),
-                            used_bytes.eq(0),
+                            room_bytes.eq(p.total_bytes),
                             alloc_row.eq(0),
                             idle_cnt.eq(0),
                         ]
@@ -905,7 +948,7 @@ class RepackUnit(wiring.Component):
                     next_destination()
 
             with m.State("DRAIN"):
-                with m.If(~p1_valid & ~skid.o.valid & ev_free):
+                with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
                     m.next = "IDLE"
         return m

@@ -328,7 +328,9 @@ def test_unit_rate():
     beats_in = sum(len(s[1]) for s in steps if s[0] == "message")
     beats_out = len(run.out)
     assert beats_in == beats_out == 4 * (1 + 1 + 12)
-    assert run.busy_cycles <= beats_in + beats_out + 6, run.busy_cycles
+    # A few cycles per sub-matrix: 9 since the output pipeline's row register and two-stage
+    # rotator (3 stages the unit drains once, at the end of a sub-matrix); 6 before them.
+    assert run.busy_cycles <= beats_in + beats_out + 9, run.busy_cycles
 
 
 def test_unit_capacity_refused_at_configuration():
