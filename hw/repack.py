@@ -285,14 +285,10 @@ def _tree_sum(values):
 
 
 def _rotate_bytes(value, amount, at):
-    """``value`` rotated left by ``amount << at`` bytes (byte q moves to byte q + amount·2**at),
-    as a mux of the 2**len(amount) fixed rotations: one stage of a staged byte rotator."""
-    nbytes = len(value) // 8
-    options = []
-    for n in range(1 << len(amount)):
-        k = (n << at) % nbytes * 8
-        options.append(Cat(value[len(value) - k:], value[:len(value) - k]) if k else value)
-    return Array(options)[amount]
+    """``value`` rotated right by ``amount << at`` bytes (byte q + amount·2**at moves to byte
+    q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
+    wiring only, so no adder sits in front of the shifter."""
+    return Cat(value, value).bit_select(Cat(Const(0, 3 + at), amount), len(value))
 
 
 def _priority(m, bits, name):
@@ -417,6 +413,7 @@ class RepackUnit(wiring.Component):
         # combinationally (distributed RAM).
         NB = min(E, G)
         BROWS = -(-G // NB) * TBMAX
+        TBO = -(-G // NB)                       # output table beats, at most
         bank_w, bank_r = [], []
         for b in range(NB):
             m.submodules[f"tables{b}"] = bank = Memory(shape=W, depth=BROWS, init=[])
@@ -663,7 +660,7 @@ class RepackUnit(wiring.Component):
         op_layout = data.StructLayout({
             "valid": 1,
             "kind": 2,
-            "shift": LB,                        # rotate the row left by this many bytes
+            "shift": LB,                        # rotate the row right by this many bytes
             "p": LB,                            # bytes already in the accumulator
             "emit": 1,                          # this operation sends a beat
             "last": 1,
@@ -694,7 +691,7 @@ class RepackUnit(wiring.Component):
             m.d.sync += [
                 p1.valid.eq(issue),
                 p1.kind.eq(iss_kind),
-                p1.shift.eq(iss_p - iss_off),
+                p1.shift.eq(iss_off - iss_p),
                 p1.p.eq(iss_p),
                 p1.emit.eq(iss_emit),
                 p1.last.eq(iss_last),
@@ -749,12 +746,22 @@ class RepackUnit(wiring.Component):
             m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
 
         # ---- Sending state ------------------------------------------------------------------
+        # No sums on the way out: a destination's table beats are read once, which tells which
+        # blocks are empty and which non-empty block is the message's last (`last_nz`); the
+        # lengths go into a column register `col` that shifts one source per block, and the
+        # block's cursor is fetched a block ahead into `cur0`, so the data state reads no
+        # memory and does no indexing.
         j = Signal(range(max(2, G)))            # destination index in D
-        ei = Signal(range(max(2, G)))           # source index in S
+        ei = Signal(range(max(2, G)))           # source index in S (data state)
+        ei_next = Signal(range(G + 1))          # ei + 1
+        tt = Signal(range(max(2, TBO)))         # output table beat
+        tbo_last = Signal(range(max(2, TBO)))   # ceil(dh / NB) - 1, set with the configuration
+        tbo_mask = Signal(NB)                   # valid entries of the last output table beat
         tab_row = Signal(range(max(2, BROWS)))  # row of the table banks being read
-        bsel = Signal(range(max(2, NB)))        # bank of source ei
-        out_total = Signal(32)
-        msg_left = Signal(32)
+        last_nz = Signal(range(max(2, G)))      # source of the last non-empty block
+        any_nz = Signal()                       # a non-empty block seen in the table so far
+        col = [Signal(LENGTH_WIDTH, name=f"col{i}") for i in range(G)]
+        cur0 = Signal(AB)                       # cursor of source ei
         fill = Signal(LB)
         in_block = Signal()
         rd_addr = Signal(AB)
@@ -764,18 +771,10 @@ class RepackUnit(wiring.Component):
         for b in range(NB):
             m.d.comb += bank_r[b].addr.eq(tab_row)
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
-        length = Signal(LENGTH_WIDTH)           # length of block (source ei, destination j)
-        m.d.comb += length.eq(Array(bank_len)[bsel])
 
         def next_source():
-            m.d.sync += ei.eq(ei + 1)
-            if NB == 1:
-                m.d.sync += tab_row.eq(tab_row + TBMAX)
-            else:
-                with m.If(bsel == NB - 1):
-                    m.d.sync += [bsel.eq(0), tab_row.eq(tab_row + TBMAX)]
-                with m.Else():
-                    m.d.sync += bsel.eq(bsel + 1)
+            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), cur0.eq(cur_addr[ei_next])]
+            m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
         m.d.comb += emit_rank.eq(c.dst[j])
 
         idle_cnt = Signal(32)
@@ -817,6 +816,10 @@ class RepackUnit(wiring.Component):
                             failed.eq(0),
                             fail_code.eq(RepackError.OK),
                             room_bytes.eq(p.total_bytes),
+                            tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
+                            # (dh - 1) % NB + 1 valid entries in the last output table beat.
+                            tbo_mask.eq((Const(2, NB + 1) <<
+                                         (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
                             alloc_row.eq(0),
                             idle_cnt.eq(0),
                         ]
@@ -856,87 +859,16 @@ class RepackUnit(wiring.Component):
                         issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
                         iss_emit.eq(1),
                     ]
-                    m.d.sync += [
-                        ei.eq(0),
-                        bsel.eq(0),
-                        tab_row.eq(j >> LE),
-                        out_total.eq(0),
-                    ]
+                    m.d.sync += [tt.eq(0), tab_row.eq(j >> LE), any_nz.eq(0)]
                     m.next = "TABLE"
 
             with m.State("TABLE"):
-                # The destination's table, one beat a cycle: entry i = length of block
-                # (S[i], D[j]), read from all banks at once (sources ei .. ei + NB - 1).
-                valid_b = [(ei + b) < c.dh for b in range(NB)]
-                beat_now = Cat(Mux(valid_b[b], bank_len[b], 0) for b in range(NB))
-                new_total = Signal(32)
-                m.d.comb += new_total.eq(
-                    out_total + _tree_sum(Mux(valid_b[b], bank_len[b], 0) for b in range(NB)))
-                last_beat = (ei + NB) >= c.dh
-                with m.If(advance):
-                    m.d.comb += [
-                        issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(beat_now), iss_emit.eq(1),
-                        iss_last.eq(last_beat & (new_total == 0)),
-                    ]
-                    m.d.sync += out_total.eq(new_total)
-                    with m.If(last_beat):
-                        m.d.sync += [
-                            ei.eq(0),
-                            bsel.eq(0),
-                            tab_row.eq(j >> LE),
-                            fill.eq(0),
-                            in_block.eq(0),
-                            msg_left.eq(new_total),
-                        ]
-                        with m.If(new_total == 0):
-                            next_destination()
-                        with m.Else():
-                            m.next = "DATA"
-                    with m.Else():
-                        m.d.sync += [ei.eq(ei + NB), tab_row.eq(tab_row + TBMAX)]
+                # The destination's table, one beat a cycle: entry b = length of block
+                # (S[tt·NB + b], D[j]), read from all banks at once.
+                self._table_beat(m, locals())
 
             with m.State("DATA"):
-                # Blocks (S[0], D[j]) .. (S[dh-1], D[j]), each from its source's cursor.
-                a = Signal(AB, name="row_addr")
-                left = Signal(LENGTH_WIDTH, name="block_left")
-                m.d.comb += [
-                    a.eq(Mux(in_block, rd_addr, cur_addr[ei])),
-                    left.eq(Mux(in_block, rd_left, length)),
-                ]
-                off = a[:LB]
-                room = Signal(range(B + 1))
-                m.d.comb += room.eq(B - off)
-                k = Signal(range(B + 1))
-                m.d.comb += k.eq(Mux(left < room, left, room))
-                fill_k = Signal(range(2 * B))
-                m.d.comb += fill_k.eq(fill + k)
-                final = Signal()
-                m.d.comb += final.eq(msg_left == k)
-                with m.If(advance):
-                    with m.If(~in_block & (length == 0)):
-                        next_source()
-                    with m.Else():
-                        m.d.comb += [
-                            issue.eq(1), iss_kind.eq(KIND_ROW), iss_row.eq(a[LB:]),
-                            iss_off.eq(off), iss_p.eq(fill), iss_emit.eq(fill_k >= B),
-                            iss_last.eq(final & (fill_k == B)),
-                        ]
-                        m.d.sync += [
-                            fill.eq(fill_k[:LB]),
-                            msg_left.eq(msg_left - k),
-                            rd_addr.eq(a + k),
-                            rd_left.eq(left - k),
-                        ]
-                        with m.If(left == k):
-                            m.d.sync += [cur_addr[ei].eq(a + k), in_block.eq(0)]
-                            next_source()
-                        with m.Else():
-                            m.d.sync += in_block.eq(1)
-                        with m.If(final):
-                            with m.If(fill_k[:LB] != 0):
-                                m.next = "FLUSH"
-                            with m.Else():
-                                next_destination()
+                self._data_row(m, locals())
 
             with m.State("FLUSH"):
                 with m.If(advance):
@@ -952,6 +884,90 @@ class RepackUnit(wiring.Component):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
                     m.next = "IDLE"
         return m
+
+
+    def _table_beat(self, m, v):
+        """TABLE state: issue one output table beat; note empty blocks and the last one that
+        is not; keep the column of lengths for the data state."""
+        NB, G, TBMAX = v["NB"], v["G"], v["TBMAX"]
+        tt, tbo_last, tbo_mask = v["tt"], v["tbo_last"], v["tbo_mask"]
+        col, any_nz, last_nz = v["col"], v["any_nz"], v["last_nz"]
+        final_beat = tt == tbo_last
+        valid = Mux(final_beat, tbo_mask, (1 << NB) - 1)
+        lens = [Mux(valid[b], v["bank_len"][b], 0) for b in range(NB)]
+        nz = Signal(NB)
+        m.d.comb += nz.eq(Cat(x != 0 for x in lens))
+        top = Signal(range(max(2, NB)))          # highest non-empty entry of the beat
+        for b in range(NB):
+            with m.If(nz[b]):
+                m.d.comb += top.eq(b)
+        with m.If(v["advance"]):
+            m.d.comb += [
+                v["issue"].eq(1), v["iss_kind"].eq(v["KIND_LIT"]), v["iss_lit"].eq(Cat(lens)),
+                v["iss_emit"].eq(1), v["iss_last"].eq(final_beat & ~any_nz & ~nz.any()),
+            ]
+            m.d.sync += [tt.eq(tt + 1), v["tab_row"].eq(v["tab_row"] + TBMAX)]
+            for i in range(G):
+                with m.If(tt == i // NB):
+                    m.d.sync += col[i].eq(lens[i % NB])
+            with m.If(nz.any()):
+                m.d.sync += [any_nz.eq(1), last_nz.eq(tt * NB + top)]
+            with m.If(final_beat):
+                m.d.sync += [
+                    v["ei"].eq(0), v["ei_next"].eq(1), v["cur0"].eq(v["cur_addr"][0]),
+                    v["fill"].eq(0), v["in_block"].eq(0),
+                ]
+                with m.If(any_nz | nz.any()):
+                    m.next = "DATA"
+                with m.Else():
+                    v["next_destination"]()
+
+    def _data_row(self, m, v):
+        """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
+        from its source's cursor; an empty block costs a cycle."""
+        B, LB = v["B"], v["LB"]
+        in_block, col, fill = v["in_block"], v["col"], v["fill"]
+        a = Signal(v["AB"], name="row_addr")
+        left = Signal(LENGTH_WIDTH, name="block_left")
+        m.d.comb += [
+            a.eq(Mux(in_block, v["rd_addr"], v["cur0"])),
+            left.eq(Mux(in_block, v["rd_left"], col[0])),
+        ]
+        off = a[:LB]
+        room = Signal(range(B + 1))
+        m.d.comb += room.eq(B - off)
+        fits = Signal()                         # the block ends in this row
+        m.d.comb += fits.eq(left <= room)
+        k = Signal(range(B + 1))
+        m.d.comb += k.eq(Mux(fits, left, room))
+        fill_k = Signal(range(2 * B))
+        m.d.comb += fill_k.eq(fill + k)
+        final = Signal()
+        m.d.comb += final.eq(fits & (v["ei"] == v["last_nz"]))
+        with m.If(v["advance"]):
+            with m.If(~in_block & (col[0] == 0)):
+                v["next_source"]()
+            with m.Else():
+                m.d.comb += [
+                    v["issue"].eq(1), v["iss_kind"].eq(v["KIND_ROW"]),
+                    v["iss_row"].eq(a[LB:]), v["iss_off"].eq(off), v["iss_p"].eq(fill),
+                    v["iss_emit"].eq(fill_k >= B), v["iss_last"].eq(final & (fill_k == B)),
+                ]
+                m.d.sync += [
+                    fill.eq(fill_k[:LB]),
+                    v["rd_addr"].eq(a + k),
+                    v["rd_left"].eq(left - k),
+                ]
+                with m.If(fits):
+                    m.d.sync += [v["cur_addr"][v["ei"]].eq(a + k), in_block.eq(0)]
+                    v["next_source"]()
+                with m.Else():
+                    m.d.sync += in_block.eq(1)
+                with m.If(final):
+                    with m.If(fill_k[:LB] != 0):
+                        m.next = "FLUSH"
+                    with m.Else():
+                        v["next_destination"]()
 
 
 class RepackControl(wiring.Component):
