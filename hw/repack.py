@@ -38,6 +38,8 @@ from S, in S order).  :class:`RepackControl` is the control tree; :class:`Repack
 control tree and several units.  ``docs/repack.md`` describes the protocol.
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -291,6 +293,12 @@ def _rotate_bytes(value, amount, at):
     return Cat(value, value).bit_select(Cat(Const(0, 3 + at), amount), len(value))
 
 
+def _share(namespace, names):
+    """Add a builder method's local ``names`` to ``namespace``, where the next builder method
+    of the same ``elaborate`` finds them."""
+    namespace.__dict__.update({k: x for k, x in names.items() if k not in ("self", "m", "v")})
+
+
 def _priority(m, bits, name):
     """Index of the lowest set bit of ``bits`` (0 when none is set)."""
     index = Signal(range(max(2, len(bits))), name=name)
@@ -466,6 +474,21 @@ class RepackUnit(wiring.Component):
         with m.If(~st_idle):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
 
+        v = SimpleNamespace(**{k: x for k, x in locals().items()
+                               if k not in ("self", "platform")})
+        self._input(m, v)
+        self._input_beat(m, v)
+        self._output_pipeline(m, v)
+        self._sender(m, v)
+        return m
+
+    def _input(self, m, v):
+        (
+            W, B, E, LE, G, TBMAX, depth, AB, NB, BROWS, c, ev_free, post, st_idle, st_collect,
+        ) = (getattr(v, name) for name in (
+            "W", "B", "E", "LE", "G", "TBMAX", "depth", "AB", "NB", "BROWS", "c", "ev_free",
+            "post", "st_idle", "st_collect",
+        ))
         # ---- Input: parse, check and store source messages ----------------------------------
         IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
         in_state = Signal(2)
@@ -527,6 +550,22 @@ class RepackUnit(wiring.Component):
             # Ref: seed 003, step 7.5: each source is told its data was taken.
             return post(UnitEvent.TAKEN, cur_rank, c.tag, RepackError.OK)
 
+        _share(v, locals())
+
+    def _input_beat(self, m, v):
+        (
+            B, LB, E, LE, G, TBMAX, wr, NB, bank_w, c, count, st_collect, IN_HEAD, IN_TABLE,
+            IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
+            room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
+            data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_keep, taken,
+        ) = (getattr(v, name) for name in (
+            "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count",
+            "st_collect", "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid",
+            "beat", "take", "hdr", "hit", "idx", "received", "arrived", "room_bytes",
+            "alloc_row", "cur_addr", "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes",
+            "data_left", "wr_row", "tab_wrow", "tab_wbank", "head_or_drop", "full_keep",
+            "tail_keep", "taken",
+        ))
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -640,6 +679,14 @@ class RepackUnit(wiring.Component):
                     with m.If(beat.last):
                         m.d.sync += in_state.eq(IN_HEAD)
 
+        _share(v, locals())
+
+    def _output_pipeline(self, m, v):
+        (
+            W, B, LB, depth, rd, c, ev_free, post,
+        ) = (getattr(v, name) for name in (
+            "W", "B", "LB", "depth", "rd", "c", "ev_free", "post",
+        ))
         # ---- Output pipeline: issue (stage A) -> p1 (buffer read) -> p2 (row register) ->
         # p3 (rotator, low shift bits) -> p4 (rotator, high shift bits) -> merge -> skid -> o.
         # Stage A issues one operation per cycle: a literal beat (header or table), a buffer
@@ -745,6 +792,21 @@ class RepackUnit(wiring.Component):
         with m.If(self.o.valid & self.o.ready & skid.o.payload.last):
             m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
 
+        _share(v, locals())
+
+    def _sender(self, m, v):
+        (
+            LB, E, LE, G, AB, NB, BROWS, TBO, bank_r, c, ev_free, post, failed, fail_code,
+            count, st_idle, st_collect, IN_HEAD, IN_DROP, in_state, take, received, arrived,
+            room_bytes, alloc_row, cur_addr, tb_last, tb_mask, KIND_LIT, KIND_FLUSH, issue,
+            iss_kind, iss_lit, iss_p, iss_emit, iss_last, skid, advance, pipe_busy, emit_rank,
+        ) = (getattr(v, name) for name in (
+            "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free", "post",
+            "failed", "fail_code", "count", "st_idle", "st_collect", "IN_HEAD", "IN_DROP",
+            "in_state", "take", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
+            "tb_last", "tb_mask", "KIND_LIT", "KIND_FLUSH", "issue", "iss_kind", "iss_lit",
+            "iss_p", "iss_emit", "iss_last", "skid", "advance", "pipe_busy", "emit_rank",
+        ))
         # ---- Sending state ------------------------------------------------------------------
         # No sums on the way out: a destination's table beats are read once, which tells which
         # blocks are empty and which non-empty block is the message's last (`last_nz`); the
@@ -865,10 +927,12 @@ class RepackUnit(wiring.Component):
             with m.State("TABLE"):
                 # The destination's table, one beat a cycle: entry b = length of block
                 # (S[tt·NB + b], D[j]), read from all banks at once.
-                self._table_beat(m, locals())
+                _share(v, locals())
+                self._table_beat(m, v)
 
             with m.State("DATA"):
-                self._data_row(m, locals())
+                _share(v, locals())
+                self._data_row(m, v)
 
             with m.State("FLUSH"):
                 with m.If(advance):
@@ -883,30 +947,28 @@ class RepackUnit(wiring.Component):
                 with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
                     m.next = "IDLE"
-        return m
-
 
     def _table_beat(self, m, v):
         """TABLE state: issue one output table beat; note empty blocks and the last one that
         is not; keep the column of lengths for the data state."""
-        NB, G, TBMAX = v["NB"], v["G"], v["TBMAX"]
-        tt, tbo_last, tbo_mask = v["tt"], v["tbo_last"], v["tbo_mask"]
-        col, any_nz, last_nz = v["col"], v["any_nz"], v["last_nz"]
+        NB, G, TBMAX = v.NB, v.G, v.TBMAX
+        tt, tbo_last, tbo_mask = v.tt, v.tbo_last, v.tbo_mask
+        col, any_nz, last_nz = v.col, v.any_nz, v.last_nz
         final_beat = tt == tbo_last
         valid = Mux(final_beat, tbo_mask, (1 << NB) - 1)
-        lens = [Mux(valid[b], v["bank_len"][b], 0) for b in range(NB)]
+        lens = [Mux(valid[b], v.bank_len[b], 0) for b in range(NB)]
         nz = Signal(NB)
         m.d.comb += nz.eq(Cat(x != 0 for x in lens))
         top = Signal(range(max(2, NB)))          # highest non-empty entry of the beat
         for b in range(NB):
             with m.If(nz[b]):
                 m.d.comb += top.eq(b)
-        with m.If(v["advance"]):
+        with m.If(v.advance):
             m.d.comb += [
-                v["issue"].eq(1), v["iss_kind"].eq(v["KIND_LIT"]), v["iss_lit"].eq(Cat(lens)),
-                v["iss_emit"].eq(1), v["iss_last"].eq(final_beat & ~any_nz & ~nz.any()),
+                v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT), v.iss_lit.eq(Cat(lens)),
+                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
             ]
-            m.d.sync += [tt.eq(tt + 1), v["tab_row"].eq(v["tab_row"] + TBMAX)]
+            m.d.sync += [tt.eq(tt + 1), v.tab_row.eq(v.tab_row + TBMAX)]
             for i in range(G):
                 with m.If(tt == i // NB):
                     m.d.sync += col[i].eq(lens[i % NB])
@@ -914,24 +976,24 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [any_nz.eq(1), last_nz.eq(tt * NB + top)]
             with m.If(final_beat):
                 m.d.sync += [
-                    v["ei"].eq(0), v["ei_next"].eq(1), v["cur0"].eq(v["cur_addr"][0]),
-                    v["fill"].eq(0), v["in_block"].eq(0),
+                    v.ei.eq(0), v.ei_next.eq(1), v.cur0.eq(v.cur_addr[0]),
+                    v.fill.eq(0), v.in_block.eq(0),
                 ]
                 with m.If(any_nz | nz.any()):
                     m.next = "DATA"
                 with m.Else():
-                    v["next_destination"]()
+                    v.next_destination()
 
     def _data_row(self, m, v):
         """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
         from its source's cursor; an empty block costs a cycle."""
-        B, LB = v["B"], v["LB"]
-        in_block, col, fill = v["in_block"], v["col"], v["fill"]
-        a = Signal(v["AB"], name="row_addr")
+        B, LB = v.B, v.LB
+        in_block, col, fill = v.in_block, v.col, v.fill
+        a = Signal(v.AB, name="row_addr")
         left = Signal(LENGTH_WIDTH, name="block_left")
         m.d.comb += [
-            a.eq(Mux(in_block, v["rd_addr"], v["cur0"])),
-            left.eq(Mux(in_block, v["rd_left"], col[0])),
+            a.eq(Mux(in_block, v.rd_addr, v.cur0)),
+            left.eq(Mux(in_block, v.rd_left, col[0])),
         ]
         off = a[:LB]
         room = Signal(range(B + 1))
@@ -943,31 +1005,31 @@ class RepackUnit(wiring.Component):
         fill_k = Signal(range(2 * B))
         m.d.comb += fill_k.eq(fill + k)
         final = Signal()
-        m.d.comb += final.eq(fits & (v["ei"] == v["last_nz"]))
-        with m.If(v["advance"]):
+        m.d.comb += final.eq(fits & (v.ei == v.last_nz))
+        with m.If(v.advance):
             with m.If(~in_block & (col[0] == 0)):
-                v["next_source"]()
+                v.next_source()
             with m.Else():
                 m.d.comb += [
-                    v["issue"].eq(1), v["iss_kind"].eq(v["KIND_ROW"]),
-                    v["iss_row"].eq(a[LB:]), v["iss_off"].eq(off), v["iss_p"].eq(fill),
-                    v["iss_emit"].eq(fill_k >= B), v["iss_last"].eq(final & (fill_k == B)),
+                    v.issue.eq(1), v.iss_kind.eq(v.KIND_ROW),
+                    v.iss_row.eq(a[LB:]), v.iss_off.eq(off), v.iss_p.eq(fill),
+                    v.iss_emit.eq(fill_k >= B), v.iss_last.eq(final & (fill_k == B)),
                 ]
                 m.d.sync += [
                     fill.eq(fill_k[:LB]),
-                    v["rd_addr"].eq(a + k),
-                    v["rd_left"].eq(left - k),
+                    v.rd_addr.eq(a + k),
+                    v.rd_left.eq(left - k),
                 ]
                 with m.If(fits):
-                    m.d.sync += [v["cur_addr"][v["ei"]].eq(a + k), in_block.eq(0)]
-                    v["next_source"]()
+                    m.d.sync += [v.cur_addr[v.ei].eq(a + k), in_block.eq(0)]
+                    v.next_source()
                 with m.Else():
                     m.d.sync += in_block.eq(1)
                 with m.If(final):
                     with m.If(fill_k[:LB] != 0):
                         m.next = "FLUSH"
                     with m.Else():
-                        v["next_destination"]()
+                        v.next_destination()
 
 
 class RepackControl(wiring.Component):
