@@ -796,12 +796,12 @@ class RepackUnit(wiring.Component):
 
     def _sender(self, m, v):
         (
-            LB, E, LE, G, AB, NB, BROWS, TBO, bank_r, c, ev_free, post, failed, fail_code,
+            B, LB, E, LE, G, AB, NB, BROWS, TBO, bank_r, c, ev_free, post, failed, fail_code,
             count, st_idle, st_collect, IN_HEAD, IN_DROP, in_state, take, received, arrived,
             room_bytes, alloc_row, cur_addr, tb_last, tb_mask, KIND_LIT, KIND_FLUSH, issue,
             iss_kind, iss_lit, iss_p, iss_emit, iss_last, skid, advance, pipe_busy, emit_rank,
         ) = (getattr(v, name) for name in (
-            "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free", "post",
+            "B", "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free", "post",
             "failed", "fail_code", "count", "st_idle", "st_collect", "IN_HEAD", "IN_DROP",
             "in_state", "take", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
             "tb_last", "tb_mask", "KIND_LIT", "KIND_FLUSH", "issue", "iss_kind", "iss_lit",
@@ -810,9 +810,10 @@ class RepackUnit(wiring.Component):
         # ---- Sending state ------------------------------------------------------------------
         # No sums on the way out: a destination's table beats are read once, which tells which
         # blocks are empty and which non-empty block is the message's last (`last_nz`); the
-        # lengths go into a column register `col` that shifts one source per block, and the
-        # block's cursor is fetched a block ahead into `cur0`, so the data state reads no
-        # memory and does no indexing.
+        # lengths go into a column register `col` that shifts one source per block; a block's
+        # cursor, length and room in its first row are loaded into `rd_addr`, `rd_left` and
+        # `room` as the previous block ends, so the data state reads no memory, does no
+        # indexing, and compares registers only.
         j = Signal(range(max(2, G)))            # destination index in D
         ei = Signal(range(max(2, G)))           # source index in S (data state)
         ei_next = Signal(range(G + 1))          # ei + 1
@@ -823,9 +824,9 @@ class RepackUnit(wiring.Component):
         last_nz = Signal(range(max(2, G)))      # source of the last non-empty block
         any_nz = Signal()                       # a non-empty block seen in the table so far
         col = [Signal(LENGTH_WIDTH, name=f"col{i}") for i in range(G)]
-        cur0 = Signal(AB)                       # cursor of source ei
+        room = Signal(range(B + 1))             # bytes from rd_addr to the end of its row
+        dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
-        in_block = Signal()
         rd_addr = Signal(AB)
         rd_left = Signal(LENGTH_WIDTH)
 
@@ -835,7 +836,10 @@ class RepackUnit(wiring.Component):
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
 
         def next_source():
-            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), cur0.eq(cur_addr[ei_next])]
+            # Load the next block (an empty one costs its cycle like any other).
+            nxt = cur_addr[ei_next]
+            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt),
+                         room.eq(B - nxt[:LB]), rd_left.eq(col[1] if G > 1 else 0)]
             m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
         m.d.comb += emit_rank.eq(c.dst[j])
 
@@ -879,6 +883,7 @@ class RepackUnit(wiring.Component):
                             fail_code.eq(RepackError.OK),
                             room_bytes.eq(p.total_bytes),
                             tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
+                            dv_last.eq(p.dv - 1),
                             # (dh - 1) % NB + 1 valid entries in the last output table beat.
                             tbo_mask.eq((Const(2, NB + 1) <<
                                          (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
@@ -909,7 +914,7 @@ class RepackUnit(wiring.Component):
                     m.next = "IDLE"
 
             def next_destination():
-                with m.If(j == c.dv - 1):
+                with m.If(j == dv_last):
                     m.next = "DRAIN"
                 with m.Else():
                     m.d.sync += j.eq(j + 1)
@@ -976,8 +981,11 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [any_nz.eq(1), last_nz.eq(tt * NB + top)]
             with m.If(final_beat):
                 m.d.sync += [
-                    v.ei.eq(0), v.ei_next.eq(1), v.cur0.eq(v.cur_addr[0]),
-                    v.fill.eq(0), v.in_block.eq(0),
+                    v.ei.eq(0), v.ei_next.eq(1), v.rd_addr.eq(v.cur_addr[0]),
+                    v.room.eq(v.B - v.cur_addr[0][:v.LB]),
+                    # col[0] is written in this beat when it is the first one.
+                    v.rd_left.eq(Mux(tt == 0, lens[0], col[0])),
+                    v.fill.eq(0),
                 ]
                 with m.If(any_nz | nz.any()):
                     m.next = "DATA"
@@ -986,45 +994,36 @@ class RepackUnit(wiring.Component):
 
     def _data_row(self, m, v):
         """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
-        from its source's cursor; an empty block costs a cycle."""
+        from its source's cursor; an empty block costs a cycle.  Both outcomes of the row (the
+        block ends in it, or it fills the row) are computed side by side from registers and
+        chosen by one compare of registers (`fits`)."""
         B, LB = v.B, v.LB
-        in_block, col, fill = v.in_block, v.col, v.fill
-        a = Signal(v.AB, name="row_addr")
-        left = Signal(LENGTH_WIDTH, name="block_left")
-        m.d.comb += [
-            a.eq(Mux(in_block, v.rd_addr, v.cur0)),
-            left.eq(Mux(in_block, v.rd_left, col[0])),
-        ]
-        off = a[:LB]
-        room = Signal(range(B + 1))
-        m.d.comb += room.eq(B - off)
+        a, left, room, fill = v.rd_addr, v.rd_left, v.room, v.fill
         fits = Signal()                         # the block ends in this row
         m.d.comb += fits.eq(left <= room)
-        k = Signal(range(B + 1))
-        m.d.comb += k.eq(Mux(fits, left, room))
-        fill_k = Signal(range(2 * B))
-        m.d.comb += fill_k.eq(fill + k)
+        fill_k = Signal(LB + 1)                 # fill after the row's bytes, up to 2B - 1
+        m.d.comb += fill_k.eq(Mux(fits, fill + left[:LB + 1], fill + room))
         final = Signal()
         m.d.comb += final.eq(fits & (v.ei == v.last_nz))
         with m.If(v.advance):
-            with m.If(~in_block & (col[0] == 0)):
+            with m.If(left == 0):
                 v.next_source()
             with m.Else():
                 m.d.comb += [
                     v.issue.eq(1), v.iss_kind.eq(v.KIND_ROW),
-                    v.iss_row.eq(a[LB:]), v.iss_off.eq(off), v.iss_p.eq(fill),
-                    v.iss_emit.eq(fill_k >= B), v.iss_last.eq(final & (fill_k == B)),
+                    v.iss_row.eq(a[LB:]), v.iss_off.eq(a[:LB]), v.iss_p.eq(fill),
+                    v.iss_emit.eq(fill_k[LB]), v.iss_last.eq(final & (fill_k == B)),
                 ]
-                m.d.sync += [
-                    fill.eq(fill_k[:LB]),
-                    v.rd_addr.eq(a + k),
-                    v.rd_left.eq(left - k),
-                ]
+                m.d.sync += fill.eq(fill_k[:LB])
                 with m.If(fits):
-                    m.d.sync += [v.cur_addr[v.ei].eq(a + k), in_block.eq(0)]
+                    m.d.sync += v.cur_addr[v.ei].eq(a + left)
                     v.next_source()
                 with m.Else():
-                    m.d.sync += in_block.eq(1)
+                    m.d.sync += [
+                        a.eq(Cat(Const(0, LB), a[LB:] + 1)),
+                        left.eq(left - room),
+                        room.eq(B),
+                    ]
                 with m.If(final):
                     with m.If(fill_k[:LB] != 0):
                         m.next = "FLUSH"
