@@ -40,7 +40,7 @@ control tree and several units.  ``docs/repack.md`` describes the protocol.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -520,7 +520,10 @@ class RepackUnit(wiring.Component):
         hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
 
         hit = Signal(G)
-        m.d.comb += hit.eq(Cat((c.dh > k) & (c.src[k] == hdr.rank) for k in range(G)))
+        src_on = Signal(G)                      # entries of S in use: k < dh
+        with m.If(self.cfg.valid & self.cfg.ready):
+            m.d.sync += src_on.eq(Cat(self.cfg.payload.dh > k for k in range(G)))
+        m.d.comb += hit.eq(src_on & Cat(c.src[k] == hdr.rank for k in range(G)))
         idx = _priority(m, hit, "src_index")
 
         received = Signal(G)                    # sources whose message has begun
@@ -535,6 +538,12 @@ class RepackUnit(wiring.Component):
         tb_last = Signal(range(TBMAX + 1))      # tb - 1, set with the configuration
         tb_mask = Signal(E)                     # valid entries of the last table beat
         msg_bytes = Signal(32)
+        # The budget check and the empty-message check of a message's last table beat compare
+        # that beat's (precomputed) sum with registers: `room_left` is room_bytes less the
+        # bytes of the message's earlier table beats (signed: they may already exceed it),
+        # `msg_zero` says those beats were all zero.
+        room_left = Signal(signed(34))
+        msg_zero = Signal()
         data_left = Signal(32)                  # bytes of the message not yet written
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
@@ -558,13 +567,14 @@ class RepackUnit(wiring.Component):
             IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
             room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
             data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_keep, taken,
+            room_left, msg_zero,
         ) = (getattr(v, name) for name in (
-            "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count",
-            "st_collect", "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid",
-            "beat", "take", "hdr", "hit", "idx", "received", "arrived", "room_bytes",
-            "alloc_row", "cur_addr", "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes",
-            "data_left", "wr_row", "tab_wrow", "tab_wbank", "head_or_drop", "full_keep",
-            "tail_keep", "taken",
+            "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
+            "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
+            "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
+            "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
+            "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
+            "room_left", "msg_zero",
         ))
         with m.If(take):
             with m.Switch(in_state):
@@ -578,7 +588,7 @@ class RepackUnit(wiring.Component):
                     with m.Elif(~hit.any() | (hdr.rank != beat.rank)):
                         m.d.comb += count(RepackError.UNKNOWN_SOURCE, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(received.bit_select(idx, 1)):
+                    with m.Elif((received & hit).any()):
                         m.d.comb += count(RepackError.DUPLICATE, True)
                         m.d.sync += head_or_drop()
                     with m.Else():
@@ -599,6 +609,8 @@ class RepackUnit(wiring.Component):
                                 cur_rank.eq(hdr.rank),
                                 t.eq(0),
                                 msg_bytes.eq(0),
+                                room_left.eq(room_bytes),
+                                msg_zero.eq(1),
                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
                                 tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
                                 in_state.eq(IN_TABLE),
@@ -607,8 +619,10 @@ class RepackUnit(wiring.Component):
                 with m.Case(IN_TABLE):
                     valid_e = Mux(t == tb_last, tb_mask, (1 << E) - 1)
                     pad_bad = (in_skid.o.payload.nz & ~valid_e).any()
+                    tsum = in_skid.o.payload.tsum
+                    beat_zero = ~in_skid.o.payload.nz.any()
                     new_bytes = Signal(32)
-                    m.d.comb += new_bytes.eq(msg_bytes + in_skid.o.payload.tsum)
+                    m.d.comb += new_bytes.eq(msg_bytes + tsum)
                     for b in range(NB):
                         m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
                                      bank_w[b].en.eq(tab_wbank == b)]
@@ -616,6 +630,8 @@ class RepackUnit(wiring.Component):
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1),
                         msg_bytes.eq(new_bytes),
+                        room_left.eq(room_left - tsum),
+                        msg_zero.eq(msg_zero & beat_zero),
                     ]
                     with m.If(pad_bad):
                         m.d.comb += count(RepackError.OUTSIDE_D, True)
@@ -624,11 +640,11 @@ class RepackUnit(wiring.Component):
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
                     with m.Elif(t == tb_last):
-                        with m.If(new_bytes > room_bytes):
+                        with m.If(tsum > room_left):
                             # Never written: the buffer holds only what was reserved.
                             m.d.comb += count(RepackError.OVER_BUDGET, True)
                             m.d.sync += head_or_drop()
-                        with m.Elif(new_bytes == 0):
+                        with m.Elif(msg_zero & beat_zero):
                             with m.If(beat.last):
                                 m.d.comb += taken()
                                 m.d.sync += in_state.eq(IN_HEAD)
@@ -642,7 +658,7 @@ class RepackUnit(wiring.Component):
                             m.d.sync += [
                                 cur_addr[cur].eq(alloc_row << LB),
                                 wr_row.eq(alloc_row),
-                                room_bytes.eq(room_bytes - new_bytes),
+                                room_bytes.eq(room_left - tsum),
                                 data_left.eq(new_bytes),
                                 tail_keep.eq(Mux(new_bytes[:LB] == 0, (1 << B) - 1,
                                                  (Const(1, B + 1) << new_bytes[:LB]) - 1)),
@@ -800,12 +816,13 @@ class RepackUnit(wiring.Component):
             count, st_idle, st_collect, IN_HEAD, IN_DROP, in_state, take, received, arrived,
             room_bytes, alloc_row, cur_addr, tb_last, tb_mask, KIND_LIT, KIND_FLUSH, issue,
             iss_kind, iss_lit, iss_p, iss_emit, iss_last, skid, advance, pipe_busy, emit_rank,
+            TBMAX,
         ) = (getattr(v, name) for name in (
-            "B", "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free", "post",
-            "failed", "fail_code", "count", "st_idle", "st_collect", "IN_HEAD", "IN_DROP",
+            "B", "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free",
+            "post", "failed", "fail_code", "count", "st_idle", "st_collect", "IN_HEAD", "IN_DROP",
             "in_state", "take", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
             "tb_last", "tb_mask", "KIND_LIT", "KIND_FLUSH", "issue", "iss_kind", "iss_lit",
-            "iss_p", "iss_emit", "iss_last", "skid", "advance", "pipe_busy", "emit_rank",
+            "iss_p", "iss_emit", "iss_last", "skid", "advance", "pipe_busy", "emit_rank", "TBMAX",
         ))
         # ---- Sending state ------------------------------------------------------------------
         # No sums on the way out: a destination's table beats are read once, which tells which
@@ -830,9 +847,14 @@ class RepackUnit(wiring.Component):
         rd_addr = Signal(AB)
         rd_left = Signal(LENGTH_WIDTH)
 
+        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
+        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
+        st_header = Signal()
+        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
+        nz_q = Signal(NB)
         bank_len = []                           # lengths of sources at tab_row, destination j
         for b in range(NB):
-            m.d.comb += bank_r[b].addr.eq(tab_row)
+            m.d.comb += bank_r[b].addr.eq(Mux(st_header, j >> LE, tab_row))
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
 
         def next_source():
@@ -921,12 +943,15 @@ class RepackUnit(wiring.Component):
                     m.next = "HEADER"
 
             with m.State("HEADER"):
+                m.d.comb += st_header.eq(1)
                 with m.If(advance):
                     m.d.comb += [
                         issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
                         iss_emit.eq(1),
                     ]
-                    m.d.sync += [tt.eq(0), tab_row.eq(j >> LE), any_nz.eq(0)]
+                    m.d.sync += [tt.eq(0), tab_row.eq((j >> LE) + TBMAX), any_nz.eq(0)]
+                    m.d.sync += [lens_q[b].eq(bank_len[b]) for b in range(NB)]
+                    m.d.sync += nz_q.eq(Cat(x != 0 for x in bank_len))
                     m.next = "TABLE"
 
             with m.State("TABLE"):
@@ -961,9 +986,9 @@ class RepackUnit(wiring.Component):
         col, any_nz, last_nz = v.col, v.any_nz, v.last_nz
         final_beat = tt == tbo_last
         valid = Mux(final_beat, tbo_mask, (1 << NB) - 1)
-        lens = [Mux(valid[b], v.bank_len[b], 0) for b in range(NB)]
+        lens = [Mux(valid[b], v.lens_q[b], 0) for b in range(NB)]
         nz = Signal(NB)
-        m.d.comb += nz.eq(Cat(x != 0 for x in lens))
+        m.d.comb += nz.eq(v.nz_q & valid)
         top = Signal(range(max(2, NB)))          # highest non-empty entry of the beat
         for b in range(NB):
             with m.If(nz[b]):
@@ -974,11 +999,15 @@ class RepackUnit(wiring.Component):
                 v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
             ]
             m.d.sync += [tt.eq(tt + 1), v.tab_row.eq(v.tab_row + TBMAX)]
+            m.d.sync += [v.lens_q[b].eq(v.bank_len[b]) for b in range(NB)]
+            m.d.sync += v.nz_q.eq(Cat(x != 0 for x in v.bank_len))
             for i in range(G):
                 with m.If(tt == i // NB):
                     m.d.sync += col[i].eq(lens[i % NB])
             with m.If(nz.any()):
-                m.d.sync += [any_nz.eq(1), last_nz.eq(tt * NB + top)]
+                # tt·NB + top: NB is a power of two unless it is G (one table beat).
+                m.d.sync += [any_nz.eq(1),
+                             last_nz.eq(top if NB == G else Cat(top[:(NB - 1).bit_length()], tt))]
             with m.If(final_beat):
                 m.d.sync += [
                     v.ei.eq(0), v.ei_next.eq(1), v.rd_addr.eq(v.cur_addr[0]),
