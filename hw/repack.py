@@ -510,20 +510,49 @@ class RepackUnit(wiring.Component):
             in_skid.i.payload.tsum.eq(_tree_sum(in_entries[e] for e in range(E))),
             in_skid.i.payload.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
         ]
-        beat = in_skid.o.payload.beat
+
+        # A second stage registers each beat with its header compares, made against the
+        # configuration it will be parsed under: `c`, or the one taken in this cycle.  That
+        # is exact: a configuration is taken only while idle with room for events, and then
+        # the beat in this stage is parsed in that same cycle (as a stray), so no beat waits
+        # here across a change of `c`.
+        cfg_take = self.cfg.valid & self.cfg.ready
+        p = self.cfg.payload
+        src_on = Signal(G)                      # entries of S in use: k < dh
+        src_on_next = Cat(Mux(cfg_take, p.dh > k, src_on[k]) for k in range(G))
+        with m.If(cfg_take):
+            m.d.sync += src_on.eq(src_on_next)
+        sk = in_skid.o.payload
+        sk_hdr = HEADER_LAYOUT(sk.beat.data[:HEADER_LAYOUT.size])
+        in_q = Signal(data.StructLayout({
+            "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
+            "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
+        }))
+        in_q_valid = Signal()
+        in_ready = Signal()
+        load = ~in_q_valid | in_ready
+        m.d.comb += in_skid.o.ready.eq(load)
+        with m.If(load):
+            m.d.sync += [
+                in_q_valid.eq(in_skid.o.valid),
+                in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
+                in_q.tag_ok.eq(sk_hdr.tag == Mux(cfg_take, p.tag, c.tag)),
+                in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
+                in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
+                in_q.full_keep.eq(sk.beat.keep == (1 << B) - 1),
+                in_q.hit.eq(src_on_next & Cat(Mux(cfg_take, p.src[k], c.src[k]) == sk_hdr.rank
+                                              for k in range(G))),
+            ]
+
+        beat = in_q.beat
         # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
-        m.d.comb += in_skid.o.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
+        m.d.comb += in_ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
         take = Signal()
-        m.d.comb += take.eq(in_skid.o.valid & in_skid.o.ready)
+        m.d.comb += take.eq(in_q_valid & in_ready)
         m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
 
         hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
-
-        hit = Signal(G)
-        src_on = Signal(G)                      # entries of S in use: k < dh
-        with m.If(self.cfg.valid & self.cfg.ready):
-            m.d.sync += src_on.eq(Cat(self.cfg.payload.dh > k for k in range(G)))
-        m.d.comb += hit.eq(src_on & Cat(c.src[k] == hdr.rank for k in range(G)))
+        hit = in_q.hit
         idx = _priority(m, hit, "src_index")
 
         received = Signal(G)                    # sources whose message has begun
@@ -552,7 +581,7 @@ class RepackUnit(wiring.Component):
         def head_or_drop():
             return in_state.eq(Mux(beat.last, IN_HEAD, IN_DROP))
 
-        full_keep = beat.keep == (1 << B) - 1
+        full_keep = in_q.full_keep
         tail_keep = Signal(B)                   # keep of the final data beat
 
         def taken():
@@ -567,14 +596,14 @@ class RepackUnit(wiring.Component):
             IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
             room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
             data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_keep, taken,
-            room_left, msg_zero,
+            room_left, msg_zero, in_q,
         ) = (getattr(v, name) for name in (
             "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
             "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
             "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
             "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
             "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
-            "room_left", "msg_zero",
+            "room_left", "msg_zero", "in_q",
         ))
         with m.If(take):
             with m.Switch(in_state):
@@ -582,10 +611,10 @@ class RepackUnit(wiring.Component):
                     with m.If(~st_collect):
                         m.d.comb += count(RepackError.STRAY, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(hdr.tag != c.tag):
+                    with m.Elif(~in_q.tag_ok):
                         m.d.comb += count(RepackError.WRONG_TAG, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(~hit.any() | (hdr.rank != beat.rank)):
+                    with m.Elif(~hit.any() | ~in_q.rank_ok):
                         m.d.comb += count(RepackError.UNKNOWN_SOURCE, False)
                         m.d.sync += head_or_drop()
                     with m.Elif((received & hit).any()):
@@ -597,7 +626,7 @@ class RepackUnit(wiring.Component):
                             received.eq(received | (Const(1, G) << idx)),
                             arrived.eq(arrived + 1),
                         ]
-                        with m.If(hdr.count != c.dv):
+                        with m.If(~in_q.count_ok):
                             m.d.comb += count(RepackError.OUTSIDE_D, True)
                             m.d.sync += head_or_drop()
                         with m.Elif(beat.last | ~full_keep):
@@ -618,9 +647,9 @@ class RepackUnit(wiring.Component):
 
                 with m.Case(IN_TABLE):
                     valid_e = Mux(t == tb_last, tb_mask, (1 << E) - 1)
-                    pad_bad = (in_skid.o.payload.nz & ~valid_e).any()
-                    tsum = in_skid.o.payload.tsum
-                    beat_zero = ~in_skid.o.payload.nz.any()
+                    pad_bad = (in_q.nz & ~valid_e).any()
+                    tsum = in_q.tsum
+                    beat_zero = ~in_q.nz.any()
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
                     for b in range(NB):
