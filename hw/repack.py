@@ -434,20 +434,43 @@ class RepackUnit(wiring.Component):
         # DONE), so the unit does not wait for the control tree to take each one.  At most one
         # event is posted per cycle: TAKEN only while collecting, DELIVERED only while
         # sending, DONE only once both are over.  A producer waits while the FIFO is full.
+        # A posted event is registered (`ev_q`) before it is written, so no decision logic
+        # drives the FIFO's memory; `ev_free` is a register too.  It counts the events the
+        # unit holds (`ev_held`: in `ev_q` and in the FIFO), so the one in `ev_q` always has
+        # its place.
+        EV_DEPTH = 2 * G + 2
         m.submodules.events = events = SyncFIFOBuffered(width=UNIT_EVENT_LAYOUT.size,
-                                                        depth=2 * G + 2)
-        ev_free = events.w_rdy
+                                                        depth=EV_DEPTH)
+        ev_q = Signal(UNIT_EVENT_LAYOUT)
+        ev_q_valid = Signal()
+        ev_held = Signal(range(EV_DEPTH + 1))
+        ev_free = Signal(init=1)
         m.d.comb += [
             self.event.valid.eq(events.r_rdy),
             self.event.payload.eq(events.r_data),
             events.r_en.eq(self.event.ready),
+            events.w_en.eq(ev_q_valid),
+            events.w_data.eq(ev_q),
         ]
         ev_data = Signal(UNIT_EVENT_LAYOUT)
-        m.d.comb += events.w_data.eq(ev_data)
+        ev_post = Signal()
+        m.d.sync += [ev_q_valid.eq(ev_post), ev_q.eq(ev_data)]
+        # Both outcomes from registers; the late `ev_post` only picks one.
+        ev_pop = self.event.valid & self.event.ready
+        held_if_post = Signal.like(ev_held)
+        held_if_not = Signal.like(ev_held)
+        m.d.comb += [
+            held_if_post.eq(ev_held + 1 - ev_pop),
+            held_if_not.eq(ev_held - ev_pop),
+        ]
+        m.d.sync += [
+            ev_held.eq(Mux(ev_post, held_if_post, held_if_not)),
+            ev_free.eq(Mux(ev_post, held_if_post < EV_DEPTH, held_if_not < EV_DEPTH)),
+        ]
 
         def post(kind, rank, tag, code):
             return [
-                events.w_en.eq(1),
+                ev_post.eq(1),
                 ev_data.kind.eq(kind),
                 ev_data.rank.eq(rank),
                 ev_data.tag.eq(tag),
