@@ -917,9 +917,12 @@ class RepackUnit(wiring.Component):
             m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
         m.d.comb += emit_rank.eq(c.dst[j])
 
-        idle_cnt = Signal(32)
+        # Cycles without an input beat, counted down from `timeout`; `idle_out` (they reached
+        # `timeout`) is kept a cycle ahead, so the watchdog is a flop, not a 32-bit compare.
+        idle_left = Signal(32)
+        idle_out = Signal()
         timeout_fire = Signal()
-        m.d.comb += timeout_fire.eq((idle_cnt >= c.timeout) & ~take)
+        m.d.comb += timeout_fire.eq(idle_out & ~take)
 
         header_beat = Signal(HEADER_LAYOUT)
         m.d.comb += [
@@ -962,13 +965,17 @@ class RepackUnit(wiring.Component):
                             tbo_mask.eq((Const(2, NB + 1) <<
                                          (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
                             alloc_row.eq(0),
-                            idle_cnt.eq(0),
+                            idle_left.eq(p.timeout),
+                            idle_out.eq(0),
                         ]
                         m.next = "COLLECT"
 
             with m.State("COLLECT"):
                 m.d.comb += st_collect.eq(1)
-                m.d.sync += idle_cnt.eq(Mux(take, 0, idle_cnt + 1))
+                m.d.sync += [
+                    idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
+                    idle_out.eq(~take & (idle_out | (idle_left == 1))),
+                ]
                 with m.If(timeout_fire):
                     m.d.comb += count(RepackError.TIMEOUT, True)
                     with m.If(in_state != IN_HEAD):
