@@ -712,8 +712,10 @@ class RepackUnit(wiring.Component):
                                 wr_row.eq(alloc_row),
                                 room_bytes.eq(room_left - tsum),
                                 data_left.eq(new_bytes),
-                                tail_keep.eq(Mux(new_bytes[:LB] == 0, (1 << B) - 1,
-                                                 (Const(1, B + 1) << new_bytes[:LB]) - 1)),
+                                # Byte q is kept if q < the final beat's byte count (B when
+                                # it is whole): a decode of a few bits, no subtraction.
+                                tail_keep.eq(Cat((new_bytes[:LB] == 0) | (new_bytes[:LB] > q)
+                                                 for q in range(B))),
                                 in_state.eq(IN_DATA),
                             ]
                     with m.Elif(beat.last):
