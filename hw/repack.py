@@ -416,8 +416,7 @@ class RepackUnit(wiring.Component):
         # Collecting (the only writer) and sending (the only reader) never overlap: the unit
         # sends only in HEADER .. DRAIN, after its last message is written, and collects only
         # in COLLECT.  A read and a write of one row in one cycle is impossible, so the
-        # read-first collision logic yosys adds for `transparent_for=()` never acts (it is
-        # off the data path: the row is registered after the read, p2).
+        # read-first collision logic yosys adds for `transparent_for=()` never acts.
         rd = buf.read_port(domain="sync", transparent_for=())
         # Length tables, stored as they arrive, in NB banks so that one output table beat (the
         # lengths of NB consecutive sources for one destination) is read in one cycle: table
