@@ -682,6 +682,13 @@ class RepackUnit(wiring.Component):
                         m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
+                        # For the data state, written on every table beat (used only after
+                        # the last), so no check of the beat gates them.  Byte q of the final
+                        # beat is kept if q < its byte count (B when it is whole): a decode
+                        # of a few bits, no subtraction.
+                        data_left.eq(new_bytes),
+                        tail_keep.eq(Cat((new_bytes[:LB] == 0) | (new_bytes[:LB] > q)
+                                         for q in range(B))),
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1),
                         msg_bytes.eq(new_bytes),
@@ -714,11 +721,6 @@ class RepackUnit(wiring.Component):
                                 cur_addr[cur].eq(alloc_row << LB),
                                 wr_row.eq(alloc_row),
                                 room_bytes.eq(room_left - tsum),
-                                data_left.eq(new_bytes),
-                                # Byte q is kept if q < the final beat's byte count (B when
-                                # it is whole): a decode of a few bits, no subtraction.
-                                tail_keep.eq(Cat((new_bytes[:LB] == 0) | (new_bytes[:LB] > q)
-                                                 for q in range(B))),
                                 in_state.eq(IN_DATA),
                             ]
                     with m.Elif(beat.last):
