@@ -363,8 +363,12 @@ class RepackUnit(wiring.Component):
       cycles without an input beat (TIMEOUT) drop the sub-matrix: the unit drains the other
       sources' messages (or stops waiting, on TIMEOUT) and ends with DONE(code) and no
       output.  A message cut short by TIMEOUT has its remaining beats dropped.
-    - Input is not taken while the unit sends; output waits for the receiver without a time
-      limit (the control tree's budget covers a receiver that never drains).
+    - Input is not parsed while the unit sends (its input register slice holds up to two
+      beats); output waits for the receiver without a time limit (the control tree's budget
+      covers a receiver that never drains).
+    - Pipelined for its clock: input register slice and header-compare stage; on output, a
+      registered buffer read, a two-stage byte rotator and a register slice.  Each stage
+      adds a cycle per sub-matrix, not per beat (``docs/repack.md``, Pipeline).
     """
 
     def __init__(self, data_width, capacity_bytes, max_group):
