@@ -38,7 +38,9 @@ from S, in S order).  :class:`RepackControl` is the control tree; :class:`Repack
 control tree and several units.  ``docs/repack.md`` describes the protocol.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -284,6 +286,19 @@ def _tree_sum(values):
     return values[0]
 
 
+def _rotate_bytes(value, amount, at):
+    """``value`` rotated right by ``amount << at`` bytes (byte q + amount·2**at moves to byte
+    q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
+    wiring only, so no adder sits in front of the shifter."""
+    return Cat(value, value).bit_select(Cat(Const(0, 3 + at), amount), len(value))
+
+
+def _share(namespace, names):
+    """Add a builder method's local ``names`` to ``namespace``, where the next builder method
+    of the same ``elaborate`` finds them."""
+    namespace.__dict__.update({k: x for k, x in names.items() if k not in ("self", "m", "v")})
+
+
 def _priority(m, bits, name):
     """Index of the lowest set bit of ``bits`` (0 when none is set)."""
     index = Signal(range(max(2, len(bits))), name=name)
@@ -348,8 +363,12 @@ class RepackUnit(wiring.Component):
       cycles without an input beat (TIMEOUT) drop the sub-matrix: the unit drains the other
       sources' messages (or stops waiting, on TIMEOUT) and ends with DONE(code) and no
       output.  A message cut short by TIMEOUT has its remaining beats dropped.
-    - Input is not taken while the unit sends; output waits for the receiver without a time
-      limit (the control tree's budget covers a receiver that never drains).
+    - Input is not parsed while the unit sends (its input register slice holds up to two
+      beats); output waits for the receiver without a time limit (the control tree's budget
+      covers a receiver that never drains).
+    - Pipelined for its clock: input register slice and header-compare stage; on output, a
+      registered buffer read, a two-stage byte rotator and a register slice.  Each stage
+      adds a cycle per sub-matrix, not per beat (``docs/repack.md``, Pipeline).
     """
 
     def __init__(self, data_width, capacity_bytes, max_group):
@@ -398,7 +417,10 @@ class RepackUnit(wiring.Component):
         # Data buffer: each source's data from a row boundary on (buffer_bytes_needed).
         m.submodules.buffer = buf = Memory(shape=W, depth=depth, init=[])
         wr = buf.write_port()
-        # Collecting and sending never overlap, so reads need no bypass of writes.
+        # Collecting (the only writer) and sending (the only reader) never overlap: the unit
+        # sends only in HEADER .. DRAIN, after its last message is written, and collects only
+        # in COLLECT.  A read and a write of one row in one cycle is impossible, so the
+        # read-first collision logic yosys adds for `transparent_for=()` never acts.
         rd = buf.read_port(domain="sync", transparent_for=())
         # Length tables, stored as they arrive, in NB banks so that one output table beat (the
         # lengths of NB consecutive sources for one destination) is read in one cycle: table
@@ -406,6 +428,7 @@ class RepackUnit(wiring.Component):
         # combinationally (distributed RAM).
         NB = min(E, G)
         BROWS = -(-G // NB) * TBMAX
+        TBO = -(-G // NB)                       # output table beats, at most
         bank_w, bank_r = [], []
         for b in range(NB):
             m.submodules[f"tables{b}"] = bank = Memory(shape=W, depth=BROWS, init=[])
@@ -413,26 +436,48 @@ class RepackUnit(wiring.Component):
             bank_r.append(bank.read_port(domain="comb"))
 
         c = Signal(unit_config_layout(G))       # the sub-matrix being transposed
-        tb = Signal(range(TBMAX + 1))           # table beats of an input message: ceil(dv/E)
 
         # ---- Events: a FIFO deep enough for one sub-matrix's events (dh TAKEN, dv DELIVERED,
         # DONE), so the unit does not wait for the control tree to take each one.  At most one
         # event is posted per cycle: TAKEN only while collecting, DELIVERED only while
         # sending, DONE only once both are over.  A producer waits while the FIFO is full.
+        # A posted event is registered (`ev_q`) before it is written, so no decision logic
+        # drives the FIFO's memory; `ev_free` is a register too.  It counts the events the
+        # unit holds (`ev_held`: in `ev_q` and in the FIFO), so the one in `ev_q` always has
+        # its place.
+        EV_DEPTH = 2 * G + 2
         m.submodules.events = events = SyncFIFOBuffered(width=UNIT_EVENT_LAYOUT.size,
-                                                        depth=2 * G + 2)
-        ev_free = events.w_rdy
+                                                        depth=EV_DEPTH)
+        ev_q = Signal(UNIT_EVENT_LAYOUT)
+        ev_q_valid = Signal()
+        ev_held = Signal(range(EV_DEPTH + 1))
+        ev_free = Signal(init=1)
         m.d.comb += [
             self.event.valid.eq(events.r_rdy),
             self.event.payload.eq(events.r_data),
             events.r_en.eq(self.event.ready),
+            events.w_en.eq(ev_q_valid),
+            events.w_data.eq(ev_q),
         ]
         ev_data = Signal(UNIT_EVENT_LAYOUT)
-        m.d.comb += events.w_data.eq(ev_data)
+        ev_post = Signal()
+        m.d.sync += [ev_q_valid.eq(ev_post), ev_q.eq(ev_data)]
+        # Both outcomes from registers; the late `ev_post` only picks one.
+        ev_pop = self.event.valid & self.event.ready
+        held_if_post = Signal.like(ev_held)
+        held_if_not = Signal.like(ev_held)
+        m.d.comb += [
+            held_if_post.eq(ev_held + 1 - ev_pop),
+            held_if_not.eq(ev_held - ev_pop),
+        ]
+        m.d.sync += [
+            ev_held.eq(Mux(ev_post, held_if_post, held_if_not)),
+            ev_free.eq(Mux(ev_post, held_if_post < EV_DEPTH, held_if_not < EV_DEPTH)),
+        ]
 
         def post(kind, rank, tag, code):
             return [
-                events.w_en.eq(1),
+                ev_post.eq(1),
                 ev_data.kind.eq(kind),
                 ev_data.rank.eq(rank),
                 ev_data.tag.eq(tag),
@@ -459,35 +504,106 @@ class RepackUnit(wiring.Component):
         with m.If(~st_idle):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
 
+        v = SimpleNamespace(**{k: x for k, x in locals().items()
+                               if k not in ("self", "platform")})
+        self._input(m, v)
+        self._input_beat(m, v)
+        self._output_pipeline(m, v)
+        self._sender(m, v)
+        return m
+
+    def _input(self, m, v):
+        (
+            W, B, E, LE, G, TBMAX, depth, AB, NB, BROWS, c, ev_free, post, st_idle, st_collect,
+        ) = (getattr(v, name) for name in (
+            "W", "B", "E", "LE", "G", "TBMAX", "depth", "AB", "NB", "BROWS", "c", "ev_free",
+            "post", "st_idle", "st_collect",
+        ))
         # ---- Input: parse, check and store source messages ----------------------------------
         IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
         in_state = Signal(2)
-        beat = self.i.payload
+        # A register slice at the block boundary (i.ready comes from a flop).  Each beat enters
+        # it with the sum of its E length entries and which of them are non-zero, so a table
+        # beat's adder tree is not in the cycle that checks it.  The sum covers every entry:
+        # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
+        # of the valid ones whenever it is used.
+        in_entries = length_table_layout(W)(self.i.payload.data)
+        m.submodules.in_buffer = in_skid = SkidBuffer(data.StructLayout({
+            "beat": message_beat_layout(W),
+            "tsum": LENGTH_WIDTH + LE,
+            "nz": E,
+        }))
+        m.d.comb += [
+            in_skid.i.valid.eq(self.i.valid),
+            self.i.ready.eq(in_skid.i.ready),
+            in_skid.i.payload.beat.eq(self.i.payload),
+            in_skid.i.payload.tsum.eq(_tree_sum(in_entries[e] for e in range(E))),
+            in_skid.i.payload.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
+        ]
+
+        # A second stage registers each beat with its header compares, made against the
+        # configuration it will be parsed under: `c`, or the one taken in this cycle.  That
+        # is exact: a configuration is taken only while idle with room for events, and then
+        # the beat in this stage is parsed in that same cycle (as a stray), so no beat waits
+        # here across a change of `c`.
+        cfg_take = self.cfg.valid & self.cfg.ready
+        p = self.cfg.payload
+        src_on = Signal(G)                      # entries of S in use: k < dh
+        src_on_next = Cat(Mux(cfg_take, p.dh > k, src_on[k]) for k in range(G))
+        with m.If(cfg_take):
+            m.d.sync += src_on.eq(src_on_next)
+        sk = in_skid.o.payload
+        sk_hdr = HEADER_LAYOUT(sk.beat.data[:HEADER_LAYOUT.size])
+        in_q = Signal(data.StructLayout({
+            "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
+            "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
+        }))
+        in_q_valid = Signal()
+        in_ready = Signal()
+        load = ~in_q_valid | in_ready
+        m.d.comb += in_skid.o.ready.eq(load)
+        with m.If(load):
+            m.d.sync += [
+                in_q_valid.eq(in_skid.o.valid),
+                in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
+                in_q.tag_ok.eq(sk_hdr.tag == Mux(cfg_take, p.tag, c.tag)),
+                in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
+                in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
+                in_q.full_keep.eq(sk.beat.keep == (1 << B) - 1),
+                in_q.hit.eq(src_on_next & Cat(Mux(cfg_take, p.src[k], c.src[k]) == sk_hdr.rank
+                                              for k in range(G))),
+            ]
+
+        beat = in_q.beat
         # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
-        m.d.comb += self.i.ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
+        m.d.comb += in_ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
         take = Signal()
-        m.d.comb += take.eq(self.i.valid & self.i.ready)
+        m.d.comb += take.eq(in_q_valid & in_ready)
         m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
 
         hdr = HEADER_LAYOUT(beat.data[:HEADER_LAYOUT.size])
-        entries = length_table_layout(W)(beat.data)
-
-        hit = Signal(G)
-        m.d.comb += hit.eq(Cat((c.dh > k) & (c.src[k] == hdr.rank) for k in range(G)))
+        hit = in_q.hit
         idx = _priority(m, hit, "src_index")
 
         received = Signal(G)                    # sources whose message has begun
         arrived = Signal(range(G + 1))
-        used_bytes = Signal(33)
+        room_bytes = Signal(32)                 # total_bytes less the bytes accepted so far
         alloc_row = Signal(range(depth + 1))
         cur_addr = Array(Signal(AB, name=f"cursor{k}") for k in range(G))   # byte addresses
 
         cur = Signal(range(max(2, G)))          # index in S of the message being taken
         cur_rank = Signal(RANK_WIDTH)
         t = Signal(range(TBMAX + 1))
-        t_base = Signal(range(G + E + 1))       # index of the first block of table beat t
+        tb_last = Signal(range(TBMAX + 1))      # tb - 1, set with the configuration
+        tb_mask = Signal(E)                     # valid entries of the last table beat
         msg_bytes = Signal(32)
-        data_left = Signal(range(depth + 1))
+        # The budget check and the empty-message check of a message's last table beat compare
+        # that beat's (precomputed) sum with registers: `room_left` is room_bytes less the
+        # bytes of the message's earlier table beats (signed: they may already exceed it),
+        # `msg_zero` says those beats were all zero.
+        room_left = Signal(signed(34))
+        msg_zero = Signal()
+        data_left = Signal(32)                  # bytes of the message not yet written
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
         tab_wbank = Signal(range(max(2, NB)))
@@ -495,26 +611,43 @@ class RepackUnit(wiring.Component):
         def head_or_drop():
             return in_state.eq(Mux(beat.last, IN_HEAD, IN_DROP))
 
-        full_keep = beat.keep == (1 << B) - 1
+        full_keep = in_q.full_keep
         tail_keep = Signal(B)                   # keep of the final data beat
 
         def taken():
             # Ref: seed 003, step 7.5: each source is told its data was taken.
             return post(UnitEvent.TAKEN, cur_rank, c.tag, RepackError.OK)
 
+        _share(v, locals())
+
+    def _input_beat(self, m, v):
+        (
+            B, LB, E, LE, G, TBMAX, wr, NB, bank_w, c, count, st_collect, IN_HEAD, IN_TABLE,
+            IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
+            room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
+            data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_keep, taken,
+            room_left, msg_zero, in_q,
+        ) = (getattr(v, name) for name in (
+            "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
+            "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
+            "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
+            "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
+            "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
+            "room_left", "msg_zero", "in_q",
+        ))
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
                     with m.If(~st_collect):
                         m.d.comb += count(RepackError.STRAY, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(hdr.tag != c.tag):
+                    with m.Elif(~in_q.tag_ok):
                         m.d.comb += count(RepackError.WRONG_TAG, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(~hit.any() | (hdr.rank != beat.rank)):
+                    with m.Elif(~hit.any() | ~in_q.rank_ok):
                         m.d.comb += count(RepackError.UNKNOWN_SOURCE, False)
                         m.d.sync += head_or_drop()
-                    with m.Elif(received.bit_select(idx, 1)):
+                    with m.Elif((received & hit).any()):
                         m.d.comb += count(RepackError.DUPLICATE, True)
                         m.d.sync += head_or_drop()
                     with m.Else():
@@ -523,7 +656,7 @@ class RepackUnit(wiring.Component):
                             received.eq(received | (Const(1, G) << idx)),
                             arrived.eq(arrived + 1),
                         ]
-                        with m.If(hdr.count != c.dv):
+                        with m.If(~in_q.count_ok):
                             m.d.comb += count(RepackError.OUTSIDE_D, True)
                             m.d.sync += head_or_drop()
                         with m.Elif(beat.last | ~full_keep):
@@ -534,29 +667,37 @@ class RepackUnit(wiring.Component):
                                 cur.eq(idx),
                                 cur_rank.eq(hdr.rank),
                                 t.eq(0),
-                                t_base.eq(0),
                                 msg_bytes.eq(0),
+                                room_left.eq(room_bytes),
+                                msg_zero.eq(1),
                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
                                 tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
                                 in_state.eq(IN_TABLE),
                             ]
 
                 with m.Case(IN_TABLE):
-                    valid_e = [(t_base + e) < c.dv for e in range(E)]
-                    tsum = _tree_sum(Mux(valid_e[e], entries[e], 0) for e in range(E))
-                    pad_bad = Cat(~valid_e[e] & (entries[e] != 0) for e in range(E)).any()
+                    valid_e = Mux(t == tb_last, tb_mask, (1 << E) - 1)
+                    pad_bad = (in_q.nz & ~valid_e).any()
+                    tsum = in_q.tsum
+                    beat_zero = ~in_q.nz.any()
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
-                    rows = Signal(32)
-                    m.d.comb += rows.eq((new_bytes + (B - 1)) >> LB)
                     for b in range(NB):
                         m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
+                        # For the data state, written on every table beat (used only after
+                        # the last), so no check of the beat gates them.  Byte q of the final
+                        # beat is kept if q < its byte count (B when it is whole): a decode
+                        # of a few bits, no subtraction.
+                        data_left.eq(new_bytes),
+                        tail_keep.eq(Cat((new_bytes[:LB] == 0) | (new_bytes[:LB] > q)
+                                         for q in range(B))),
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1),
-                        t_base.eq(t_base + E),
                         msg_bytes.eq(new_bytes),
+                        room_left.eq(room_left - tsum),
+                        msg_zero.eq(msg_zero & beat_zero),
                     ]
                     with m.If(pad_bad):
                         m.d.comb += count(RepackError.OUTSIDE_D, True)
@@ -564,12 +705,12 @@ class RepackUnit(wiring.Component):
                     with m.Elif(~full_keep):
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
-                    with m.Elif(t == tb - 1):
-                        with m.If(used_bytes + new_bytes > c.total_bytes):
+                    with m.Elif(t == tb_last):
+                        with m.If(tsum > room_left):
                             # Never written: the buffer holds only what was reserved.
                             m.d.comb += count(RepackError.OVER_BUDGET, True)
                             m.d.sync += head_or_drop()
-                        with m.Elif(rows == 0):
+                        with m.Elif(msg_zero & beat_zero):
                             with m.If(beat.last):
                                 m.d.comb += taken()
                                 m.d.sync += in_state.eq(IN_HEAD)
@@ -583,11 +724,7 @@ class RepackUnit(wiring.Component):
                             m.d.sync += [
                                 cur_addr[cur].eq(alloc_row << LB),
                                 wr_row.eq(alloc_row),
-                                alloc_row.eq(alloc_row + rows),
-                                used_bytes.eq(used_bytes + new_bytes),
-                                data_left.eq(rows),
-                                tail_keep.eq(Mux(new_bytes[:LB] == 0, (1 << B) - 1,
-                                                 (Const(1, B + 1) << new_bytes[:LB]) - 1)),
+                                room_bytes.eq(room_left - tsum),
                                 in_state.eq(IN_DATA),
                             ]
                     with m.Elif(beat.last):
@@ -595,13 +732,18 @@ class RepackUnit(wiring.Component):
                         m.d.sync += in_state.eq(IN_HEAD)
 
                 with m.Case(IN_DATA):
+                    # The next message starts on the row after this one (rows are allocated
+                    # as they are written; OVER_BUDGET already bounds their number).
+                    final_row = Signal()
+                    m.d.comb += final_row.eq(data_left <= B)
                     m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
-                    m.d.sync += [wr_row.eq(wr_row + 1), data_left.eq(data_left - 1)]
-                    with m.If(beat.keep != Mux(data_left == 1, tail_keep, (1 << B) - 1)):
+                    m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
+                                 data_left.eq(data_left - B)]
+                    with m.If(beat.keep != Mux(final_row, tail_keep, (1 << B) - 1)):
                         # Ref: issue 5: a length table that disagrees with the message length.
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
-                    with m.Elif(data_left == 1):
+                    with m.Elif(final_row):
                         with m.If(beat.last):
                             m.d.comb += taken()
                             m.d.sync += in_state.eq(IN_HEAD)
@@ -616,9 +758,21 @@ class RepackUnit(wiring.Component):
                     with m.If(beat.last):
                         m.d.sync += in_state.eq(IN_HEAD)
 
-        # ---- Output pipeline: issue (stage A) -> buffer read + p1 -> merge -> skid -> o -----
+        _share(v, locals())
+
+    def _output_pipeline(self, m, v):
+        (
+            W, B, LB, depth, rd, c, ev_free, post,
+        ) = (getattr(v, name) for name in (
+            "W", "B", "LB", "depth", "rd", "c", "ev_free", "post",
+        ))
+        # ---- Output pipeline: issue (stage A) -> p1 (buffer read) -> p2 (row register) ->
+        # p3 (rotator, low shift bits) -> p4 (rotator, high shift bits) -> merge -> skid -> o.
         # Stage A issues one operation per cycle: a literal beat (header or table), a buffer
-        # row holding `k` bytes of a block from byte `off`, or a flush of the accumulator.
+        # row holding bytes of a block from byte `off`, or a flush of the accumulator.  Its
+        # rotation amount (`p - off`, bytes) is computed in stage A and travels as a register,
+        # so no stage does arithmetic on the amount it shifts by; the buffer read is registered
+        # before the rotator (p2).  Every stage moves together on `advance`.
         KIND_LIT, KIND_ROW, KIND_FLUSH = range(3)
         issue = Signal()
         iss_kind = Signal(2)
@@ -629,70 +783,80 @@ class RepackUnit(wiring.Component):
         iss_emit = Signal()
         iss_last = Signal()
 
-        p1_valid = Signal()
-        p1_kind = Signal(2)
+        op_layout = data.StructLayout({
+            "valid": 1,
+            "kind": 2,
+            "shift": LB,                        # rotate the row right by this many bytes
+            "p": LB,                            # bytes already in the accumulator
+            "emit": 1,                          # this operation sends a beat
+            "last": 1,
+            "rank": RANK_WIDTH,
+        })
+        p1, p2, p3, p4 = (Signal(op_layout, name=f"p{n}") for n in range(1, 5))
         p1_lit = Signal(W)
-        p1_off = Signal(LB)
-        p1_p = Signal(LB)                       # bytes already in the accumulator
-        p1_emit = Signal()                      # this operation sends a beat
-        p1_last = Signal()
-        p1_rank = Signal(RANK_WIDTH)
+        row = Signal(W)                         # p2: the buffer row (or literal), registered
+        rot_lo = Signal(W)                      # p3: rotated by the low shift bits
+        rot = Signal(W)                         # p4: rotated by the whole shift
         acc = Signal(W)                         # bytes of the beat being assembled
 
         m.submodules.out_buffer = skid = SkidBuffer(message_beat_layout(W))
         consume = Signal()
         advance = Signal()
+        pipe_busy = Signal()
         m.d.comb += [
-            consume.eq(p1_valid & (~p1_emit | skid.i.ready)),
-            advance.eq(~p1_valid | consume),
+            consume.eq(p4.valid & (~p4.emit | skid.i.ready)),
+            advance.eq(~p4.valid | consume),
+            pipe_busy.eq(p1.valid | p2.valid | p3.valid | p4.valid),
             rd.addr.eq(iss_row),
-            # The read port keeps its data while p1 waits.
+            # The read port keeps its data while the pipeline waits.
             rd.en.eq(advance),
         ]
         emit_rank = Signal(RANK_WIDTH)
+        SH = (LB + 1) // 2                      # shift bits the first rotator stage uses
         with m.If(advance):
             m.d.sync += [
-                p1_valid.eq(issue),
-                p1_kind.eq(iss_kind),
+                p1.valid.eq(issue),
+                p1.kind.eq(iss_kind),
+                p1.shift.eq(iss_off - iss_p),
+                p1.p.eq(iss_p),
+                p1.emit.eq(iss_emit),
+                p1.last.eq(iss_last),
+                p1.rank.eq(emit_rank),
                 p1_lit.eq(iss_lit),
-                p1_off.eq(iss_off),
-                p1_p.eq(iss_p),
-                p1_emit.eq(iss_emit),
-                p1_last.eq(iss_last),
-                p1_rank.eq(emit_rank),
+                p2.eq(p1),
+                # A literal rides the rotator with a shift of 0.
+                row.eq(Mux(p1.kind == KIND_LIT, p1_lit, rd.data)),
+                p3.eq(p2),
+                rot_lo.eq(_rotate_bytes(row, p2.shift[:SH], 0)),
+                p4.eq(p3),
+                rot.eq(_rotate_bytes(rot_lo, p3.shift[SH:], SH)),
             ]
 
-        # Merge: rotate the row so its byte `off` lands at byte `p`; bytes below `p` come from
+        # Merge: the rotated row has its byte `off` at byte `p`; bytes below `p` come from
         # the accumulator.  A full beat leaves; the rotated row's later bytes stay behind.
-        shift = Signal(LB)
-        m.d.comb += shift.eq(p1_p - p1_off)
-        rot_at = Signal(range(W + 1))
-        m.d.comb += rot_at.eq(W - (shift << 3))
-        rot = Signal(W)
-        m.d.comb += rot.eq(Cat(rd.data, rd.data).bit_select(rot_at, W))
         low_bytes = Signal(B)
-        m.d.comb += low_bytes.eq(Cat(p1_p > q for q in range(B)))
+        m.d.comb += low_bytes.eq(Cat(p4.p > q for q in range(B)))
         low_mask = Cat(low_bytes[q].replicate(8) for q in range(B))
         merged = Signal(W)
         m.d.comb += merged.eq((acc & low_mask) | (rot & ~low_mask))
-        with m.If(consume & (p1_kind == KIND_ROW)):
-            m.d.sync += acc.eq(Mux(p1_emit, rot, merged))
+        with m.If(consume & (p4.kind == KIND_ROW)):
+            m.d.sync += acc.eq(Mux(p4.emit, rot, merged))
 
         out_data = Signal(W)
         out_keep = Signal(B)
-        with m.Switch(p1_kind):
+        with m.Switch(p4.kind):
             with m.Case(KIND_LIT):
-                m.d.comb += [out_data.eq(p1_lit), out_keep.eq(~0)]
+                m.d.comb += [out_data.eq(rot), out_keep.eq(~0)]
             with m.Case(KIND_FLUSH):
                 m.d.comb += [out_data.eq(acc & low_mask), out_keep.eq(low_bytes)]
             with m.Default():
                 m.d.comb += [out_data.eq(merged), out_keep.eq(~0)]
         m.d.comb += [
-            skid.i.valid.eq(p1_valid & p1_emit),
+            skid.i.valid.eq(p4.valid & p4.emit),
             skid.i.payload.data.eq(out_data),
             skid.i.payload.keep.eq(out_keep),
-            skid.i.payload.last.eq(p1_last),
-            skid.i.payload.rank.eq(p1_rank),
+            skid.i.payload.last.eq(p4.last),
+            skid.i.payload.rank.eq(p4.rank),
         ]
 
         # A message's last beat waits while the event FIFO is full, so its DELIVERED event is
@@ -707,39 +871,69 @@ class RepackUnit(wiring.Component):
         with m.If(self.o.valid & self.o.ready & skid.o.payload.last):
             m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
 
+        _share(v, locals())
+
+    def _sender(self, m, v):
+        (
+            B, LB, E, LE, G, AB, NB, BROWS, TBO, bank_r, c, ev_free, post, failed, fail_code,
+            count, st_idle, st_collect, IN_HEAD, IN_DROP, in_state, take, received, arrived,
+            room_bytes, alloc_row, cur_addr, tb_last, tb_mask, KIND_LIT, KIND_FLUSH, issue,
+            iss_kind, iss_lit, iss_p, iss_emit, iss_last, skid, advance, pipe_busy, emit_rank,
+            TBMAX,
+        ) = (getattr(v, name) for name in (
+            "B", "LB", "E", "LE", "G", "AB", "NB", "BROWS", "TBO", "bank_r", "c", "ev_free",
+            "post", "failed", "fail_code", "count", "st_idle", "st_collect", "IN_HEAD", "IN_DROP",
+            "in_state", "take", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
+            "tb_last", "tb_mask", "KIND_LIT", "KIND_FLUSH", "issue", "iss_kind", "iss_lit",
+            "iss_p", "iss_emit", "iss_last", "skid", "advance", "pipe_busy", "emit_rank", "TBMAX",
+        ))
         # ---- Sending state ------------------------------------------------------------------
+        # No sums on the way out: a destination's table beats are read once, which tells which
+        # blocks are empty and which non-empty block is the message's last (`last_nz`); the
+        # lengths go into a column register `col` that shifts one source per block; a block's
+        # cursor, length and room in its first row are loaded into `rd_addr`, `rd_left` and
+        # `room` as the previous block ends, so the data state reads no memory, does no
+        # indexing, and compares registers only.
         j = Signal(range(max(2, G)))            # destination index in D
-        ei = Signal(range(max(2, G)))           # source index in S
+        ei = Signal(range(max(2, G)))           # source index in S (data state)
+        ei_next = Signal(range(G + 1))          # ei + 1
+        tt = Signal(range(max(2, TBO)))         # output table beat
+        tbo_last = Signal(range(max(2, TBO)))   # ceil(dh / NB) - 1, set with the configuration
+        tbo_mask = Signal(NB)                   # valid entries of the last output table beat
         tab_row = Signal(range(max(2, BROWS)))  # row of the table banks being read
-        bsel = Signal(range(max(2, NB)))        # bank of source ei
-        out_total = Signal(32)
-        msg_left = Signal(32)
+        last_nz = Signal(range(max(2, G)))      # source of the last non-empty block
+        any_nz = Signal()                       # a non-empty block seen in the table so far
+        col = [Signal(LENGTH_WIDTH, name=f"col{i}") for i in range(G)]
+        room = Signal(range(B + 1))             # bytes from rd_addr to the end of its row
+        dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
-        in_block = Signal()
         rd_addr = Signal(AB)
         rd_left = Signal(LENGTH_WIDTH)
 
+        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
+        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
+        st_header = Signal()
+        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
+        nz_q = Signal(NB)
         bank_len = []                           # lengths of sources at tab_row, destination j
         for b in range(NB):
-            m.d.comb += bank_r[b].addr.eq(tab_row)
+            m.d.comb += bank_r[b].addr.eq(Mux(st_header, j >> LE, tab_row))
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
-        length = Signal(LENGTH_WIDTH)           # length of block (source ei, destination j)
-        m.d.comb += length.eq(Array(bank_len)[bsel])
 
         def next_source():
-            m.d.sync += ei.eq(ei + 1)
-            if NB == 1:
-                m.d.sync += tab_row.eq(tab_row + TBMAX)
-            else:
-                with m.If(bsel == NB - 1):
-                    m.d.sync += [bsel.eq(0), tab_row.eq(tab_row + TBMAX)]
-                with m.Else():
-                    m.d.sync += bsel.eq(bsel + 1)
+            # Load the next block (an empty one costs its cycle like any other).
+            nxt = cur_addr[ei_next]
+            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt),
+                         room.eq(B - nxt[:LB]), rd_left.eq(col[1] if G > 1 else 0)]
+            m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
         m.d.comb += emit_rank.eq(c.dst[j])
 
-        idle_cnt = Signal(32)
+        # Cycles without an input beat, counted down from `timeout`; `idle_out` (they reached
+        # `timeout`) is kept a cycle ahead, so the watchdog is a flop, not a 32-bit compare.
+        idle_left = Signal(32)
+        idle_out = Signal()
         timeout_fire = Signal()
-        m.d.comb += timeout_fire.eq((idle_cnt >= c.timeout) & ~take)
+        m.d.comb += timeout_fire.eq(idle_out & ~take)
 
         header_beat = Signal(HEADER_LAYOUT)
         m.d.comb += [
@@ -768,20 +962,31 @@ class RepackUnit(wiring.Component):
                         m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
                     with m.Else():
                         m.d.sync += [
-                            tb.eq((p.dv + (E - 1)) >> LE),
+                            tb_last.eq((p.dv - 1) >> LE),
+                            # (dv - 1) % E + 1 valid entries in the last table beat.
+                            tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
                             received.eq(0),
                             arrived.eq(0),
                             failed.eq(0),
                             fail_code.eq(RepackError.OK),
-                            used_bytes.eq(0),
+                            room_bytes.eq(p.total_bytes),
+                            tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
+                            dv_last.eq(p.dv - 1),
+                            # (dh - 1) % NB + 1 valid entries in the last output table beat.
+                            tbo_mask.eq((Const(2, NB + 1) <<
+                                         (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
                             alloc_row.eq(0),
-                            idle_cnt.eq(0),
+                            idle_left.eq(p.timeout),
+                            idle_out.eq(0),
                         ]
                         m.next = "COLLECT"
 
             with m.State("COLLECT"):
                 m.d.comb += st_collect.eq(1)
-                m.d.sync += idle_cnt.eq(Mux(take, 0, idle_cnt + 1))
+                m.d.sync += [
+                    idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
+                    idle_out.eq(~take & (idle_out | (idle_left == 1))),
+                ]
                 with m.If(timeout_fire):
                     m.d.comb += count(RepackError.TIMEOUT, True)
                     with m.If(in_state != IN_HEAD):
@@ -801,99 +1006,33 @@ class RepackUnit(wiring.Component):
                     m.next = "IDLE"
 
             def next_destination():
-                with m.If(j == c.dv - 1):
+                with m.If(j == dv_last):
                     m.next = "DRAIN"
                 with m.Else():
                     m.d.sync += j.eq(j + 1)
                     m.next = "HEADER"
 
             with m.State("HEADER"):
+                m.d.comb += st_header.eq(1)
                 with m.If(advance):
                     m.d.comb += [
                         issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
                         iss_emit.eq(1),
                     ]
-                    m.d.sync += [
-                        ei.eq(0),
-                        bsel.eq(0),
-                        tab_row.eq(j >> LE),
-                        out_total.eq(0),
-                    ]
+                    m.d.sync += [tt.eq(0), tab_row.eq((j >> LE) + TBMAX), any_nz.eq(0)]
+                    m.d.sync += [lens_q[b].eq(bank_len[b]) for b in range(NB)]
+                    m.d.sync += nz_q.eq(Cat(x != 0 for x in bank_len))
                     m.next = "TABLE"
 
             with m.State("TABLE"):
-                # The destination's table, one beat a cycle: entry i = length of block
-                # (S[i], D[j]), read from all banks at once (sources ei .. ei + NB - 1).
-                valid_b = [(ei + b) < c.dh for b in range(NB)]
-                beat_now = Cat(Mux(valid_b[b], bank_len[b], 0) for b in range(NB))
-                new_total = Signal(32)
-                m.d.comb += new_total.eq(
-                    out_total + _tree_sum(Mux(valid_b[b], bank_len[b], 0) for b in range(NB)))
-                last_beat = (ei + NB) >= c.dh
-                with m.If(advance):
-                    m.d.comb += [
-                        issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(beat_now), iss_emit.eq(1),
-                        iss_last.eq(last_beat & (new_total == 0)),
-                    ]
-                    m.d.sync += out_total.eq(new_total)
-                    with m.If(last_beat):
-                        m.d.sync += [
-                            ei.eq(0),
-                            bsel.eq(0),
-                            tab_row.eq(j >> LE),
-                            fill.eq(0),
-                            in_block.eq(0),
-                            msg_left.eq(new_total),
-                        ]
-                        with m.If(new_total == 0):
-                            next_destination()
-                        with m.Else():
-                            m.next = "DATA"
-                    with m.Else():
-                        m.d.sync += [ei.eq(ei + NB), tab_row.eq(tab_row + TBMAX)]
+                # The destination's table, one beat a cycle: entry b = length of block
+                # (S[tt·NB + b], D[j]), read from all banks at once.
+                _share(v, locals())
+                self._table_beat(m, v)
 
             with m.State("DATA"):
-                # Blocks (S[0], D[j]) .. (S[dh-1], D[j]), each from its source's cursor.
-                a = Signal(AB, name="row_addr")
-                left = Signal(LENGTH_WIDTH, name="block_left")
-                m.d.comb += [
-                    a.eq(Mux(in_block, rd_addr, cur_addr[ei])),
-                    left.eq(Mux(in_block, rd_left, length)),
-                ]
-                off = a[:LB]
-                room = Signal(range(B + 1))
-                m.d.comb += room.eq(B - off)
-                k = Signal(range(B + 1))
-                m.d.comb += k.eq(Mux(left < room, left, room))
-                fill_k = Signal(range(2 * B))
-                m.d.comb += fill_k.eq(fill + k)
-                final = Signal()
-                m.d.comb += final.eq(msg_left == k)
-                with m.If(advance):
-                    with m.If(~in_block & (length == 0)):
-                        next_source()
-                    with m.Else():
-                        m.d.comb += [
-                            issue.eq(1), iss_kind.eq(KIND_ROW), iss_row.eq(a[LB:]),
-                            iss_off.eq(off), iss_p.eq(fill), iss_emit.eq(fill_k >= B),
-                            iss_last.eq(final & (fill_k == B)),
-                        ]
-                        m.d.sync += [
-                            fill.eq(fill_k[:LB]),
-                            msg_left.eq(msg_left - k),
-                            rd_addr.eq(a + k),
-                            rd_left.eq(left - k),
-                        ]
-                        with m.If(left == k):
-                            m.d.sync += [cur_addr[ei].eq(a + k), in_block.eq(0)]
-                            next_source()
-                        with m.Else():
-                            m.d.sync += in_block.eq(1)
-                        with m.If(final):
-                            with m.If(fill_k[:LB] != 0):
-                                m.next = "FLUSH"
-                            with m.Else():
-                                next_destination()
+                _share(v, locals())
+                self._data_row(m, v)
 
             with m.State("FLUSH"):
                 with m.If(advance):
@@ -905,10 +1044,90 @@ class RepackUnit(wiring.Component):
                     next_destination()
 
             with m.State("DRAIN"):
-                with m.If(~p1_valid & ~skid.o.valid & ev_free):
+                with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
                     m.next = "IDLE"
-        return m
+
+    def _table_beat(self, m, v):
+        """TABLE state: issue one output table beat; note empty blocks and the last one that
+        is not; keep the column of lengths for the data state."""
+        NB, G, TBMAX = v.NB, v.G, v.TBMAX
+        tt, tbo_last, tbo_mask = v.tt, v.tbo_last, v.tbo_mask
+        col, any_nz, last_nz = v.col, v.any_nz, v.last_nz
+        final_beat = tt == tbo_last
+        valid = Mux(final_beat, tbo_mask, (1 << NB) - 1)
+        lens = [Mux(valid[b], v.lens_q[b], 0) for b in range(NB)]
+        nz = Signal(NB)
+        m.d.comb += nz.eq(v.nz_q & valid)
+        top = Signal(range(max(2, NB)))          # highest non-empty entry of the beat
+        for b in range(NB):
+            with m.If(nz[b]):
+                m.d.comb += top.eq(b)
+        with m.If(v.advance):
+            m.d.comb += [
+                v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT), v.iss_lit.eq(Cat(lens)),
+                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
+            ]
+            m.d.sync += [tt.eq(tt + 1), v.tab_row.eq(v.tab_row + TBMAX)]
+            m.d.sync += [v.lens_q[b].eq(v.bank_len[b]) for b in range(NB)]
+            m.d.sync += v.nz_q.eq(Cat(x != 0 for x in v.bank_len))
+            for i in range(G):
+                with m.If(tt == i // NB):
+                    m.d.sync += col[i].eq(lens[i % NB])
+            with m.If(nz.any()):
+                # tt·NB + top: NB is a power of two unless it is G (one table beat).
+                m.d.sync += [any_nz.eq(1),
+                             last_nz.eq(top if NB == G else Cat(top[:(NB - 1).bit_length()], tt))]
+            with m.If(final_beat):
+                m.d.sync += [
+                    v.ei.eq(0), v.ei_next.eq(1), v.rd_addr.eq(v.cur_addr[0]),
+                    v.room.eq(v.B - v.cur_addr[0][:v.LB]),
+                    # col[0] is written in this beat when it is the first one.
+                    v.rd_left.eq(Mux(tt == 0, lens[0], col[0])),
+                    v.fill.eq(0),
+                ]
+                with m.If(any_nz | nz.any()):
+                    m.next = "DATA"
+                with m.Else():
+                    v.next_destination()
+
+    def _data_row(self, m, v):
+        """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
+        from its source's cursor; an empty block costs a cycle.  Both outcomes of the row (the
+        block ends in it, or it fills the row) are computed side by side from registers and
+        chosen by one compare of registers (`fits`)."""
+        B, LB = v.B, v.LB
+        a, left, room, fill = v.rd_addr, v.rd_left, v.room, v.fill
+        fits = Signal()                         # the block ends in this row
+        m.d.comb += fits.eq(left <= room)
+        fill_k = Signal(LB + 1)                 # fill after the row's bytes, up to 2B - 1
+        m.d.comb += fill_k.eq(Mux(fits, fill + left[:LB + 1], fill + room))
+        final = Signal()
+        m.d.comb += final.eq(fits & (v.ei == v.last_nz))
+        with m.If(v.advance):
+            with m.If(left == 0):
+                v.next_source()
+            with m.Else():
+                m.d.comb += [
+                    v.issue.eq(1), v.iss_kind.eq(v.KIND_ROW),
+                    v.iss_row.eq(a[LB:]), v.iss_off.eq(a[:LB]), v.iss_p.eq(fill),
+                    v.iss_emit.eq(fill_k[LB]), v.iss_last.eq(final & (fill_k == B)),
+                ]
+                m.d.sync += fill.eq(fill_k[:LB])
+                with m.If(fits):
+                    m.d.sync += v.cur_addr[v.ei].eq(a + left)
+                    v.next_source()
+                with m.Else():
+                    m.d.sync += [
+                        a.eq(Cat(Const(0, LB), a[LB:] + 1)),
+                        left.eq(left - room),
+                        room.eq(B),
+                    ]
+                with m.If(final):
+                    with m.If(fill_k[:LB] != 0):
+                        m.next = "FLUSH"
+                    with m.Else():
+                        v.next_destination()
 
 
 class RepackControl(wiring.Component):
