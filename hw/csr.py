@@ -270,7 +270,7 @@ class CSRSlave(wiring.Component):
         and RVALID stays up until RREADY (IHI0022E, A3.2.1).
         """
         bus = self.bus
-        words = []                      # (word address, value) in address order
+        words = []      # (word address, value, entry if it is the low word) in address order
         for entry in regs.values():
             reg, value, shadow = entry["reg"], entry["value"], entry["shadow"]
             for word in range(reg.words):
