@@ -3,7 +3,7 @@
     nicoll demo [--nodes 8] [--size 1M]         an 8-node Verilator cluster runs the collectives
     nicoll regmap --format md|h|rdl|py          print a register-map output
     nicoll regmap --write | --check             regenerate the generated files / check they are fresh
-    nicoll synth --board versa_ecp5|ecpix5_85 [--block alu|barrier|repack|engine|csr]   utilization, Fmax
+    nicoll synth --board versa_ecp5|ecpix5_85 [--block BLOCK]   utilization, Fmax
     nicoll bench <collective> [--nodes N] [--sizes 1:1M] [--algorithm A,B] [--backend B]
                                                 OSU-style sweep: cycles, bandwidth, efficiency
 """
@@ -22,6 +22,9 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Clocks the synthesis flow times designs against (MHz): the NIC core per board (the 64-bit
 #: core on the Versa 45F, the 256-bit one on the ECPIX-5 85F), and any block alone.
 SYNTH_TARGETS_MHZ = {"versa_ecp5": 150, "ecpix5_85": 125, "block": 200}
+#: What ``nicoll synth --block`` can build: the whole core or one unit alone.
+SYNTH_BLOCKS = ("niccore", "alu", "barrier", "repack", "repack-control", "engine", "packer",
+                "unpacker", "csr")
 
 
 def _console():
@@ -167,6 +170,39 @@ def _synth(args):
                                      for op, dtype in capabilities))
     else:
         pairs_text = f"{len(capabilities)} pairs"
+    name, factory, parameters = _synth_design(args, capabilities, pairs_text)
+    target_mhz = args.target_mhz
+    if target_mhz is None:
+        target_mhz = (SYNTH_TARGETS_MHZ[args.board] if args.block == "niccore"
+                      else SYNTH_TARGETS_MHZ["block"])
+    if args.router != "router1":
+        parameters["router"] = args.router
+    if args.nowidelut:
+        parameters["yosys"] = "-nowidelut"
+    build_dir = build_root() / "synth" / args.board / name
+    with console.status(f"synthesizing {name} for {args.board}") as status:
+        result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
+                            seed=args.seed, target_mhz=target_mhz, router=args.router,
+                            widelut=not args.nowidelut,
+                            progress=lambda message: status.update(
+                                f"{name}: {message} (nextpnr takes minutes)"))
+    text = result.to_text()
+    report = build_root() / "synth" / f"{args.board}_{name}.txt"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(text + "\n")
+    console.print(text)
+    console.print(f"report written to {report}")
+    if args.record:
+        from . import synthesis
+        command = ".venv/bin/nicoll " + " ".join(a for a in args.argv if a != "--record")
+        synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
+                                         command=command, parameters=parameters))
+        console.print(f"recorded in {synthesis.RECORD_PATH} and {synthesis.TABLE_PATH}")
+    return 0
+
+
+def _synth_design(args, capabilities, pairs_text):
+    """What ``nicoll synth`` builds for ``--block``: (name, factory, table parameters)."""
     if args.block == "alu":
         from nicoll.hw.alu import ReductionALU
         name = f"alu_w{args.data_width}_{len(capabilities)}pairs"
@@ -199,6 +235,21 @@ def _synth(args):
         name = "csr"
         factory = lambda: CSRSlave(addr_width=CSR_ADDR_WIDTH)         # noqa: E731
         parameters = {"register map": "nicoll.rdl"}
+    elif args.block in ("packer", "unpacker"):
+        from nicoll.hw.bytestream import RowPacker, RowUnpacker
+        name = f"{args.block}_w{args.data_width}"
+        unit = RowPacker if args.block == "packer" else RowUnpacker
+        factory = lambda: unit(args.data_width)                         # noqa: E731
+        parameters = {"data_width": args.data_width}
+    elif args.block == "repack-control":
+        from nicoll.hw.repack import RepackControl
+        name = (f"repack_control_n{args.max_nodes}_u{args.repack_units}"
+                f"_w{args.data_width}_cap{args.capacity}_g{args.max_group}")
+        factory = lambda: RepackControl(args.max_nodes, args.repack_units,  # noqa: E731
+                                        args.max_group, args.data_width, args.capacity)
+        parameters = {"max_ranks": args.max_nodes, "units": args.repack_units,
+                      "data_width": args.data_width, "buffer": args.capacity,
+                      "max_group": args.max_group}
     else:
         from nicoll.hw.niccore import NicCore
         name = (f"niccore_w{args.data_width}_n{args.max_nodes}_mem{args.mem_size}"
@@ -210,34 +261,7 @@ def _synth(args):
         parameters = {"data_width": args.data_width, "max_nodes": args.max_nodes,
                       "memory": args.mem_size, "ALU": pairs_text,
                       "repack units": args.repack_units}
-    target_mhz = args.target_mhz
-    if target_mhz is None:
-        target_mhz = (SYNTH_TARGETS_MHZ[args.board] if args.block == "niccore"
-                      else SYNTH_TARGETS_MHZ["block"])
-    if args.router != "router1":
-        parameters["router"] = args.router
-    if args.nowidelut:
-        parameters["yosys"] = "-nowidelut"
-    build_dir = build_root() / "synth" / args.board / name
-    with console.status(f"synthesizing {name} for {args.board}") as status:
-        result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
-                            seed=args.seed, target_mhz=target_mhz, router=args.router,
-                            widelut=not args.nowidelut,
-                            progress=lambda message: status.update(
-                                f"{name}: {message} (nextpnr takes minutes)"))
-    text = result.to_text()
-    report = build_root() / "synth" / f"{args.board}_{name}.txt"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(text + "\n")
-    console.print(text)
-    console.print(f"report written to {report}")
-    if args.record:
-        from . import synthesis
-        command = ".venv/bin/nicoll " + " ".join(a for a in args.argv if a != "--record")
-        synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
-                                         command=command, parameters=parameters))
-        console.print(f"recorded in {synthesis.RECORD_PATH} and {synthesis.TABLE_PATH}")
-    return 0
+    return name, factory, parameters
 
 
 def _bench(args):
@@ -323,7 +347,7 @@ def _parser():
     synth.add_argument("--board", choices=sorted(BOARDS), default="versa_ecp5",
                        help="versa_ecp5: LFE5UM-45F, the 64-bit core's board (default); "
                             "ecpix5_85: LFE5UM5G-85F, the 256-bit core's")
-    synth.add_argument("--block", choices=("niccore", "alu", "barrier", "repack", "engine", "csr"),
+    synth.add_argument("--block", choices=SYNTH_BLOCKS,
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")
     synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
