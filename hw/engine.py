@@ -216,6 +216,7 @@ class Engine(wiring.Component):
         from amaranth.lib.memory import Memory
         from .bytestream import RegionWalker, RowPacker, RowUnpacker
         from .skid import SkidBuffer
+        from .deadline import Deadline
         from amaranth.hdl import Cat
         from amaranth.lib.fifo import SyncFIFOBuffered
         from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
@@ -374,7 +375,10 @@ class Engine(wiring.Component):
             m.d.sync += armed.eq(0)
         with m.Elif(self.arm & ~running):      # an arm while running is ignored
             m.d.sync += armed.eq(1)
-        start = (self.go | (armed & (self.now >= self.start_at))) & ~self.clear
+        # START_AT reached, from a flop (a 64-bit compare in front of the state machine).
+        m.submodules.start_deadline = start_deadline = Deadline()
+        m.d.comb += [start_deadline.now.eq(self.now), start_deadline.at.eq(self.start_at)]
+        start = (self.go | (armed & start_deadline.reached)) & ~self.clear
         m.d.comb += q_rd.addr.eq(idx)
 
         with m.If(self.clear):

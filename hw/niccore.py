@@ -19,6 +19,7 @@ from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
 from .barrier import ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .csr import CSRSlave
+from .deadline import Deadline
 from .devmem import DeviceMemory
 from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
                      DEFAULT_QUEUE_DEPTH, ERROR_LAYOUT as ENGINE_ERROR_LAYOUT, Engine)
@@ -461,7 +462,9 @@ class NicCore(wiring.Component):
         # host place completions of several nodes at exact cycles of the shared clock.
         armed = Signal()
         armed_seq = Signal.like(unit.done_seq)
-        fire = armed & (cycles >= reg("DONE_AT", "cycle")) & ~reg("CONTROL", "done")
+        m.submodules.done_deadline = done_deadline = Deadline()
+        m.d.comb += [done_deadline.now.eq(cycles), done_deadline.at.eq(reg("DONE_AT", "cycle"))]
+        fire = armed & done_deadline.reached & ~reg("CONTROL", "done")
         with m.If(reg("CONTROL", "start")):
             m.d.sync += armed.eq(0)
         with m.Elif(reg("CONTROL", "arm")):
