@@ -125,6 +125,7 @@ class BenchRow:
         return {"collective": self.collective, "algorithm": self.algorithm, "nodes": self.nodes,
                 "size": self.size, "cycles_avg": round(self.cycles_avg, 1),
                 "cycles_min": self.cycles_min, "cycles_max": self.cycles_max,
+                "clock_MHz": self.clock_mhz,
                 "us": round(self.microseconds, 3), "algbw_GBps": round(self.algbw_gbs, 3),
                 "busbw_GBps": round(self.busbw_gbs, 3), "bound": round(self.bound, 1),
                 "efficiency": None if eff is None else round(eff, 4), "correct": self.correct}

@@ -104,8 +104,12 @@ def _demo(args):
                       f"{row.bound:,.0f}" if row.bound else "-",
                       f"{eff:.3f}" if eff else "-",
                       f"{row.cycles / clock:.2f}" if row.cycles else "-", row.note)
+    from .synthesis import line_rate_gbps
+    width = DEMO_CLUSTER["data_width"]
     table.caption = (f"results checked bit for bit against the documented combining order and "
-                     f"against numpy; cycles from the hardware counters; clock: {clock_source}")
+                     f"against numpy; cycles from the hardware counters; clock: {clock_source}; "
+                     f"line rate {width} b × {clock:.1f} MHz = "
+                     f"{line_rate_gbps(width, clock):.1f} Gb/s per port")
     console.print(table)
     console.print(f"pictures: {timeline}  {barrier_png}")
     failed = [row for row in rows if not row.correct]
@@ -270,10 +274,15 @@ def _bench(args):
     from .bench import format_size, parse_sizes, run_bench
     console = _console()
     sizes = parse_sizes(args.sizes)
+    from .synthesis import line_rate_gbps, recorded_clock
+    if args.clock_mhz:
+        clock, clock_source = args.clock_mhz, "given with --clock-mhz"
+    else:
+        clock, clock_source = recorded_clock(args.data_width)
     algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
     table = Table(title=f"{args.collective}, {args.nodes} nodes on {args.backend}, "
                         f"{args.dtype} {args.op}, data_width {args.data_width}, "
-                        f"µs at {args.clock_mhz:g} MHz")
+                        f"µs at {clock:.1f} MHz")
     for column in ("size", "algorithm", "cycles avg", "min", "max", "µs", "algbw GB/s",
                    "busbw GB/s", "bound", "efficiency", "result"):
         table.add_column(column, justify="right")
@@ -287,7 +296,7 @@ def _bench(args):
         rows, figures = run_bench(args.collective, nodes=args.nodes, sizes=sizes,
                                   algorithms=algorithms, backend=args.backend, dtype=args.dtype,
                                   op=args.op, data_width=args.data_width,
-                                  mem_size=args.mem_size, clock_mhz=args.clock_mhz,
+                                  mem_size=args.mem_size, clock_mhz=clock,
                                   repack_units=args.repack_units,
                                   progress=lambda message: status.update(message),
                                   on_row=on_row)
@@ -300,7 +309,9 @@ def _bench(args):
     rate = figures["cycles_per_second"]
     table.caption = (f"{figures['simulated_cycles']:,} cycles simulated in "
                      f"{figures['wall_seconds']:.1f} s"
-                     + (f" ({rate:,.0f} cycles/s)" if rate else ""))
+                     + (f" ({rate:,.0f} cycles/s)" if rate else "")
+                     + f"; clock: {clock_source}; line rate {args.data_width} b × {clock:.1f} MHz"
+                     f" = {line_rate_gbps(args.data_width, clock):.1f} Gb/s per port")
     console.print(table)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -394,8 +405,10 @@ def _parser():
     bench.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
     bench.add_argument("--mem-size", type=_size, default=None,
                        help="device memory per node (default: what the largest size needs)")
-    bench.add_argument("--clock-mhz", type=float, default=125.0,
-                       help="clock for the µs and bandwidth columns (default 125)")
+    bench.add_argument("--clock-mhz", type=float, default=None,
+                       help="clock for the µs and bandwidth columns (default: the recorded Fmax "
+                            "of the NIC core of that data width in docs/synthesis.json, else "
+                            "a nominal 125)")
     bench.add_argument("--repack-units", type=int, default=1,
                        help="repack units of each node; node 0's serve alltoall 'aggregate' "
                             "(default 1)")

@@ -19,13 +19,13 @@ per-rank timeline of the allreduce and the barrier timeline.
 """
 
 from dataclasses import dataclass
-import json
 from pathlib import Path
 
 import numpy as np
 
 from .bench import bound_cycles, format_size, same_outputs
 from .errors import NicollError
+from . import synthesis as _synthesis
 
 __all__ = ["DemoRow", "DEMO_CLUSTER", "run_demo", "synthesized_clock", "plot_timeline",
            "plot_barrier"]
@@ -37,9 +37,7 @@ DEMO_CLUSTER = dict(data_width=256, max_nodes=8, mem_size=1 << 20,
 #: Bytes of each block of the all-to-all (seed 003's case: many small blocks).
 BLOCK_BYTES = 8
 #: The nominal clock when no synthesis figure is recorded.
-NOMINAL_MHZ = 125.0
-
-_SYNTHESIS_RECORD = Path(__file__).resolve().parent.parent / "docs" / "synthesis.json"
+NOMINAL_MHZ = _synthesis.NOMINAL_MHZ
 
 
 @dataclass(frozen=True)
@@ -58,19 +56,10 @@ class DemoRow:
 
 
 def synthesized_clock(data_width=256, record=None):
-    """``(MHz, where from)``: the NIC core's Fmax from the synthesis record, else nominal."""
-    path = Path(record) if record else _SYNTHESIS_RECORD
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, ValueError):
-        entries = []
-    cores = [e for e in entries if e.get("block") == "niccore"
-             and e.get("data_width") == data_width and e.get("fmax_mhz")]
-    if not cores:
-        return NOMINAL_MHZ, (f"nominal {NOMINAL_MHZ:g} MHz (no NIC core at data_width "
-                             f"{data_width} recorded in docs/synthesis.json)")
-    best = max(cores, key=lambda e: e["date"])
-    return float(best["fmax_mhz"]), f"Fmax of {best['name']} ({best['date']})"
+    """``(MHz, where from)``: the NIC core's Fmax from the synthesis record, else nominal
+    (see :func:`nicoll.synthesis.recorded_clock`)."""
+    from .synthesis import RECORD_PATH, recorded_clock
+    return recorded_clock(data_width, Path(record) if record else RECORD_PATH)
 
 
 def _near_numpy(outputs, exact):

@@ -48,7 +48,7 @@ def test_clock_comes_from_the_newest_core_record(tmp_path):
                 "date": "2026-03-01"}]
     record.write_text(json.dumps(entries))
     mhz, source = demo.synthesized_clock(256, record)
-    assert mhz == 97.25 and "b (2026-02-01)" in source
+    assert mhz == 97.25 and "Fmax of b " in source and "(2026-02-01)" in source
 
 
 def test_synthesis_record_replaces_by_name_and_rewrites_the_table(tmp_path):
@@ -93,3 +93,20 @@ def test_demo_refuses_bad_sizes_before_running():
         with pytest.raises(nicoll.NicollError, match=r"straggler must be a positive"):
             demo.run_demo(cl, size=64, straggler=0)
         assert cl.last is None
+
+
+def test_bench_and_demo_convert_at_the_recorded_clock_of_their_width(tmp_path):
+    from nicoll import synthesis
+    record = tmp_path / "s.json"
+    record.write_text("not json")       # a damaged record reads as empty, not as a crash
+    assert synthesis.recorded_clock(64, record)[0] == synthesis.NOMINAL_MHZ
+    record.write_text(json.dumps([
+        {"block": "niccore", "data_width": 64, "fmax_mhz": 65.8, "name": "w64",
+         "board": "versa_ecp5", "date": "2026-11-25"},
+        {"block": "niccore", "data_width": 256, "fmax_mhz": 50.0, "name": "w256",
+         "board": "ecpix5_85", "date": "2026-11-25"}]))
+    mhz, source = synthesis.recorded_clock(64, record)
+    assert mhz == 65.8 and "w64 on versa_ecp5" in source
+    assert synthesis.recorded_clock(256, record)[0] == 50.0
+    # W·f: 64 bits a clock at 65.8 MHz.
+    assert abs(synthesis.line_rate_gbps(64, 65.8) - 4.2112) < 1e-9
