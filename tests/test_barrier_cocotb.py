@@ -82,6 +82,9 @@ def build(name):
             os.environ["MAKEFLAGS"] = saved
 
 
+# Every run of a build on one xdist worker (``--dist loadgroup``): spread over two, the second
+# would wait on the first one's build lock for the whole build.
+@pytest.mark.xdist_group("barrier_tree")
 @pytest.mark.parametrize("build_name, tree, barriers", RUNS)
 def test_barrier_tree_bench(build_name, tree, barriers, tmp_path):
     params = BUILDS[build_name]

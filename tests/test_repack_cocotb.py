@@ -55,6 +55,13 @@ def run(config, tmp_path, tests, **env):
     return count, failed
 
 
+#: Tests of one build run on one xdist worker (``--dist loadgroup``): spread over two, the
+#: second would wait on the first one's build lock for the whole build.
+ON_MAIN = pytest.mark.xdist_group("repack_main")
+ON_WIDE = pytest.mark.xdist_group("repack_wide")
+
+
+@ON_MAIN
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 8, 11, 16])
 def test_repack_exchanges_and_bad_input(n, tmp_path):
     """Random exchanges over n ranks equal the numpy transpose; every bad input is counted
@@ -65,6 +72,7 @@ def test_repack_exchanges_and_bad_input(n, tmp_path):
     assert failed == 0, f"the repack bench failed for N = {n}; see {tmp_path / 'sim.log'}"
 
 
+@ON_WIDE
 @pytest.mark.parametrize("n", [3, 11])
 def test_repack_wide_datapath(n, tmp_path):
     """The same on 128-bit beats and a single unit."""
@@ -74,6 +82,7 @@ def test_repack_wide_datapath(n, tmp_path):
     assert failed == 0, f"the repack bench failed for N = {n}; see {tmp_path / 'sim.log'}"
 
 
+@ON_MAIN
 def test_repack_measure_16_ranks(tmp_path, capsys):
     """N = 16, 8-byte blocks: messages and cycles per rank against direct exchange."""
     report = tmp_path / "report.json"
