@@ -36,6 +36,8 @@ A command with ``fence`` set, a barrier, and a command whose receive stores wher
 one reduced (or the reverse) wait for every earlier write instead.
 """
 
+from types import SimpleNamespace
+
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -629,8 +631,8 @@ class Engine(wiring.Component):
         # ---- Receive half ----------------------------------------------------------------
         rx_peer = Signal(16)
         rx_tag = Signal(16)
-        rx_total = Signal(32)
         rx_bytes = Signal(32)           # bytes of the message accepted so far
+        rx_left = Signal(32)            # bytes of the message still to come
         rx_reduce = Signal()
         rx_local_first = Signal()
         rx_walk = Signal()
@@ -652,7 +654,7 @@ class Engine(wiring.Component):
         with m.Elif(rx_start):
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1),
                          rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
-                         rx_total.eq(cur.recv.length), rx_bytes.eq(0),
+                         rx_left.eq(cur.recv.length), rx_bytes.eq(0),
                          rx_region.eq(cur.recv),
                          rx_reduce.eq(cur.action != StepAction.COPY),
                          rx_local_first.eq(cur.action == StepAction.REDUCE_LOCAL_FIRST)]
@@ -684,6 +686,39 @@ class Engine(wiring.Component):
         completes = Signal()
         m.d.comb += got.eq(collected[:header_size])
         beat = self.rx.payload
+
+        # Header checks a cycle ahead: the sums and compares P_DECIDE acts on are registered
+        # from the header as it stands once the beat arriving now is stored (in P_HEADER) or
+        # from the stored header (while P_DECIDE waits), so P_DECIDE itself only reads flops.
+        # They read receive state too; when that state was just rewritten (a command loaded
+        # or a receive started), P_DECIDE waits a cycle for checks made from the new state.
+        ahead = Signal(packet_header_layout())
+        if hbeats == 1:
+            arriving = beat.data[:header_size]
+        else:
+            arriving = Cat(collected[:(hbeats - 1) * width], beat.data)[:header_size]
+        m.d.comb += ahead.eq(Mux(p_state == P_HEADER, arriving, got))
+        d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
+            "stale", "too_long", "ends_message", "matches", "from_hub", "empty", "src_ok",
+            "agg_ok", "slot_over")})
+        d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
+        d_left = Signal(32)
+        m.d.sync += [
+            d.stale.eq(rx_start | (state == LOAD)),
+            d_after.eq(ahead.length + rx_bytes),
+            d_left.eq(rx_left - ahead.length),
+            # after > rx_total and after == rx_total, as compares of the length with what is
+            # left, so no compare follows the sum.
+            d.too_long.eq(ahead.length > rx_left),
+            d.ends_message.eq(ahead.length == rx_left),
+            d.matches.eq((ahead.src == rx_peer) & (ahead.seq == rx_tag)
+                         & (ahead.addr == rx_bytes)),
+            d.from_hub.eq(ahead.src == cur.send_to),
+            d.empty.eq(ahead.length == 0),
+            d.src_ok.eq(ahead.src < self._max_nodes),
+            d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
+            d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
+        ]
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
         with m.Else():
@@ -704,14 +739,12 @@ class Engine(wiring.Component):
                         with m.Else():
                             m.d.sync += r_index.eq(r_index + 1)
                 with m.Case(P_DECIDE):
-                    m.d.comb += bump["packets_received"].eq(1)
-                    after = got.length + rx_bytes
-                    from_hub = in_aggregate & (got.src == cur.send_to)
-                    slot_end = Signal(33)
-                    m.d.comb += slot_end.eq(got.addr + got.length)
-                    expected = (rx_busy & (got.src == rx_peer) & (got.seq == rx_tag)
-                                & (got.addr == rx_bytes) & ~cts_pending)
-                    with m.If((got.kind == PacketKind.REPACK_NOTICE) & from_hub):
+                    m.d.comb += bump["packets_received"].eq(~d.stale)
+                    from_hub = in_aggregate & d.from_hub
+                    expected = rx_busy & d.matches & ~cts_pending
+                    with m.If(d.stale):
+                        pass                        # the checks are being redone
+                    with m.Elif((got.kind == PacketKind.REPACK_NOTICE) & from_hub):
                         # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
                         # destination group, so the queue never fills), TAKEN, DELIVERED
                         # (nothing to do), DONE.
@@ -726,8 +759,8 @@ class Engine(wiring.Component):
                             m.d.sync += agg_done.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif((got.kind == PacketKind.REPACK_OUT) & from_hub & ~got_last
-                                & (got.length != 0) & (agg_source < cur.recv_tag)):
-                        with m.If(slot_end > cur.recv.stride):
+                                & ~d.empty & d.agg_ok):
+                        with m.If(d.slot_over):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Elif(~rx_busy):
@@ -740,7 +773,7 @@ class Engine(wiring.Component):
                             # Wait for the previous packet's bytes to be written.
                             m.d.comb += bump["packets_received"].eq(0)
                     with m.Elif(got.kind == PacketKind.CLEAR):
-                        with m.If(got.src < self._max_nodes):
+                        with m.If(d.src_ok):
                             m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
                                          cts_wr.en.eq(1), cts_set_valid.eq(1),
                                          cts_set_peer.eq(got.src)]
@@ -748,16 +781,17 @@ class Engine(wiring.Component):
                             m.d.comb += raise_error.unexpected.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif((got.kind == PacketKind.DATA) & expected & ~got_last
-                                & (got.length != 0)):
+                                & ~d.empty):
                         # More bytes than the region, or the message's final packet
                         # leaving it short, or a packet filling it with more to come.
-                        with m.If((after > rx_total) | (got.code[0] != (after == rx_total))):
+                        with m.If(d.too_long | (got.code[0] != d.ends_message)):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Else():
                             m.d.comb += bump["bytes_received"].eq(got.length)
-                            m.d.sync += [rx_bytes.eq(after), completes.eq(after == rx_total),
-                                         p_state.eq(P_PASS)]
+                            m.d.sync += [rx_bytes.eq(d_after),
+                                         rx_left.eq(d_left),
+                                         completes.eq(d.ends_message), p_state.eq(P_PASS)]
                     with m.Else():
                         m.d.comb += raise_error.unexpected.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))

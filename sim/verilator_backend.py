@@ -54,9 +54,17 @@ CLUSTER_VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 #: ran about 15 % faster (idle, two threads: median 44 000 against 37 000 cycles/s of six
 #: runs each) but took 210 s to compile against 140 s, most of the build.
 CLUSTER_MAKE_OPTIONS = "OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O2"
-#: C++ optimization of the cocotb bench builds: the run-once code (the VPI symbol table that
-#: --public-flat-rw fills with every signal) at -O0, the model at -O1.
+#: C++ optimization of the cocotb bench builds: the run-once code (constructors, the VPI
+#: symbol table) at -O0, the model at -O1.
 BENCH_MAKE_OPTIONS = "OPT_SLOW=-O0 OPT_FAST=-O1"
+#: Verilator configuration of a cocotb bench build: only the top module's signals (its ports)
+#: are public.  cocotb's runner passes --public-flat-rw, which makes every signal of the
+#: design reachable through VPI and keeps Verilator from optimizing any of them away; the
+#: benches drive and read ports only.  Built this way the repack bench (128-bit build, 11
+#: ranks) ran its tests in 5.3 s instead of 11.9 s, for the same build time.
+_BENCH_VLT = """`verilator_config
+public_flat_rw -module "{toplevel}" -var "*"
+"""
 #: C++ compiler flags of the cluster simulator: it is built and run on the same machine.
 CLUSTER_CFLAGS = "-march=native"
 
@@ -236,7 +244,7 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None,
     names the modules the design is elaborated from (the digest covers what they import).
     ``make_options`` are variables for Verilator's make (such as ``OPT_FAST=-O1``).
     """
-    key = (key, make_options)
+    key = (key, make_options, _BENCH_VLT)
     say = progress or (lambda message: None)
     folder = build_root() / "verilator" / f"{name}-{source_digest(key, roots)}"
     with _Cached(folder) as cache:
@@ -245,6 +253,8 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None,
         say(f"elaborating {name}")
         source = folder / f"{toplevel}.v"
         source.write_text(make_verilog())
+        config = folder / "ports_public.vlt"
+        config.write_text(_BENCH_VLT.format(toplevel=toplevel))
         say(f"verilating {name}")
         apply_tool_env()
         from cocotb_tools.runner import get_runner
@@ -258,7 +268,8 @@ def build_design(*, name, key, toplevel, make_verilog, progress=None,
                                    f"{object_cache()}").strip()
         try:
             runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=folder / "obj",
-                         build_args=list(VERILATOR_ARGS), waves=_waves(), log_file=log)
+                         build_args=[*VERILATOR_ARGS, "--no-public-flat-rw", str(config)],
+                         waves=_waves(), log_file=log)
         except (Exception, SystemExit) as exc:
             raise NicollError(f"verilator build of {name} failed ({exc!r}); last lines of {log}:\n"
                               f"{_tail(log)}") from None
