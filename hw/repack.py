@@ -1279,6 +1279,7 @@ class RepackControl(wiring.Component):
         self._notices(m, v)
         self._events(m, v)
         self._registrations(m, v)
+        self._wiring(m, v)
         with m.FSM(name="control"):
             self._idle(m, v)
             self._setup(m, v)
@@ -1355,6 +1356,10 @@ class RepackControl(wiring.Component):
         v.st_idle = Signal()
         v.st_run = Signal()
         v.running = Signal()                    # RUN, GATHER, CONFIGURE, SEND
+        v.st_clear = Signal()
+        v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
+        v.st_check_src = Signal()
+        v.st_clear_pairs = Signal()
         m.d.comb += self.busy.eq(~v.st_idle)
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
@@ -1506,6 +1511,7 @@ class RepackControl(wiring.Component):
 
         r1_valid = Signal()
         r1_sgrp, r1_dgrp = Signal(v.RB), Signal(v.RB)
+        v.r0_rank = r0_rank
         m.d.comb += [v.regd_r.addr.eq(r0_rank), v.sgrp_r.addr.eq(r0_rank),
                      v.dgrp_r.addr.eq(r0_rank)]
         m.d.sync += [r1_valid.eq(0), r1_sgrp.eq(v.sgrp_r.data), r1_dgrp.eq(v.dgrp_r.data)]
@@ -1517,18 +1523,57 @@ class RepackControl(wiring.Component):
             with m.Elif(v.regd_r.data):
                 m.d.comb += [v.rerr.eq(1), v.rerr_code.eq(RepackError.DUPLICATE)]
             with m.Else():
-                m.d.comb += [v.regd_w.addr.eq(r0_rank), v.regd_w.data.eq(1),
-                             v.regd_w.en.eq(1)]
+                m.d.comb += v.regd_w.en.eq(1)
                 m.d.sync += r1_valid.eq(1)
 
         m.d.comb += [v.sleft_r.addr.eq(r1_sgrp), v.dleft_r.addr.eq(r1_dgrp)]
-        with m.If(r1_valid):
+        v.r1_valid, v.r1_sgrp, v.r1_dgrp = r1_valid, r1_sgrp, r1_dgrp
+
+    def _wiring(self, m, v):
+        """Memory addresses and write data, the same in every state: each read address is
+        one register, each write address and data at most a choice by state, so only the
+        write enables carry decisions."""
+        ca, eq, i, grp, gcnt = v.ca, v.eq, v.i, v.grp, v.gcnt
+        o = self.order.payload
+        m.d.comb += [
+            v.src_w.addr.eq(o.index), v.src_w.data.rank.eq(o.rank), v.src_w.data.end.eq(o.end),
+            v.dst_w.addr.eq(o.index), v.dst_w.data.rank.eq(o.rank), v.dst_w.data.end.eq(o.end),
+            v.src_chk.addr.eq(i), v.dst_chk.addr.eq(i),
+            v.src_get.addr.eq(v.gptr_s), v.dst_get.addr.eq(v.gptr_d),
+            v.seen_r.addr.eq(ca.rank),
+            v.seen_w.addr.eq(Mux(v.st_clear, i, ca.rank)),
+            v.seen_w.data.eq(v.st_check_src),
+            v.regd_w.addr.eq(Mux(v.st_clear, i, v.r0_rank)),
+            v.regd_w.data.eq(~v.st_clear),
+            v.cnt_r.addr.eq(eq.rank),
+            v.cnt_w.addr.eq(Mux(v.st_clear, i, eq.rank)),
+            v.gs_scan.addr.eq(v.sa), v.gd_scan.addr.eq(v.sb), v.pair_r.addr.eq(v.pi),
+            v.sleft_scan.addr.eq(v.sa), v.dleft_scan.addr.eq(v.sb),
+            v.pair_w.addr.eq(v.pi), v.pair_w.data.eq(~v.st_clear_pairs),
+        ]
+        # A rank event's counts; CLEAR writes zeros.
+        v.ev_taken = eq.kind == UnitEvent.TAKEN
+        v.new_sent = Signal(range(v.R + 1))
+        v.new_recv = Signal(range(v.R + 1))
+        m.d.comb += [v.new_sent.eq(v.cnt_r.data.sent + v.ev_taken),
+                     v.new_recv.eq(v.cnt_r.data.recv + ~v.ev_taken)]
+        with m.If(~v.st_clear):
+            m.d.comb += [v.cnt_w.data.sent.eq(v.new_sent), v.cnt_w.data.recv.eq(v.new_recv)]
+        # The list walks write a rank's group and its group's first entry and size.
+        for grp_w, group_w in ((v.sgrp_w, v.gs_w), (v.dgrp_w, v.gd_w)):
             m.d.comb += [
-                v.sleft_w.addr.eq(r1_sgrp), v.sleft_w.data.eq(v.sleft_r.data - 1),
-                v.sleft_w.en.eq(1),
-                v.dleft_w.addr.eq(r1_dgrp), v.dleft_w.data.eq(v.dleft_r.data - 1),
-                v.dleft_w.en.eq(1),
+                grp_w.addr.eq(ca.rank), grp_w.data.eq(grp),
+                group_w.addr.eq(grp), group_w.data.base.eq(Mux(gcnt == 0, ca.idx, v.gbase)),
+                group_w.data.members.eq(gcnt + 1),
             ]
+        # Members not yet registered: set by the walks, counted down by registrations.
+        for left_w, left_r, r1_grp, walk in ((v.sleft_w, v.sleft_r, v.r1_sgrp, v.st_check_src),
+                                             (v.dleft_w, v.dleft_r, v.r1_dgrp,
+                                              v.st_check & ~v.st_check_src)):
+            m.d.comb += [left_w.addr.eq(Mux(walk, grp, r1_grp)),
+                         left_w.data.eq(Mux(walk, gcnt + 1, left_r.data - 1))]
+            with m.If(v.r1_valid):
+                m.d.comb += left_w.en.eq(1)
 
     def _watchdog(self, m, v):
         """Cycles without progress, counted down from timeout + REPORT_SLACK.  `idle_out` is
@@ -1561,11 +1606,9 @@ class RepackControl(wiring.Component):
                 with m.If(o.index >= v.R):
                     v.count(RepackError.BAD_CONFIG)
                 with m.Elif(o.list == OrderList.SRC):
-                    m.d.comb += [v.src_w.addr.eq(o.index), v.src_w.en.eq(1),
-                                 v.src_w.data.rank.eq(o.rank), v.src_w.data.end.eq(o.end)]
+                    m.d.comb += v.src_w.en.eq(1)
                 with m.Else():
-                    m.d.comb += [v.dst_w.addr.eq(o.index), v.dst_w.en.eq(1),
-                                 v.dst_w.data.rank.eq(o.rank), v.dst_w.data.end.eq(o.end)]
+                    m.d.comb += v.dst_w.en.eq(1)
             # Units left busy by an aborted exchange report here; they are freed on DONE.
             with m.If(v.eq_valid & v.eq_done):
                 m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),
@@ -1592,11 +1635,8 @@ class RepackControl(wiring.Component):
                 m.next = "CLEAR"
 
         with m.State("CLEAR"):
-            m.d.comb += [
-                v.seen_w.addr.eq(v.i), v.seen_w.data.eq(0), v.seen_w.en.eq(1),
-                v.regd_w.addr.eq(v.i), v.regd_w.data.eq(0), v.regd_w.en.eq(1),
-                v.cnt_w.addr.eq(v.i), v.cnt_w.data.eq(0), v.cnt_w.en.eq(1),
-            ]
+            m.d.comb += [v.st_clear.eq(1), v.seen_w.en.eq(1), v.regd_w.en.eq(1),
+                         v.cnt_w.en.eq(1)]
             m.d.sync += v.i.eq(v.i + 1)
             with m.If(v.i == v.n_last):
                 m.d.sync += [v.i.eq(0), v.grp.eq(0), v.gcnt.eq(0), v.max_dh.eq(0),
@@ -1616,7 +1656,7 @@ class RepackControl(wiring.Component):
                 m.next = "CLEAR_PAIRS"
 
         with m.State("CLEAR_PAIRS"):
-            m.d.comb += [v.pair_w.addr.eq(v.pi), v.pair_w.data.eq(0), v.pair_w.en.eq(1)]
+            m.d.comb += [v.st_clear_pairs.eq(1), v.pair_w.en.eq(1)]
             m.d.sync += v.pi.eq(v.pi + 1)
             with m.If(v.sb == v.q_last):
                 m.d.sync += v.sb.eq(0)
@@ -1640,7 +1680,9 @@ class RepackControl(wiring.Component):
         sets 0, so each walk sees each rank once."""
         ca, G = v.ca, v.G
         with m.State(state):
-            m.d.comb += list_r.addr.eq(v.i)
+            m.d.comb += v.st_check.eq(1)
+            if first:
+                m.d.comb += v.st_check_src.eq(1)
             entry = list_r.data
             i_last = v.i == v.n_last
             with m.If(~v.a_done):
@@ -1652,21 +1694,13 @@ class RepackControl(wiring.Component):
             with m.Else():
                 m.d.sync += v.ca_valid.eq(0)
 
-            m.d.comb += v.seen_r.addr.eq(ca.rank)
             gcnt, grp = v.gcnt, v.grp
             with m.If(v.ca_valid):
                 with m.If(~ca.ok | (v.seen_r.data != int(not first)) | (gcnt >= G)):
                     v.fail_setup(RepackError.BAD_CONFIG)
                 with m.Else():
-                    m.d.comb += [
-                        v.seen_w.addr.eq(ca.rank), v.seen_w.data.eq(int(first)),
-                        v.seen_w.en.eq(1),
-                        grp_w.addr.eq(ca.rank), grp_w.data.eq(grp), grp_w.en.eq(1),
-                        group_w.addr.eq(grp), group_w.en.eq(1),
-                        group_w.data.base.eq(Mux(gcnt == 0, ca.idx, v.gbase)),
-                        group_w.data.members.eq(gcnt + 1),
-                        left_w.addr.eq(grp), left_w.data.eq(gcnt + 1), left_w.en.eq(1),
-                    ]
+                    m.d.comb += [v.seen_w.en.eq(1), grp_w.en.eq(1), group_w.en.eq(1),
+                                 left_w.en.eq(1)]
                     with m.If(gcnt == 0):
                         m.d.sync += v.gbase.eq(ca.idx)
                     if first:
@@ -1704,8 +1738,6 @@ class RepackControl(wiring.Component):
 
             # The pair at the scan position is loaded every cycle, whether it is assigned or
             # not, so the assign decision only picks the next state (no wide load enable).
-            m.d.comb += [v.gs_scan.addr.eq(sa), v.gd_scan.addr.eq(sb), v.pair_r.addr.eq(pi),
-                         v.sleft_scan.addr.eq(sa), v.dleft_scan.addr.eq(sb)]
             gsd, gdd = v.gs_scan.data, v.gd_scan.data
             m.d.sync += [
                 v.a_sel.eq(sa), v.b_sel.eq(sb), v.size_a.eq(gsd.members),
@@ -1749,7 +1781,7 @@ class RepackControl(wiring.Component):
                 with m.If(v.sleft_scan.data != 0):
                     next_row()
                 with m.Elif((v.dleft_scan.data == 0) & ~v.pair_r.data):
-                    m.d.comb += [v.pair_w.addr.eq(pi), v.pair_w.data.eq(1), v.pair_w.en.eq(1)]
+                    m.d.comb += v.pair_w.en.eq(1)
                     step()
                     m.next = "GATHER"
                 with m.Else():
@@ -1760,13 +1792,8 @@ class RepackControl(wiring.Component):
         receives done.  Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
         completes once all its sends and receives are done)."""
         eq = v.eq
-        m.d.comb += v.cnt_r.addr.eq(eq.rank)
-        info = v.cnt_r.data
-        taken = eq.kind == UnitEvent.TAKEN
-        new_sent = info.sent + taken
-        new_recv = info.recv + ~taken
-        m.d.comb += [v.cnt_w.addr.eq(eq.rank), v.cnt_w.en.eq(1),
-                     v.cnt_w.data.sent.eq(new_sent), v.cnt_w.data.recv.eq(new_recv)]
+        taken, new_sent, new_recv = v.ev_taken, v.new_sent, v.new_recv
+        m.d.comb += v.cnt_w.en.eq(1)
         # The group of the other side: b for a source, a for a destination.
         v.post_notice(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED),
                       eq.rank, v.eq_unit, eq.tag, Mux(taken, eq.tag[:8], eq.tag[8:]))
@@ -1789,8 +1816,7 @@ class RepackControl(wiring.Component):
         K, G, x = v.K, v.G, v.x
         with m.State("GATHER"):
             # One rank of S and one of D a cycle, from list addresses kept in registers.
-            m.d.comb += [v.running.eq(1), v.src_get.addr.eq(v.gptr_s),
-                         v.dst_get.addr.eq(v.gptr_d)]
+            m.d.comb += v.running.eq(1)
             for e in range(G):
                 with m.If(x == e):
                     with m.If(x < v.size_a):
@@ -1816,7 +1842,7 @@ class RepackControl(wiring.Component):
         with m.State("SEND"):
             # Ref: seed 003, step 7.4: the sources move their data to the unit.  Their ranks
             # are read from the list again, at an address in a register.
-            m.d.comb += [v.running.eq(1), v.src_get.addr.eq(v.gptr_s)]
+            m.d.comb += v.running.eq(1)
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
