@@ -1283,9 +1283,11 @@ class RepackControl(wiring.Component):
         with m.FSM(name="control"):
             self._idle(m, v)
             self._setup(m, v)
-            self._check_list(m, v, "CHECK_SRC", v.src_chk, v.sgrp_w, v.gs_w, v.sleft_w,
+            self._check_list(m, v, "CHECK_SRC", v.src_r, v.src_ra,
+                             (v.sgrp_w, v.gs_w, v.sleft_w),
                              first=True, count_reg=v.P, last_reg=v.p_last, nxt="CHECK_DST")
-            self._check_list(m, v, "CHECK_DST", v.dst_chk, v.dgrp_w, v.gd_w, v.dleft_w,
+            self._check_list(m, v, "CHECK_DST", v.dst_r, v.dst_ra,
+                             (v.dgrp_w, v.gd_w, v.dleft_w),
                              first=False, count_reg=v.Q, last_reg=v.q_last, nxt="CAPACITY")
             self._run(m, v)
             self._assign(m, v)
@@ -1296,6 +1298,10 @@ class RepackControl(wiring.Component):
         """The exchange's parameters, counters and the pair being assigned."""
         R, K, G = v.R, v.K, v.G
         v.n = Signal(16)
+        # rank < n, knowing n <= R (DECODE refuses others): a compare of the low bits and a
+        # zero test of the rest, not a 16-bit carry chain.
+        NW = R.bit_length()
+        v.in_group = lambda rank: (rank[NW:] == 0) & (rank[:NW] < v.n[:NW])
         v.n_last = Signal(range(R))             # n - 1, for compares with a register
         v.budget = Signal(32)
         v.timeout = Signal(32)
@@ -1316,7 +1322,15 @@ class RepackControl(wiring.Component):
 
         v.i = Signal(range(R + 1))              # list walks
         v.grp = Signal(range(R + 1))
-        v.gcnt = Signal(range(R + 1))
+        # The walk's current group: its size with this entry (gsize), and flags kept a
+        # cycle ahead: this entry is the group's first (g_first), the group is already G
+        # ranks (g_full).
+        v.gsize = Signal(range(R + 1))
+        v.g_first, v.g_full = Signal(), Signal()
+
+        def group_reset():
+            m.d.sync += [v.grp.eq(0), v.gsize.eq(1), v.g_first.eq(1), v.g_full.eq(0)]
+        v.group_reset = group_reset
         v.gbase = Signal(v.RB)
         # The list walks' first stage: entry i read and compared with n.
         v.ca_valid, v.a_done = Signal(), Signal()
@@ -1334,8 +1348,8 @@ class RepackControl(wiring.Component):
         v.size_a = Signal(range(R + 1))
         v.size_b = Signal(range(R + 1))
         v.sbase = Signal(v.RB)
-        v.gptr_s = Signal(v.RB)                 # list addresses of GATHER and SEND
-        v.gptr_d = Signal(v.RB)
+        v.src_ra = Signal(v.RB)                 # list read addresses (walks, GATHER, SEND)
+        v.dst_ra = Signal(v.RB)
         v.x = Signal(range(R + 1))
         v.left = Signal(range(R + 1))           # GATHER / SEND steps left
         v.unit_sel = Signal(range(max(2, K)))
@@ -1376,13 +1390,11 @@ class RepackControl(wiring.Component):
         entry = data.StructLayout({"rank": RANK_WIDTH, "end": 1})
         group = data.StructLayout({"base": RB, "members": range(R + 1)})
         counts = data.StructLayout({"sent": range(R + 1), "recv": range(R + 1)})
-        # Rank lists: written by order writes; read by the checks (address i) and by GATHER
-        # and SEND (address gptr).
+        # Rank lists: written by order writes; read by the checks, GATHER and SEND, always at
+        # the address in src_ra / dst_ra (two read ports would be merged behind a mux).
         src, dst = memory("src_list", entry), memory("dst_list", entry)
-        v.src_w, v.src_chk, v.src_get = (src.write_port(), src.read_port(domain="comb"),
-                                         src.read_port(domain="comb"))
-        v.dst_w, v.dst_chk, v.dst_get = (dst.write_port(), dst.read_port(domain="comb"),
-                                         dst.read_port(domain="comb"))
+        v.src_w, v.src_r = src.write_port(), src.read_port(domain="comb")
+        v.dst_w, v.dst_r = dst.write_port(), dst.read_port(domain="comb")
         # Per rank: seen by the list checks, its groups, registered, its notices so far.
         seen = memory("seen", 1)
         v.seen_w, v.seen_r = seen.write_port(), seen.read_port(domain="comb")
@@ -1491,7 +1503,7 @@ class RepackControl(wiring.Component):
             m.d.sync += [
                 v.eq_valid.eq(ev_valid.any()), v.eq.eq(ev), v.eq_unit.eq(ek),
                 v.eq_done.eq(is_done), v.eq_stale.eq(stale),
-                v.eq_quiet.eq(is_done | stale | (ev.rank >= v.n)),
+                v.eq_quiet.eq(is_done | stale | ~v.in_group(ev.rank)),
             ]
 
     def _registrations(self, m, v):
@@ -1507,7 +1519,7 @@ class RepackControl(wiring.Component):
         r0_valid, r0_ok = Signal(), Signal()
         r0_rank = Signal(RANK_WIDTH)
         m.d.sync += [r0_valid.eq(reg.valid & reg.ready), r0_rank.eq(reg.payload.rank),
-                     r0_ok.eq(reg.payload.rank < v.n)]
+                     r0_ok.eq(v.in_group(reg.payload.rank))]
 
         r1_valid = Signal()
         r1_sgrp, r1_dgrp = Signal(v.RB), Signal(v.RB)
@@ -1533,13 +1545,12 @@ class RepackControl(wiring.Component):
         """Memory addresses and write data, the same in every state: each read address is
         one register, each write address and data at most a choice by state, so only the
         write enables carry decisions."""
-        ca, eq, i, grp, gcnt = v.ca, v.eq, v.i, v.grp, v.gcnt
+        ca, eq, i, grp, gsize = v.ca, v.eq, v.i, v.grp, v.gsize
         o = self.order.payload
         m.d.comb += [
             v.src_w.addr.eq(o.index), v.src_w.data.rank.eq(o.rank), v.src_w.data.end.eq(o.end),
             v.dst_w.addr.eq(o.index), v.dst_w.data.rank.eq(o.rank), v.dst_w.data.end.eq(o.end),
-            v.src_chk.addr.eq(i), v.dst_chk.addr.eq(i),
-            v.src_get.addr.eq(v.gptr_s), v.dst_get.addr.eq(v.gptr_d),
+            v.src_r.addr.eq(v.src_ra), v.dst_r.addr.eq(v.dst_ra),
             v.seen_r.addr.eq(ca.rank),
             v.seen_w.addr.eq(Mux(v.st_clear, i, ca.rank)),
             v.seen_w.data.eq(v.st_check_src),
@@ -1563,15 +1574,15 @@ class RepackControl(wiring.Component):
         for grp_w, group_w in ((v.sgrp_w, v.gs_w), (v.dgrp_w, v.gd_w)):
             m.d.comb += [
                 grp_w.addr.eq(ca.rank), grp_w.data.eq(grp),
-                group_w.addr.eq(grp), group_w.data.base.eq(Mux(gcnt == 0, ca.idx, v.gbase)),
-                group_w.data.members.eq(gcnt + 1),
+                group_w.addr.eq(grp), group_w.data.base.eq(Mux(v.g_first, ca.idx, v.gbase)),
+                group_w.data.members.eq(gsize),
             ]
         # Members not yet registered: set by the walks, counted down by registrations.
         for left_w, left_r, r1_grp, walk in ((v.sleft_w, v.sleft_r, v.r1_sgrp, v.st_check_src),
                                              (v.dleft_w, v.dleft_r, v.r1_dgrp,
                                               v.st_check & ~v.st_check_src)):
             m.d.comb += [left_w.addr.eq(Mux(walk, grp, r1_grp)),
-                         left_w.data.eq(Mux(walk, gcnt + 1, left_r.data - 1))]
+                         left_w.data.eq(Mux(walk, gsize, left_r.data - 1))]
             with m.If(v.r1_valid):
                 m.d.comb += left_w.en.eq(1)
 
@@ -1639,8 +1650,9 @@ class RepackControl(wiring.Component):
                          v.cnt_w.en.eq(1)]
             m.d.sync += v.i.eq(v.i + 1)
             with m.If(v.i == v.n_last):
-                m.d.sync += [v.i.eq(0), v.grp.eq(0), v.gcnt.eq(0), v.max_dh.eq(0),
-                             v.ca_valid.eq(0), v.a_done.eq(0)]
+                m.d.sync += [v.i.eq(0), v.max_dh.eq(0), v.ca_valid.eq(0), v.a_done.eq(0),
+                             v.src_ra.eq(0), v.dst_ra.eq(0)]
+                v.group_reset()
                 m.next = "CHECK_SRC"
 
         # dh * (B - 1) as a shift and a subtraction.  max_dh is final from the first cycle
@@ -1669,8 +1681,8 @@ class RepackControl(wiring.Component):
             with m.Else():
                 m.d.sync += v.sb.eq(v.sb + 1)
 
-    def _check_list(self, m, v, state, list_r, grp_w, group_w, left_w, *, first, count_reg,
-                    last_reg, nxt):
+    def _check_list(self, m, v, state, list_r, list_ra, writes, *, first, count_reg, last_reg,
+                    nxt):
         """Walk a rank list once: check it is a permutation of 0..n-1 cut into groups of at
         most G, and note each rank's group and each group's first entry and members.
 
@@ -1688,32 +1700,36 @@ class RepackControl(wiring.Component):
             with m.If(~v.a_done):
                 m.d.sync += [
                     v.ca_valid.eq(1), ca.rank.eq(entry.rank), ca.end.eq(entry.end | i_last),
-                    ca.last.eq(i_last), ca.ok.eq(entry.rank < v.n), ca.idx.eq(v.i),
-                    v.i.eq(v.i + 1), v.a_done.eq(i_last),
+                    ca.last.eq(i_last), ca.ok.eq(v.in_group(entry.rank)), ca.idx.eq(v.i),
+                    v.i.eq(v.i + 1), list_ra.eq(list_ra + 1), v.a_done.eq(i_last),
                 ]
             with m.Else():
                 m.d.sync += v.ca_valid.eq(0)
 
-            gcnt, grp = v.gcnt, v.grp
+            gsize, grp = v.gsize, v.grp
             with m.If(v.ca_valid):
-                with m.If(~ca.ok | (v.seen_r.data != int(not first)) | (gcnt >= G)):
-                    v.fail_setup(RepackError.BAD_CONFIG)
+                # The writes and the group counters do not wait for the check: after a bad
+                # entry the walk is refused and nothing it wrote is read (the next start
+                # clears and walks again).  Written: the rank's group, its group's first
+                # entry and size, the group's members not yet registered (see `_wiring`).
+                m.d.comb += [v.seen_w.en.eq(1), *(w.en.eq(1) for w in writes)]
+                with m.If(v.g_first):
+                    m.d.sync += v.gbase.eq(ca.idx)
+                if first:
+                    m.d.sync += v.max_dh.eq(Mux(gsize > v.max_dh, gsize, v.max_dh))
+                with m.If(ca.end):
+                    m.d.sync += [grp.eq(grp + 1), gsize.eq(1), v.g_first.eq(1),
+                                 v.g_full.eq(0)]
                 with m.Else():
-                    m.d.comb += [v.seen_w.en.eq(1), grp_w.en.eq(1), group_w.en.eq(1),
-                                 left_w.en.eq(1)]
-                    with m.If(gcnt == 0):
-                        m.d.sync += v.gbase.eq(ca.idx)
-                    if first:
-                        with m.If(gcnt + 1 > v.max_dh):
-                            m.d.sync += v.max_dh.eq(gcnt + 1)
-                    with m.If(ca.end):
-                        m.d.sync += [grp.eq(grp + 1), gcnt.eq(0)]
-                    with m.Else():
-                        m.d.sync += gcnt.eq(gcnt + 1)
-                    with m.If(ca.last):
-                        m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp), v.i.eq(0),
-                                     grp.eq(0), gcnt.eq(0), v.ca_valid.eq(0), v.a_done.eq(0)]
-                        m.next = nxt
+                    m.d.sync += [gsize.eq(gsize + 1), v.g_first.eq(0),
+                                 v.g_full.eq(gsize >= G)]
+                with m.If(~ca.ok | (v.seen_r.data != int(not first)) | v.g_full):
+                    v.fail_setup(RepackError.BAD_CONFIG)
+                with m.Elif(ca.last):
+                    m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp), v.i.eq(0),
+                                 v.ca_valid.eq(0), v.a_done.eq(0)]
+                    v.group_reset()
+                    m.next = nxt
 
     def _run(self, m, v):
         """RUN: per cycle, in this order: finish, TIMEOUT, a pending rank DONE notice, one
@@ -1741,8 +1757,8 @@ class RepackControl(wiring.Component):
             gsd, gdd = v.gs_scan.data, v.gd_scan.data
             m.d.sync += [
                 v.a_sel.eq(sa), v.b_sel.eq(sb), v.size_a.eq(gsd.members),
-                v.size_b.eq(gdd.members), v.sbase.eq(gsd.base), v.gptr_s.eq(gsd.base),
-                v.gptr_d.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(0),
+                v.size_b.eq(gdd.members), v.sbase.eq(gsd.base), v.src_ra.eq(gsd.base),
+                v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(0),
                 v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
                 v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
                 v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
@@ -1820,10 +1836,10 @@ class RepackControl(wiring.Component):
             for e in range(G):
                 with m.If(x == e):
                     with m.If(x < v.size_a):
-                        m.d.sync += v.cfg.src[e].eq(v.src_get.data.rank)
+                        m.d.sync += v.cfg.src[e].eq(v.src_r.data.rank)
                     with m.If(x < v.size_b):
-                        m.d.sync += v.cfg.dst[e].eq(v.dst_get.data.rank)
-            m.d.sync += [x.eq(x + 1), v.gptr_s.eq(v.gptr_s + 1), v.gptr_d.eq(v.gptr_d + 1),
+                        m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
+            m.d.sync += [x.eq(x + 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
                          v.left.eq(v.left - 1)]
             with m.If(v.left == 1):
                 m.next = "CONFIGURE"
@@ -1836,7 +1852,7 @@ class RepackControl(wiring.Component):
                 self._abort(m, v)
             with m.Elif(Array(c.ready for c in v.unit_cfgs)[v.unit_sel]):
                 m.d.sync += [v.ubusy.bit_select(v.unit_sel, 1).eq(1),
-                             v.gptr_s.eq(v.sbase), v.left.eq(v.size_a)]
+                             v.src_ra.eq(v.sbase), v.left.eq(v.size_a)]
                 m.next = "SEND"
 
         with m.State("SEND"):
@@ -1846,9 +1862,9 @@ class RepackControl(wiring.Component):
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
-                v.post_notice(NoticeKind.SEND, v.src_get.data.rank, v.unit_sel, v.cfg.tag,
+                v.post_notice(NoticeKind.SEND, v.src_r.data.rank, v.unit_sel, v.cfg.tag,
                               v.b_sel)
-                m.d.sync += [v.gptr_s.eq(v.gptr_s + 1), v.left.eq(v.left - 1)]
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
                 with m.If(v.left == 1):
                     m.next = "RUN"
 
