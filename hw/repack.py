@@ -1733,14 +1733,21 @@ class RepackControl(wiring.Component):
 
     def _run(self, m, v):
         """RUN: per cycle, in this order: finish, TIMEOUT, a pending rank DONE notice, one
-        unit event (with its notice), one scan step.  Every condition is a flop or a compare
-        of a distributed-RAM word read at a register address."""
+        unit event (with its notice), one scan step.  Every condition is a flop.
+
+        The scan reads the pair at its position into flags (`sc_*`) a cycle before it acts
+        on them; `sc_fresh` says they are of the current position, so a step takes two
+        cycles.  Flags a cycle old are safe: a group only becomes ready, and a pair is only
+        marked done by the scan itself, which then moves on."""
         sa, sb, pi, pi_row = v.sa, v.sb, v.pi, v.pi_row
+        sc_a, sc_b, sc_pair, sc_fresh = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
+                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.st_run)]
         with m.State("RUN"):
             m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
 
             def next_row():
-                m.d.sync += sb.eq(0)
+                m.d.sync += [sb.eq(0), sc_fresh.eq(0)]
                 with m.If(sa == v.p_last):
                     m.d.sync += [sa.eq(0), pi.eq(0), pi_row.eq(0)]
                 with m.Else():
@@ -1750,7 +1757,7 @@ class RepackControl(wiring.Component):
                 with m.If(sb == v.q_last):
                     next_row()
                 with m.Else():
-                    m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1)]
+                    m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1), sc_fresh.eq(0)]
 
             # The pair at the scan position is loaded every cycle, whether it is assigned or
             # not, so the assign decision only picks the next state (no wide load enable).
@@ -1790,13 +1797,13 @@ class RepackControl(wiring.Component):
                         m.d.sync += v.op_code.eq(eq.code)
                 with m.Elif(~v.eq_quiet):
                     self._rank_event(m, v)
-            with m.Elif(v.free.any()):
+            with m.Elif(v.free.any() & sc_fresh):
                 # Ref: seed 003, step 7.3: a ready source subgroup and a ready destination
-                # subgroup are paired and assigned to a free unit.  One pair per cycle is
-                # looked at; a source subgroup that is not ready is skipped whole.
-                with m.If(v.sleft_scan.data != 0):
+                # subgroup are paired and assigned to a free unit.  One pair is looked at
+                # per step; a source subgroup that is not ready is skipped whole.
+                with m.If(~sc_a):
                     next_row()
-                with m.Elif((v.dleft_scan.data == 0) & ~v.pair_r.data):
+                with m.Elif(sc_b & ~sc_pair):
                     m.d.comb += v.pair_w.en.eq(1)
                     step()
                     m.next = "GATHER"
