@@ -1374,9 +1374,6 @@ class RepackControl(wiring.Component):
         v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
         v.st_check_src = Signal()
         v.st_clear_pairs = Signal()
-        m.d.comb += self.busy.eq(~v.st_idle)
-        with m.If(self.busy):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
 
     def _storage(self, m, v):
         """Small memories (distributed RAM), one per owner, so that each read port has one
@@ -1436,8 +1433,16 @@ class RepackControl(wiring.Component):
         def count(code):
             m.d.comb += [v.err.eq(1), v.err_code.eq(code)]
 
+        # An exchange's end is registered too (`fin`): the deciding cycle only picks the next
+        # state; status and ops follow a cycle later, and busy stays high until they do.
+        fin, fin_code = Signal(), Signal(RepackError)
+        m.d.sync += fin.eq(0)
+        with m.If(fin):
+            m.d.sync += [self.status.eq(fin_code), self.ops.eq(self.ops + 1)]
+        v.fin = fin
+
         def finish(code):
-            m.d.sync += [self.status.eq(code), self.ops.eq(self.ops + 1)]
+            m.d.sync += [fin.eq(1), fin_code.eq(code)]
             m.next = "IDLE"
 
         def fail_setup(code):
@@ -1445,6 +1450,9 @@ class RepackControl(wiring.Component):
             finish(code)
 
         v.count, v.finish, v.fail_setup = count, finish, fail_setup
+        m.d.comb += self.busy.eq(~v.st_idle | fin)
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
 
     def _notices(self, m, v):
         """The notice output: a two-entry register slice (like :class:`SkidBuffer`) that the
@@ -1741,20 +1749,24 @@ class RepackControl(wiring.Component):
         marked done by the scan itself, which then moves on."""
         sa, sb, pi, pi_row = v.sa, v.sb, v.pi, v.pi_row
         sc_a, sc_b, sc_pair, sc_fresh = Signal(), Signal(), Signal(), Signal()
+        # With them, the position's compares and the next row's first pair.
+        sc_a_last, sc_b_last, sc_row_next = Signal(), Signal(), Signal.like(pi_row)
         m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
-                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.st_run)]
+                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.st_run),
+                     sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
+                     sc_row_next.eq(pi_row + v.Q)]
         with m.State("RUN"):
             m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
 
             def next_row():
                 m.d.sync += [sb.eq(0), sc_fresh.eq(0)]
-                with m.If(sa == v.p_last):
+                with m.If(sc_a_last):
                     m.d.sync += [sa.eq(0), pi.eq(0), pi_row.eq(0)]
                 with m.Else():
-                    m.d.sync += [sa.eq(sa + 1), pi.eq(pi_row + v.Q), pi_row.eq(pi_row + v.Q)]
+                    m.d.sync += [sa.eq(sa + 1), pi.eq(sc_row_next), pi_row.eq(sc_row_next)]
 
             def step():
-                with m.If(sb == v.q_last):
+                with m.If(sc_b_last):
                     next_row()
                 with m.Else():
                     m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1), sc_fresh.eq(0)]
