@@ -1350,7 +1350,10 @@ class RepackControl(wiring.Component):
         v.sbase = Signal(v.RB)
         v.src_ra = Signal(v.RB)                 # list read addresses (walks, GATHER, SEND)
         v.dst_ra = Signal(v.RB)
-        v.x = Signal(range(R + 1))
+        v.x = Signal(G)                         # GATHER: one-hot entry
+        v.a_left = Signal(range(R + 1))         # GATHER: entries of S / D still to read
+        v.b_left = Signal(range(R + 1))
+        v.a_on, v.b_on = Signal(), Signal()     # a_left > 0, b_left > 0
         v.left = Signal(range(R + 1))           # GATHER / SEND steps left
         v.unit_sel = Signal(range(max(2, K)))
         v.cfg = Signal(unit_config_layout(G))
@@ -1777,7 +1780,8 @@ class RepackControl(wiring.Component):
             m.d.sync += [
                 v.a_sel.eq(sa), v.b_sel.eq(sb), v.size_a.eq(gsd.members),
                 v.size_b.eq(gdd.members), v.sbase.eq(gsd.base), v.src_ra.eq(gsd.base),
-                v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(0),
+                v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(1),
+                v.a_left.eq(gsd.members), v.b_left.eq(gdd.members), v.a_on.eq(1), v.b_on.eq(1),
                 v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
                 v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
                 v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
@@ -1851,15 +1855,19 @@ class RepackControl(wiring.Component):
         K, G, x = v.K, v.G, v.x
         with m.State("GATHER"):
             # One rank of S and one of D a cycle, from list addresses kept in registers.
+            # Entry x of each list is written while x < its size: `x` is one-hot and the
+            # `*_on` flags are kept a cycle ahead, so the enables are flops.
             m.d.comb += v.running.eq(1)
             for e in range(G):
-                with m.If(x == e):
-                    with m.If(x < v.size_a):
+                with m.If(x[e]):
+                    with m.If(v.a_on):
                         m.d.sync += v.cfg.src[e].eq(v.src_r.data.rank)
-                    with m.If(x < v.size_b):
+                    with m.If(v.b_on):
                         m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
-            m.d.sync += [x.eq(x + 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
-                         v.left.eq(v.left - 1)]
+            m.d.sync += [x.eq(x << 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
+                         v.left.eq(v.left - 1), v.a_left.eq(v.a_left - 1),
+                         v.b_left.eq(v.b_left - 1), v.a_on.eq(v.a_left > 1),
+                         v.b_on.eq(v.b_left > 1)]
             with m.If(v.left == 1):
                 m.next = "CONFIGURE"
 
