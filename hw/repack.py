@@ -1288,7 +1288,7 @@ class RepackControl(wiring.Component):
                              first=True, count_reg=v.P, last_reg=v.p_last, nxt="CHECK_DST")
             self._check_list(m, v, "CHECK_DST", v.dst_r, v.dst_ra,
                              (v.dgrp_w, v.gd_w, v.dleft_w),
-                             first=False, count_reg=v.Q, last_reg=v.q_last, nxt="CAPACITY")
+                             first=False, count_reg=v.Q, last_reg=v.q_last, nxt="SIZE")
             self._run(m, v)
             self._assign(m, v)
         self._watchdog(m, v)
@@ -1313,7 +1313,15 @@ class RepackControl(wiring.Component):
         v.Q = Signal(range(R + 1))              # destination subgroups
         v.p_last = Signal(range(R))             # P - 1
         v.q_last = Signal(range(R))             # Q - 1
-        v.max_dh = Signal(range(R + 1))
+        # The largest source group: max_th[k] says a group of more than k ranks was seen (a
+        # thermometer code, set by OR, no compare loop); max_dh is its value a cycle later.
+        v.max_th = Signal(G)
+        v.max_dh = Signal(range(G + 1))
+        for k in range(G):
+            with m.If(v.max_th[k]):
+                m.d.sync += v.max_dh.eq(k + 1)
+        with m.If(~v.max_th[0]):
+            m.d.sync += v.max_dh.eq(0)
         v.need = Signal(34)                     # buffer_bytes_needed(budget, max_dh)
         v.cap_bad = Signal()                    # need > capacity, a cycle behind `need`
         v.pairs_left = Signal(range(R * R + 1))  # sub-matrices not yet DONE
@@ -1661,15 +1669,19 @@ class RepackControl(wiring.Component):
                          v.cnt_w.en.eq(1)]
             m.d.sync += v.i.eq(v.i + 1)
             with m.If(v.i == v.n_last):
-                m.d.sync += [v.i.eq(0), v.max_dh.eq(0), v.ca_valid.eq(0), v.a_done.eq(0),
+                m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.a_done.eq(0),
                              v.src_ra.eq(0), v.dst_ra.eq(0)]
                 v.group_reset()
                 m.next = "CHECK_SRC"
 
-        # dh * (B - 1) as a shift and a subtraction.  max_dh is final from the first cycle
-        # of CHECK_DST, which lasts at least two, so `cap_bad` is right in CAPACITY.
+        # dh * (B - 1) as a shift and a subtraction.  max_th is final from the first cycle
+        # of CHECK_DST, max_dh from its second, `need` from the third, `cap_bad` from the
+        # fourth: CHECK_DST lasts at least two cycles, SIZE one more.
         m.d.sync += [v.need.eq(v.budget + (v.max_dh << v.LB) - v.max_dh),
                      v.cap_bad.eq(v.need > self._capacity)]
+        with m.State("SIZE"):
+            m.next = "CAPACITY"
+
         with m.State("CAPACITY"):
             # Ref: issue 5: refused at configuration, never overflowed.
             with m.If(v.cap_bad):
@@ -1727,7 +1739,7 @@ class RepackControl(wiring.Component):
                 with m.If(v.g_first):
                     m.d.sync += v.gbase.eq(ca.idx)
                 if first:
-                    m.d.sync += v.max_dh.eq(Mux(gsize > v.max_dh, gsize, v.max_dh))
+                    m.d.sync += v.max_th.eq(v.max_th | Cat(gsize > k for k in range(G)))
                 with m.If(ca.end):
                     m.d.sync += [grp.eq(grp + 1), gsize.eq(1), v.g_first.eq(1),
                                  v.g_full.eq(0)]
