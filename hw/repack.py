@@ -1280,6 +1280,7 @@ class RepackControl(wiring.Component):
         self._events(m, v)
         self._registrations(m, v)
         self._wiring(m, v)
+        self._notice_data(m, v)
         with m.FSM(name="control"):
             self._idle(m, v)
             self._setup(m, v)
@@ -1385,6 +1386,7 @@ class RepackControl(wiring.Component):
         v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
         v.st_check_src = Signal()
         v.st_clear_pairs = Signal()
+        v.st_send = Signal()
 
     def _storage(self, m, v):
         """Small memories (distributed RAM), one per owner, so that each read port has one
@@ -1486,13 +1488,12 @@ class RepackControl(wiring.Component):
                 m.d.sync += [notice.payload.eq(spare), notice.valid.eq(1), spare_valid.eq(0)]
             with m.Else():
                 m.d.sync += [notice.payload.eq(v.nq_data), notice.valid.eq(v.nq_push)]
-        with m.Elif(v.nq_push):
-            m.d.sync += [spare.eq(v.nq_data), spare_valid.eq(1)]
+        with m.Elif(~spare_valid):
+            m.d.sync += [spare.eq(v.nq_data), spare_valid.eq(v.nq_push)]
 
-        def post_notice(kind, rank, unit=0, tag=0, group=0):
-            d = v.nq_data
-            m.d.comb += [v.nq_push.eq(1), d.kind.eq(kind), d.rank.eq(rank), d.unit.eq(unit),
-                         d.tag.eq(tag), d.group.eq(group)]
+        # The payload is chosen by flops only (see `_notice_data`); a decision only pushes.
+        def post_notice():
+            m.d.comb += v.nq_push.eq(1)
         v.post_notice = post_notice
 
     def _events(self, m, v):
@@ -1604,6 +1605,23 @@ class RepackControl(wiring.Component):
                          left_w.data.eq(Mux(walk, gsize, left_r.data - 1))]
             with m.If(v.r1_valid):
                 m.d.comb += left_w.en.eq(1)
+
+    def _notice_data(self, m, v):
+        """The notice a push would post, chosen by the state and `pend_done` alone: SEND in
+        SEND; in RUN a pending rank DONE goes first (an event's notice waits for it), else
+        the event's TAKEN or DELIVERED."""
+        d, eq = v.nq_data, v.eq
+        taken = v.ev_taken
+        with m.If(v.st_send):
+            m.d.comb += [d.kind.eq(NoticeKind.SEND), d.rank.eq(v.src_r.data.rank),
+                         d.unit.eq(v.unit_sel), d.tag.eq(v.cfg.tag), d.group.eq(v.b_sel)]
+        with m.Elif(v.pend_done):
+            m.d.comb += [d.kind.eq(NoticeKind.DONE), d.rank.eq(v.done_rank)]
+        with m.Else():
+            # The group of the other side: b for a source, a for a destination.
+            m.d.comb += [d.kind.eq(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED)),
+                         d.rank.eq(eq.rank), d.unit.eq(v.eq_unit), d.tag.eq(eq.tag),
+                         d.group.eq(Mux(taken, eq.tag[:8], eq.tag[8:]))]
 
     def _watchdog(self, m, v):
         """Cycles without progress, counted down from timeout + REPORT_SLACK.  `idle_out` is
@@ -1807,7 +1825,7 @@ class RepackControl(wiring.Component):
             with m.Elif(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.pend_done & v.nq_room):
-                v.post_notice(NoticeKind.DONE, v.done_rank)
+                v.post_notice()
                 m.d.sync += v.pend_done.eq(0)
             with m.Elif(v.eq_valid & (v.eq_quiet | (v.nq_room & ~v.pend_done))):
                 # Unit events before the scan: they free units and complete ranks.  An event
@@ -1842,15 +1860,12 @@ class RepackControl(wiring.Component):
         """A TAKEN or DELIVERED: tell the rank, and note a rank with all its sends and
         receives done.  Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
         completes once all its sends and receives are done)."""
-        eq = v.eq
-        taken, new_sent, new_recv = v.ev_taken, v.new_sent, v.new_recv
+        # The counts and the notice are wired in `_wiring` and `_notice_data`.
         m.d.comb += v.cnt_w.en.eq(1)
-        # The group of the other side: b for a source, a for a destination.
-        v.post_notice(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED),
-                      eq.rank, v.eq_unit, eq.tag, Mux(taken, eq.tag[:8], eq.tag[8:]))
+        v.post_notice()
         m.d.sync += [
-            v.pend_done.eq((new_sent == v.Q) & (new_recv == v.P)),
-            v.done_rank.eq(eq.rank),
+            v.pend_done.eq((v.new_sent == v.Q) & (v.new_recv == v.P)),
+            v.done_rank.eq(v.eq.rank),
         ]
 
     def _abort(self, m, v):
@@ -1897,12 +1912,11 @@ class RepackControl(wiring.Component):
         with m.State("SEND"):
             # Ref: seed 003, step 7.4: the sources move their data to the unit.  Their ranks
             # are read from the list again, at an address in a register.
-            m.d.comb += v.running.eq(1)
+            m.d.comb += [v.running.eq(1), v.st_send.eq(1)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
-                v.post_notice(NoticeKind.SEND, v.src_r.data.rank, v.unit_sel, v.cfg.tag,
-                              v.b_sel)
+                v.post_notice()
                 m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
                 with m.If(v.left == 1):
                     m.next = "RUN"
