@@ -1481,15 +1481,18 @@ class RepackControl(wiring.Component):
         v.nq_data = Signal(NOTICE_LAYOUT)
         v.nq_flush = Signal()
         out_free = ~notice.valid | notice.ready
+        # Payloads move whether or not a notice is pushed or flushed (an entry's payload
+        # matters only while it is valid), so only the two valid bits see a decision.
+        with m.If(out_free):
+            m.d.sync += notice.payload.eq(Mux(spare_valid, spare, v.nq_data))
+        with m.Elif(~spare_valid):
+            m.d.sync += spare.eq(v.nq_data)
         with m.If(v.nq_flush):
             m.d.sync += [notice.valid.eq(0), spare_valid.eq(0)]
         with m.Elif(out_free):
-            with m.If(spare_valid):
-                m.d.sync += [notice.payload.eq(spare), notice.valid.eq(1), spare_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [notice.payload.eq(v.nq_data), notice.valid.eq(v.nq_push)]
+            m.d.sync += [notice.valid.eq(spare_valid | v.nq_push), spare_valid.eq(0)]
         with m.Elif(~spare_valid):
-            m.d.sync += [spare.eq(v.nq_data), spare_valid.eq(v.nq_push)]
+            m.d.sync += spare_valid.eq(v.nq_push)
 
         # The payload is chosen by flops only (see `_notice_data`); a decision only pushes.
         def post_notice():
