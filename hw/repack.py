@@ -1341,8 +1341,10 @@ class RepackControl(wiring.Component):
             m.d.sync += [v.grp.eq(0), v.gsize.eq(1), v.g_first.eq(1), v.g_full.eq(0)]
         v.group_reset = group_reset
         v.gbase = Signal(v.RB)
-        # The list walks' first stage: entry i read and compared with n.
+        # The list walks' first stages: entry i read (e0), then compared with n (ca).
         v.ca_valid, v.a_done = Signal(), Signal()
+        v.e0_valid = Signal()
+        v.e0 = Signal(data.StructLayout({"rank": RANK_WIDTH, "end": 1, "last": 1, "idx": v.RB}))
         v.ca = Signal(data.StructLayout({
             "rank": RANK_WIDTH, "end": 1, "last": 1, "ok": 1, "idx": v.RB,
         }))
@@ -1690,14 +1692,15 @@ class RepackControl(wiring.Component):
                          v.cnt_w.en.eq(1)]
             m.d.sync += v.i.eq(v.i + 1)
             with m.If(v.i == v.n_last):
-                m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.a_done.eq(0),
+                m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.e0_valid.eq(0),
+                             v.a_done.eq(0),
                              v.src_ra.eq(0), v.dst_ra.eq(0)]
                 v.group_reset()
                 m.next = "CHECK_SRC"
 
         # dh * (B - 1) as a shift and a subtraction.  max_th is final from the first cycle
         # of CHECK_DST, max_dh from its second, `need` from the third, `cap_bad` from the
-        # fourth: CHECK_DST lasts at least two cycles, SIZE one more.
+        # fourth: CHECK_DST lasts at least three cycles, SIZE one more.
         m.d.sync += [v.need.eq(v.budget + (v.max_dh << v.LB) - v.max_dh),
                      v.cap_bad.eq(v.need > self._capacity)]
         with m.State("SIZE"):
@@ -1730,7 +1733,7 @@ class RepackControl(wiring.Component):
         """Walk a rank list once: check it is a permutation of 0..n-1 cut into groups of at
         most G, and note each rank's group and each group's first entry and members.
 
-        Two stages: A reads entry i and compares it with n; B, a cycle later, checks and
+        Three stages: A reads entry i into `e0`; A1 compares it with n into `ca`; B checks and
         notes it.  The `seen` bit is read in B, after the previous entry's write.  It is
         cleared before the SRC walk, which requires 0 and sets 1; the DST walk requires 1 and
         sets 0, so each walk sees each rank once."""
@@ -1739,16 +1742,18 @@ class RepackControl(wiring.Component):
             m.d.comb += v.st_check.eq(1)
             if first:
                 m.d.comb += v.st_check_src.eq(1)
-            entry = list_r.data
+            entry, e0 = list_r.data, v.e0
             i_last = v.i == v.n_last
             with m.If(~v.a_done):
                 m.d.sync += [
-                    v.ca_valid.eq(1), ca.rank.eq(entry.rank), ca.end.eq(entry.end | i_last),
-                    ca.last.eq(i_last), ca.ok.eq(v.in_group(entry.rank)), ca.idx.eq(v.i),
+                    v.e0_valid.eq(1), e0.rank.eq(entry.rank), e0.end.eq(entry.end | i_last),
+                    e0.last.eq(i_last), e0.idx.eq(v.i),
                     v.i.eq(v.i + 1), list_ra.eq(list_ra + 1), v.a_done.eq(i_last),
                 ]
             with m.Else():
-                m.d.sync += v.ca_valid.eq(0)
+                m.d.sync += v.e0_valid.eq(0)
+            m.d.sync += [v.ca_valid.eq(v.e0_valid), ca.rank.eq(e0.rank), ca.end.eq(e0.end),
+                         ca.last.eq(e0.last), ca.idx.eq(e0.idx), ca.ok.eq(v.in_group(e0.rank))]
 
             gsize, grp = v.gsize, v.grp
             with m.If(v.ca_valid):
@@ -1771,7 +1776,7 @@ class RepackControl(wiring.Component):
                     v.fail_setup(RepackError.BAD_CONFIG)
                 with m.Elif(ca.last):
                     m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp), v.i.eq(0),
-                                 v.ca_valid.eq(0), v.a_done.eq(0)]
+                                 v.ca_valid.eq(0), v.e0_valid.eq(0), v.a_done.eq(0)]
                     v.group_reset()
                     m.next = nxt
 
