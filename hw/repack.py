@@ -1353,6 +1353,12 @@ class RepackControl(wiring.Component):
         v.sb = Signal(range(R))
         v.pi = Signal(range(R * R))
         v.pi_row = Signal(range(R * R))
+        # Writes of the pair bits leave from a register: CLEAR_PAIRS's zeros, and the one of
+        # an assigned pair (written in GATHER; the scan reads the pairs again only in RUN).
+        # The last zero lands in RUN's first cycle; the scan's first read may miss it only when
+        # there is one pair, and then passes it once and finds it on the next lap.
+        v.pw = Signal(data.StructLayout({"en": 1, "addr": range(R * R), "data": 1}))
+        m.d.sync += v.pw.en.eq(0)
 
         v.a_sel = Signal(8)                     # the pair being assigned
         v.b_sel = Signal(8)
@@ -1387,7 +1393,6 @@ class RepackControl(wiring.Component):
         v.st_clear = Signal()
         v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
         v.st_check_src = Signal()
-        v.st_clear_pairs = Signal()
         v.st_send = Signal()
 
     def _storage(self, m, v):
@@ -1585,7 +1590,7 @@ class RepackControl(wiring.Component):
             v.cnt_w.addr.eq(Mux(v.st_clear, i, eq.rank)),
             v.gs_scan.addr.eq(v.sa), v.gd_scan.addr.eq(v.sb), v.pair_r.addr.eq(v.pi),
             v.sleft_scan.addr.eq(v.sa), v.dleft_scan.addr.eq(v.sb),
-            v.pair_w.addr.eq(v.pi), v.pair_w.data.eq(~v.st_clear_pairs),
+            v.pair_w.addr.eq(v.pw.addr), v.pair_w.data.eq(v.pw.data), v.pair_w.en.eq(v.pw.en),
         ]
         # A rank event's counts; CLEAR writes zeros.
         v.ev_taken = eq.kind == UnitEvent.TAKEN
@@ -1715,7 +1720,7 @@ class RepackControl(wiring.Component):
                 m.next = "CLEAR_PAIRS"
 
         with m.State("CLEAR_PAIRS"):
-            m.d.comb += [v.st_clear_pairs.eq(1), v.pair_w.en.eq(1)]
+            m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(v.pi), v.pw.data.eq(0)]
             m.d.sync += v.pi.eq(v.pi + 1)
             with m.If(v.sb == v.q_last):
                 m.d.sync += v.sb.eq(0)
@@ -1858,7 +1863,7 @@ class RepackControl(wiring.Component):
                 with m.If(~sc_a):
                     next_row()
                 with m.Elif(sc_b & ~sc_pair):
-                    m.d.comb += v.pair_w.en.eq(1)
+                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1)]
                     step()
                     m.next = "GATHER"
                 with m.Else():
