@@ -1156,7 +1156,8 @@ class RepackControl(wiring.Component):
     start : ``In(stream.Signature(START_LAYOUT))``
         Starts an exchange over ranks 0..n-1, taken while idle.
     reg : ``In(stream.Signature(REGISTRATION_LAYOUT))``
-        Registrations (arrivals), taken while an exchange runs; they wait before ``start``.
+        Registrations (arrivals), taken while an exchange runs; they wait before ``start``
+        (and once every sub-matrix is done, for the next exchange).
     notice : ``Out(stream.Signature(NOTICE_LAYOUT))``
         SEND, TAKEN, DELIVERED and DONE notices for the ranks.
     unit_cfg_<k> : ``Out(stream.Signature(unit_config_layout(max_group)))``
@@ -1173,7 +1174,8 @@ class RepackControl(wiring.Component):
         timeouts; the units count their own); wraps.
     last_error : ``Out(RepackError)``
     cycles : ``Out(32)``
-        Cycles from ``start`` to the end of the latest exchange (running while busy).
+        Cycles from ``start`` to the end of the latest exchange (running while busy; busy
+        falls in the cycle ``status`` and ``ops`` are written).
     ops : ``Out(32)``
         Number of finished exchanges (including refused starts); wraps.
 
@@ -1208,10 +1210,22 @@ class RepackControl(wiring.Component):
 
     Rate
     ----
-    Serial by design: the setup walks the lists (3·n cycles plus one per sub-matrix); then per
-    cycle one unit event (with its notice), one registration, or one scan step.  Starting a
-    sub-matrix costs max(dh, dv) cycles to read its rank lists, one to configure the unit and
-    one per SEND notice; the notice stream carries one notice per cycle.
+    Serial by design: the setup decodes ``start`` and walks the lists (3·n + 7 cycles, plus
+    one per sub-matrix); then per cycle one unit event (with its notice) or half a scan step
+    (a step takes two cycles), while registrations, one per cycle, go through a pipeline of
+    their own.  Starting a sub-matrix costs max(dh, dv) cycles to read its rank lists, one to
+    configure the unit and one per SEND notice; the notice stream carries one notice per cycle.
+
+    Pipeline
+    --------
+    Built for its clock like :class:`RepackUnit`: every decision reads flops or a
+    distributed-RAM word at an address held in a register, and drives only write enables,
+    next states and valid bits.  ``start`` is decoded into registers before DECODE acts on
+    it; the list walks read, compare and check an entry in three stages; the watchdog counts
+    down from a budget loaded at start, its expiry kept a cycle ahead; unit events enter a
+    one-entry register with their decoded fields; notices leave through a two-entry slice
+    whose free entry is a flop; the scan acts on flags read a cycle earlier; errors, status
+    and ops are written a cycle after the decision (``busy`` covers that cycle).
     """
 
     def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
