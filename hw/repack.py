@@ -1156,7 +1156,8 @@ class RepackControl(wiring.Component):
     start : ``In(stream.Signature(START_LAYOUT))``
         Starts an exchange over ranks 0..n-1, taken while idle.
     reg : ``In(stream.Signature(REGISTRATION_LAYOUT))``
-        Registrations (arrivals), taken while an exchange runs; they wait before ``start``.
+        Registrations (arrivals), taken while an exchange runs; they wait before ``start``
+        (and once every sub-matrix is done, for the next exchange).
     notice : ``Out(stream.Signature(NOTICE_LAYOUT))``
         SEND, TAKEN, DELIVERED and DONE notices for the ranks.
     unit_cfg_<k> : ``Out(stream.Signature(unit_config_layout(max_group)))``
@@ -1173,7 +1174,8 @@ class RepackControl(wiring.Component):
         timeouts; the units count their own); wraps.
     last_error : ``Out(RepackError)``
     cycles : ``Out(32)``
-        Cycles from ``start`` to the end of the latest exchange (running while busy).
+        Cycles from ``start`` to the end of the latest exchange (running while busy; busy
+        falls in the cycle ``status`` and ``ops`` are written).
     ops : ``Out(32)``
         Number of finished exchanges (including refused starts); wraps.
 
@@ -1208,10 +1210,22 @@ class RepackControl(wiring.Component):
 
     Rate
     ----
-    Serial by design: the setup walks the lists (3·n cycles plus one per sub-matrix); then per
-    cycle one unit event (with its notice), one registration, or one scan step.  Starting a
-    sub-matrix costs max(dh, dv) cycles to read its rank lists, one to configure the unit and
-    one per SEND notice; the notice stream carries one notice per cycle.
+    Serial by design: the setup decodes ``start`` and walks the lists (3·n + 7 cycles, plus
+    one per sub-matrix); then per cycle one unit event (with its notice) or half a scan step
+    (a step takes two cycles), while registrations, one per cycle, go through a pipeline of
+    their own.  Starting a sub-matrix costs max(dh, dv) cycles to read its rank lists, one to
+    configure the unit and one per SEND notice; the notice stream carries one notice per cycle.
+
+    Pipeline
+    --------
+    Built for its clock like :class:`RepackUnit`: every decision reads flops or a
+    distributed-RAM word at an address held in a register, and drives only write enables,
+    next states and valid bits.  ``start`` is decoded into registers before DECODE acts on
+    it; the list walks read, compare and check an entry in three stages; the watchdog counts
+    down from a budget loaded at start, its expiry kept a cycle ahead; unit events enter a
+    one-entry register with their decoded fields; notices leave through a two-entry slice
+    whose free entry is a flop; the scan acts on flags read a cycle earlier; errors, status
+    and ops are written a cycle after the decision (``busy`` covers that cycle).
     """
 
     def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
@@ -1268,396 +1282,671 @@ class RepackControl(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R = self._max_ranks
-        K = self._units
-        G = self._max_group
-        B = self._data_width // 8
-        LB = B.bit_length() - 1
-        RB = (R - 1).bit_length()
+        R, K, G = self._max_ranks, self._units, self._max_group
+        v = SimpleNamespace(R=R, K=K, G=G, RB=(R - 1).bit_length(),
+                            LB=(self._data_width // 8).bit_length() - 1)
+        v.unit_cfgs = [self.unit_cfg(k) for k in range(K)]
+        v.unit_events = [self.unit_event(k) for k in range(K)]
+        self._registers(m, v)
+        self._storage(m, v)
+        self._counters(m, v)
+        self._notices(m, v)
+        self._events(m, v)
+        self._registrations(m, v)
+        self._wiring(m, v)
+        self._notice_data(m, v)
+        with m.FSM(name="control"):
+            self._idle(m, v)
+            self._setup(m, v)
+            self._check_list(m, v, "CHECK_SRC", v.src_r, v.src_ra,
+                             (v.sgrp_w, v.gs_w, v.sleft_w),
+                             first=True, count_reg=v.P, last_reg=v.p_last, nxt="CHECK_DST")
+            self._check_list(m, v, "CHECK_DST", v.dst_r, v.dst_ra,
+                             (v.dgrp_w, v.gd_w, v.dleft_w),
+                             first=False, count_reg=v.Q, last_reg=v.q_last, nxt="SIZE")
+            self._run(m, v)
+            self._assign(m, v)
+        self._watchdog(m, v)
+        return m
 
-        entry_layout = data.StructLayout({"rank": RANK_WIDTH, "end": 1})
-        info_layout = data.StructLayout({
-            "sgrp": RB, "dgrp": RB, "seen_s": 1, "seen_d": 1, "reg": 1,
-            "sent": range(R + 1), "recv": range(R + 1),
-        })
-        group_layout = data.StructLayout({
-            "base": RB, "members": range(R + 1), "arrived": range(R + 1),
-        })
+    def _registers(self, m, v):
+        """The exchange's parameters, counters and the pair being assigned."""
+        R, K, G = v.R, v.K, v.G
+        v.n = Signal(16)
+        # rank < n, knowing n <= R (DECODE refuses others): a compare of the low bits and a
+        # zero test of the rest, not a 16-bit carry chain.
+        NW = R.bit_length()
+        v.in_group = lambda rank: (rank[NW:] == 0) & (rank[:NW] < v.n[:NW])
+        v.n_last = Signal(range(R))             # n - 1, for compares with a register
+        v.budget = Signal(32)
+        v.timeout = Signal(32)
+        # The watchdog's budget, loaded once at start (timeout >= 1, so no underflow).
+        v.wd_budget = Signal(33)
+        v.start_bad = Signal()                  # decoded from the start payload as it is taken
+        v.idle_out = Signal()                   # the watchdog has run out (a flop)
+        v.P = Signal(range(R + 1))              # source subgroups
+        v.Q = Signal(range(R + 1))              # destination subgroups
+        v.p_last = Signal(range(R))             # P - 1
+        v.q_last = Signal(range(R))             # Q - 1
+        # The largest source group: max_th[k] says a group of more than k ranks was seen (a
+        # thermometer code, set by OR, no compare loop); max_dh is its value a cycle later.
+        v.max_th = Signal(G)
+        v.max_dh = Signal(range(G + 1))
+        for k in range(G):
+            with m.If(v.max_th[k]):
+                m.d.sync += v.max_dh.eq(k + 1)
+        with m.If(~v.max_th[0]):
+            m.d.sync += v.max_dh.eq(0)
+        v.need = Signal(34)                     # buffer_bytes_needed(budget, max_dh)
+        v.cap_bad = Signal()                    # need > capacity, a cycle behind `need`
+        v.pairs_left = Signal(range(R * R + 1))  # sub-matrices not yet DONE
+        v.all_done = Signal()                   # pairs_left == 0, kept a cycle ahead
+        v.op_code = Signal(RepackError)         # first error a unit reported
 
-        m.submodules.src_list = src_mem = Memory(shape=entry_layout, depth=R, init=[])
-        m.submodules.dst_list = dst_mem = Memory(shape=entry_layout, depth=R, init=[])
-        m.submodules.rank_info = info_mem = Memory(shape=info_layout, depth=R, init=[])
-        m.submodules.src_groups = gs_mem = Memory(shape=group_layout, depth=R, init=[])
-        m.submodules.dst_groups = gd_mem = Memory(shape=group_layout, depth=R, init=[])
-        m.submodules.pairs = pair_mem = Memory(shape=1, depth=R * R, init=[])
-        src_w, src_r = src_mem.write_port(), src_mem.read_port(domain="comb")
-        dst_w, dst_r = dst_mem.write_port(), dst_mem.read_port(domain="comb")
-        info_w, info_r = info_mem.write_port(), info_mem.read_port(domain="comb")
-        gs_w, gs_r, gs_scan = (gs_mem.write_port(), gs_mem.read_port(domain="comb"),
-                               gs_mem.read_port(domain="comb"))
-        gd_w, gd_r, gd_scan = (gd_mem.write_port(), gd_mem.read_port(domain="comb"),
-                               gd_mem.read_port(domain="comb"))
-        pair_w, pair_r = pair_mem.write_port(), pair_mem.read_port(domain="comb")
+        v.i = Signal(range(R + 1))              # list walks
+        v.grp = Signal(range(R + 1))
+        # The walk's current group: its size with this entry (gsize), and flags kept a
+        # cycle ahead: this entry is the group's first (g_first), the group is already G
+        # ranks (g_full).
+        v.gsize = Signal(range(R + 1))
+        v.g_first, v.g_full = Signal(), Signal()
 
-        n = Signal(16)
-        budget = Signal(32)
-        timeout = Signal(32)
-        P = Signal(range(R + 1))                # source subgroups
-        Q = Signal(range(R + 1))                # destination subgroups
-        max_dh = Signal(range(R + 1))
-        total_pairs = Signal(range(R * R + 1))
-        pairs_done = Signal(range(R * R + 1))
-        op_code = Signal(RepackError)           # first error a unit reported
+        def group_reset():
+            m.d.sync += [v.grp.eq(0), v.gsize.eq(1), v.g_first.eq(1), v.g_full.eq(0)]
+        v.group_reset = group_reset
+        v.gbase = Signal(v.RB)
+        # The list walks' first stages: entry i read (e0), then compared with n (ca).
+        v.ca_valid, v.a_done = Signal(), Signal()
+        v.e0_valid = Signal()
+        v.e0 = Signal(data.StructLayout({"rank": RANK_WIDTH, "end": 1, "last": 1, "idx": v.RB}))
+        v.ca = Signal(data.StructLayout({
+            "rank": RANK_WIDTH, "end": 1, "last": 1, "ok": 1, "idx": v.RB,
+        }))
 
-        i = Signal(range(R + 1))
-        grp = Signal(range(R + 1))
-        gcnt = Signal(range(R + 1))
-        gbase = Signal(RB)
+        v.sa = Signal(range(R))                 # the scan: pair (sa, sb) = entry pi
+        v.sb = Signal(range(R))
+        v.pi = Signal(range(R * R))
+        v.pi_row = Signal(range(R * R))
+        # Writes of the pair bits leave from a register: CLEAR_PAIRS's zeros, and the one of
+        # an assigned pair (written in GATHER; the scan reads the pairs again only in RUN).
+        # The last zero lands in RUN's first cycle; the scan's first read may miss it only when
+        # there is one pair, and then passes it once and finds it on the next lap.
+        v.pw = Signal(data.StructLayout({"en": 1, "addr": range(R * R), "data": 1}))
+        m.d.sync += v.pw.en.eq(0)
 
-        sa = Signal(range(R))
-        sb = Signal(range(R))
-        pi = Signal(range(R * R))
-        pi_row = Signal(range(R * R))
+        v.a_sel = Signal(8)                     # the pair being assigned
+        v.b_sel = Signal(8)
+        v.size_a = Signal(range(R + 1))
+        v.size_b = Signal(range(R + 1))
+        v.sbase = Signal(v.RB)
+        v.src_ra = Signal(v.RB)                 # list read addresses (walks, GATHER, SEND)
+        v.dst_ra = Signal(v.RB)
+        v.x = Signal(G)                         # GATHER: one-hot entry
+        v.a_left = Signal(range(R + 1))         # GATHER: entries of S / D still to read
+        v.b_left = Signal(range(R + 1))
+        v.a_on, v.b_on = Signal(), Signal()     # a_left > 0, b_left > 0
+        v.left = Signal(range(R + 1))           # GATHER / SEND steps left
+        v.unit_sel = Signal(range(max(2, K)))
+        v.cfg = Signal(unit_config_layout(G))
+        for c in v.unit_cfgs:
+            m.d.comb += c.payload.eq(v.cfg)
 
-        a_sel = Signal(8)
-        b_sel = Signal(8)
-        size_a = Signal(range(R + 1))
-        size_b = Signal(range(R + 1))
-        sbase = Signal(RB)
-        dbase = Signal(RB)
-        x = Signal(range(R + 1))
-        unit_sel = Signal(range(max(2, K)))
-        cfg = Signal(unit_config_layout(G))
+        v.ubusy = Signal(K)
+        v.ustale = Signal(K)
+        v.free = Signal(K)
+        m.d.comb += v.free.eq(~v.ubusy)
+        v.free_unit = _priority(m, v.free, "free_unit")
 
-        ubusy = Signal(K)
-        ustale = Signal(K)
+        v.pend_done = Signal()                  # a rank DONE notice waits for the queue
+        v.done_rank = Signal(RANK_WIDTH)
 
-        pend_done = Signal()                    # a rank DONE notice waits for the register
-        done_rank = Signal(RANK_WIDTH)
+        # FSM state flags, set in the states.
+        v.st_idle = Signal()
+        v.st_run = Signal()
+        v.running = Signal()                    # RUN, GATHER, CONFIGURE, SEND
+        v.st_clear = Signal()
+        v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
+        v.st_check_src = Signal()
+        v.st_send = Signal()
 
-        unit_cfgs = [self.unit_cfg(k) for k in range(K)]
-        unit_events = [self.unit_event(k) for k in range(K)]
-        for k in range(K):
-            m.d.comb += unit_cfgs[k].payload.eq(cfg)
+    def _storage(self, m, v):
+        """Small memories (distributed RAM), one per owner, so that each read port has one
+        address register and each write port at most two writers in different states."""
+        R, RB = v.R, v.RB
 
-        # ---- Errors -------------------------------------------------------------------------
-        err = Signal()
-        err_code = Signal(RepackError)
-        with m.If(err):
-            m.d.sync += [self.errors.eq(self.errors + 1), self.last_error.eq(err_code)]
+        def memory(name, shape, depth=R):
+            m.submodules[name] = mem = Memory(shape=shape, depth=depth, init=[])
+            return mem
+
+        entry = data.StructLayout({"rank": RANK_WIDTH, "end": 1})
+        group = data.StructLayout({"base": RB, "members": range(R + 1)})
+        counts = data.StructLayout({"sent": range(R + 1), "recv": range(R + 1)})
+        # Rank lists: written by order writes; read by the checks, GATHER and SEND, always at
+        # the address in src_ra / dst_ra (two read ports would be merged behind a mux).
+        src, dst = memory("src_list", entry), memory("dst_list", entry)
+        v.src_w, v.src_r = src.write_port(), src.read_port(domain="comb")
+        v.dst_w, v.dst_r = dst.write_port(), dst.read_port(domain="comb")
+        # Per rank: seen by the list checks, its groups, registered, its notices so far.
+        seen = memory("seen", 1)
+        v.seen_w, v.seen_r = seen.write_port(), seen.read_port(domain="comb")
+        sgrp, dgrp = memory("rank_sgrp", RB), memory("rank_dgrp", RB)
+        v.sgrp_w, v.sgrp_r = sgrp.write_port(), sgrp.read_port(domain="comb")
+        v.dgrp_w, v.dgrp_r = dgrp.write_port(), dgrp.read_port(domain="comb")
+        regd = memory("registered", 1)
+        v.regd_w, v.regd_r = regd.write_port(), regd.read_port(domain="comb")
+        cnt = memory("rank_counts", counts)
+        v.cnt_w, v.cnt_r = cnt.write_port(), cnt.read_port(domain="comb")
+        # Per group: first list entry and size (for the assignment), members not yet
+        # registered (0: the group is ready).
+        gs, gd = memory("src_groups", group), memory("dst_groups", group)
+        v.gs_w, v.gs_scan = gs.write_port(), gs.read_port(domain="comb")
+        v.gd_w, v.gd_scan = gd.write_port(), gd.read_port(domain="comb")
+        sleft, dleft = memory("src_left", range(R + 1)), memory("dst_left", range(R + 1))
+        v.sleft_w, v.sleft_r, v.sleft_scan = (sleft.write_port(), sleft.read_port(domain="comb"),
+                                              sleft.read_port(domain="comb"))
+        v.dleft_w, v.dleft_r, v.dleft_scan = (dleft.write_port(), dleft.read_port(domain="comb"),
+                                              dleft.read_port(domain="comb"))
+        pairs = memory("pairs", 1, R * R)
+        v.pair_w, v.pair_r = pairs.write_port(), pairs.read_port(domain="comb")
+
+    def _counters(self, m, v):
+        """Errors, status and ops.  An error is registered before it is counted, so no
+        decision drives the 32-bit counter; the FSM and the registration pipeline each count
+        at most one a cycle."""
+        v.err, v.err_code = Signal(), Signal(RepackError)           # FSM
+        v.rerr, v.rerr_code = Signal(), Signal(RepackError)         # registrations
+        e1, c1 = Signal(), Signal(RepackError)
+        e2, c2 = Signal(), Signal(RepackError)
+        m.d.sync += [e1.eq(v.err), c1.eq(v.err_code), e2.eq(v.rerr), c2.eq(v.rerr_code)]
+        with m.If(e1 | e2):
+            # Both in one cycle (a TIMEOUT and a late registration's error) count two and
+            # name the FSM's.
+            m.d.sync += [self.errors.eq(self.errors + e1 + e2),
+                         self.last_error.eq(Mux(e1, c1, c2))]
 
         def count(code):
-            return [err.eq(1), err_code.eq(code)]
+            m.d.comb += [v.err.eq(1), v.err_code.eq(code)]
+
+        # An exchange's end is registered too (`fin`): the deciding cycle only picks the next
+        # state; status and ops follow a cycle later, and busy stays high until they do.
+        fin, fin_code = Signal(), Signal(RepackError)
+        m.d.sync += fin.eq(0)
+        with m.If(fin):
+            m.d.sync += [self.status.eq(fin_code), self.ops.eq(self.ops + 1)]
+        v.fin = fin
 
         def finish(code):
-            m.d.sync += [self.status.eq(code), self.ops.eq(self.ops + 1)]
+            m.d.sync += [fin.eq(1), fin_code.eq(code)]
             m.next = "IDLE"
 
         def fail_setup(code):
-            m.d.comb += count(code)
+            count(code)
             finish(code)
 
-        # ---- Progress watchdog --------------------------------------------------------------
-        running = Signal()
+        v.count, v.finish, v.fail_setup = count, finish, fail_setup
+        m.d.comb += self.busy.eq(~v.st_idle | fin)
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+
+    def _notices(self, m, v):
+        """The notice output: a two-entry register slice (like :class:`SkidBuffer`) that the
+        FSM fills when its second entry is empty (`nq_room`, a flop), so the receiver's
+        ``ready`` reaches no decision.  Unlike a SkidBuffer it can be emptied at once
+        (`nq_flush`): a TIMEOUT withdraws the notices not yet taken."""
+        notice = self.notice
+        spare = Signal(NOTICE_LAYOUT)
+        spare_valid = Signal()
+        v.nq_room = ~spare_valid
+        v.nq_busy = notice.valid | spare_valid
+        v.nq_push = Signal()
+        v.nq_data = Signal(NOTICE_LAYOUT)
+        v.nq_flush = Signal()
+        out_free = ~notice.valid | notice.ready
+        # Payloads move whether or not a notice is pushed or flushed (an entry's payload
+        # matters only while it is valid), so only the two valid bits see a decision.
+        with m.If(out_free):
+            m.d.sync += notice.payload.eq(Mux(spare_valid, spare, v.nq_data))
+        with m.Elif(~spare_valid):
+            m.d.sync += spare.eq(v.nq_data)
+        with m.If(v.nq_flush):
+            m.d.sync += [notice.valid.eq(0), spare_valid.eq(0)]
+        with m.Elif(out_free):
+            m.d.sync += [notice.valid.eq(spare_valid | v.nq_push), spare_valid.eq(0)]
+        with m.Elif(~spare_valid):
+            m.d.sync += spare_valid.eq(v.nq_push)
+
+        # The payload is chosen by flops only (see `_notice_data`); a decision only pushes.
+        def post_notice():
+            m.d.comb += v.nq_push.eq(1)
+        v.post_notice = post_notice
+
+    def _events(self, m, v):
+        """Unit events enter a one-entry register (`eq`) with what the FSM needs decoded:
+        whether it is a DONE, whether its unit is stale, whether its rank is in the group.
+        The FSM acts on `eq` only, one event a cycle; the slot refills in the cycle it is
+        emptied."""
+        K, events = v.K, v.unit_events
+        ev_valid = Signal(K)
+        m.d.comb += ev_valid.eq(Cat(e.valid for e in events))
+        ek = _priority(m, ev_valid, "event_unit")
+        ev = UNIT_EVENT_LAYOUT(Array(e.payload.as_value() for e in events)[ek])
+        v.eq = Signal(UNIT_EVENT_LAYOUT)
+        v.eq_valid = Signal()
+        v.eq_unit = Signal(range(max(2, K)))
+        v.eq_done = Signal()                    # a DONE event
+        v.eq_stale = Signal()                   # from a unit left busy by an aborted exchange
+        v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
+        v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
+        load = Signal()
+        m.d.comb += load.eq((v.st_idle | v.st_run) & (~v.eq_valid | v.eq_take))
+        for k in range(K):
+            m.d.comb += events[k].ready.eq(load & (ek == k))
+        with m.If(load):
+            is_done = ev.kind == UnitEvent.DONE
+            stale = v.ustale.bit_select(ek, 1)
+            m.d.sync += [
+                v.eq_valid.eq(ev_valid.any()), v.eq.eq(ev), v.eq_unit.eq(ek),
+                v.eq_done.eq(is_done), v.eq_stale.eq(stale),
+                v.eq_quiet.eq(is_done | stale | ~v.in_group(ev.rank)),
+            ]
+
+    def _registrations(self, m, v):
+        """Registrations, a three-stage pipeline of its own beside the FSM (it never waits):
+        take (and compare the rank with n); read and set the rank's `registered` bit and read
+        its groups; count the rank off in both groups.  A group whose count reaches 0 is
+        ready for the scan.  Each stage writes what the next registration's same stage reads
+        a cycle later, so back-to-back registrations of one rank or group see each other."""
+        reg = self.reg
+        # Taken while an exchange runs and not every sub-matrix is done (then every rank has
+        # registered; later ones are left for the next exchange).
+        m.d.comb += reg.ready.eq(v.running & ~v.all_done)
+        r0_valid, r0_ok = Signal(), Signal()
+        r0_rank = Signal(RANK_WIDTH)
+        m.d.sync += [r0_valid.eq(reg.valid & reg.ready), r0_rank.eq(reg.payload.rank),
+                     r0_ok.eq(v.in_group(reg.payload.rank))]
+
+        r1_valid = Signal()
+        r1_sgrp, r1_dgrp = Signal(v.RB), Signal(v.RB)
+        v.r0_rank = r0_rank
+        m.d.comb += [v.regd_r.addr.eq(r0_rank), v.sgrp_r.addr.eq(r0_rank),
+                     v.dgrp_r.addr.eq(r0_rank)]
+        m.d.sync += [r1_valid.eq(0), r1_sgrp.eq(v.sgrp_r.data), r1_dgrp.eq(v.dgrp_r.data)]
+        with m.If(r0_valid):
+            # Ref: seed 003, steps 7.1-7.2: each rank registers; a subgroup is ready when all
+            # its members have.
+            with m.If(~r0_ok):
+                m.d.comb += [v.rerr.eq(1), v.rerr_code.eq(RepackError.OUTSIDE_GROUP)]
+            with m.Elif(v.regd_r.data):
+                m.d.comb += [v.rerr.eq(1), v.rerr_code.eq(RepackError.DUPLICATE)]
+            with m.Else():
+                m.d.comb += v.regd_w.en.eq(1)
+                m.d.sync += r1_valid.eq(1)
+
+        m.d.comb += [v.sleft_r.addr.eq(r1_sgrp), v.dleft_r.addr.eq(r1_dgrp)]
+        v.r1_valid, v.r1_sgrp, v.r1_dgrp = r1_valid, r1_sgrp, r1_dgrp
+
+    def _wiring(self, m, v):
+        """Memory addresses and write data, the same in every state: each read address is
+        one register, each write address and data at most a choice by state, so only the
+        write enables carry decisions."""
+        ca, eq, i, grp, gsize = v.ca, v.eq, v.i, v.grp, v.gsize
+        o = self.order.payload
+        m.d.comb += [
+            v.src_w.addr.eq(o.index), v.src_w.data.rank.eq(o.rank), v.src_w.data.end.eq(o.end),
+            v.dst_w.addr.eq(o.index), v.dst_w.data.rank.eq(o.rank), v.dst_w.data.end.eq(o.end),
+            v.src_r.addr.eq(v.src_ra), v.dst_r.addr.eq(v.dst_ra),
+            v.seen_r.addr.eq(ca.rank),
+            v.seen_w.addr.eq(Mux(v.st_clear, i, ca.rank)),
+            v.seen_w.data.eq(v.st_check_src),
+            v.regd_w.addr.eq(Mux(v.st_clear, i, v.r0_rank)),
+            v.regd_w.data.eq(~v.st_clear),
+            v.cnt_r.addr.eq(eq.rank),
+            v.cnt_w.addr.eq(Mux(v.st_clear, i, eq.rank)),
+            v.gs_scan.addr.eq(v.sa), v.gd_scan.addr.eq(v.sb), v.pair_r.addr.eq(v.pi),
+            v.sleft_scan.addr.eq(v.sa), v.dleft_scan.addr.eq(v.sb),
+            v.pair_w.addr.eq(v.pw.addr), v.pair_w.data.eq(v.pw.data), v.pair_w.en.eq(v.pw.en),
+        ]
+        # A rank event's counts; CLEAR writes zeros.
+        v.ev_taken = eq.kind == UnitEvent.TAKEN
+        v.new_sent = Signal(range(v.R + 1))
+        v.new_recv = Signal(range(v.R + 1))
+        m.d.comb += [v.new_sent.eq(v.cnt_r.data.sent + v.ev_taken),
+                     v.new_recv.eq(v.cnt_r.data.recv + ~v.ev_taken)]
+        with m.If(~v.st_clear):
+            m.d.comb += [v.cnt_w.data.sent.eq(v.new_sent), v.cnt_w.data.recv.eq(v.new_recv)]
+        # The list walks write a rank's group and its group's first entry and size.
+        for grp_w, group_w in ((v.sgrp_w, v.gs_w), (v.dgrp_w, v.gd_w)):
+            m.d.comb += [
+                grp_w.addr.eq(ca.rank), grp_w.data.eq(grp),
+                group_w.addr.eq(grp), group_w.data.base.eq(Mux(v.g_first, ca.idx, v.gbase)),
+                group_w.data.members.eq(gsize),
+            ]
+        # Members not yet registered: set by the walks, counted down by registrations.
+        for left_w, left_r, r1_grp, walk in ((v.sleft_w, v.sleft_r, v.r1_sgrp, v.st_check_src),
+                                             (v.dleft_w, v.dleft_r, v.r1_dgrp,
+                                              v.st_check & ~v.st_check_src)):
+            m.d.comb += [left_w.addr.eq(Mux(walk, grp, r1_grp)),
+                         left_w.data.eq(Mux(walk, gsize, left_r.data - 1))]
+            with m.If(v.r1_valid):
+                m.d.comb += left_w.en.eq(1)
+
+    def _notice_data(self, m, v):
+        """The notice a push would post, chosen by the state and `pend_done` alone: SEND in
+        SEND; in RUN a pending rank DONE goes first (an event's notice waits for it), else
+        the event's TAKEN or DELIVERED."""
+        d, eq = v.nq_data, v.eq
+        taken = v.ev_taken
+        with m.If(v.st_send):
+            m.d.comb += [d.kind.eq(NoticeKind.SEND), d.rank.eq(v.src_r.data.rank),
+                         d.unit.eq(v.unit_sel), d.tag.eq(v.cfg.tag), d.group.eq(v.b_sel)]
+        with m.Elif(v.pend_done):
+            m.d.comb += [d.kind.eq(NoticeKind.DONE), d.rank.eq(v.done_rank)]
+        with m.Else():
+            # The group of the other side: b for a source, a for a destination.
+            m.d.comb += [d.kind.eq(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED)),
+                         d.rank.eq(eq.rank), d.unit.eq(v.eq_unit), d.tag.eq(eq.tag),
+                         d.group.eq(Mux(taken, eq.tag[:8], eq.tag[8:]))]
+
+    def _watchdog(self, m, v):
+        """Cycles without progress, counted down from timeout + REPORT_SLACK.  `idle_out` is
+        kept a cycle ahead (a flop, not a 32-bit compare), and progress reaches the counter
+        through a register: `hold_q` (progress, or not running, in the previous cycle)
+        reloads it.  The fire falls on the cycle ``timeout + REPORT_SLACK`` cycles after the
+        last progress (or after the running states are entered), as it always has."""
         progress = Signal()
         m.d.comb += progress.eq(
             (self.reg.valid & self.reg.ready) |
             (self.notice.valid & self.notice.ready) |
-            Cat(e.valid & e.ready for e in unit_events).any() |
-            Cat(c.valid & c.ready for c in unit_cfgs).any() |
+            Cat(e.valid & e.ready for e in v.unit_events).any() |
+            Cat(c.valid & c.ready for c in v.unit_cfgs).any() |
             self.unit_active.any())
-        idle_cnt = Signal(32)
-        m.d.sync += idle_cnt.eq(Mux(progress | ~running, 0, idle_cnt + 1))
-        timeout_fire = Signal()
-        m.d.comb += timeout_fire.eq(running & (idle_cnt >= timeout + REPORT_SLACK))
+        hold_q = Signal(init=1)
+        idle_left = Signal(33)
+        m.d.sync += [
+            hold_q.eq(progress | ~v.running),
+            idle_left.eq(Mux(hold_q, v.wd_budget, idle_left - 1)),
+            v.idle_out.eq(v.running & ~progress & ~hold_q &
+                          (v.idle_out | (idle_left == 1))),
+        ]
 
-        st_idle = Signal()
-        m.d.comb += self.busy.eq(~st_idle)
-        with m.If(self.busy):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
-
-        free = Signal(K)
-        m.d.comb += free.eq(~ubusy)
-        free_unit = _priority(m, free, "free_unit")
-
-        ev_valid = Signal(K)
-        m.d.comb += ev_valid.eq(Cat(ev.valid for ev in unit_events))
-        ek = _priority(m, ev_valid, "event_unit")
-        ev = UNIT_EVENT_LAYOUT(Array(e.payload.as_value() for e in unit_events)[ek])
-
-        # ---- Notices: one output register, loaded in the cycle it empties -----------------
-        notice_free = Signal()
-        m.d.comb += notice_free.eq(~self.notice.valid | self.notice.ready)
-        with m.If(self.notice.valid & self.notice.ready):
-            m.d.sync += self.notice.valid.eq(0)
-
-        def post_notice(kind, rank, unit=0, tag=0, group=0):
-            p = self.notice.payload
-            m.d.sync += [self.notice.valid.eq(1), p.kind.eq(kind), p.rank.eq(rank),
-                         p.unit.eq(unit), p.tag.eq(tag), p.group.eq(group)]
-
-        def abort():
-            # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
-            # Notices not yet taken are dropped with the exchange.
-            m.d.comb += count(RepackError.TIMEOUT)
-            m.d.sync += [ustale.eq(ustale | ubusy), self.notice.valid.eq(0), pend_done.eq(0)]
-            finish(RepackError.TIMEOUT)
-
-        with m.FSM(name="control"):
-            with m.State("IDLE"):
-                m.d.comb += [st_idle.eq(1), self.order.ready.eq(1), self.start.ready.eq(1)]
-                o = self.order.payload
-                with m.If(self.order.valid):
-                    with m.If(o.index >= R):
-                        m.d.comb += count(RepackError.BAD_CONFIG)
-                    with m.Elif(o.list == OrderList.SRC):
-                        m.d.comb += [src_w.addr.eq(o.index), src_w.en.eq(1),
-                                     src_w.data.rank.eq(o.rank), src_w.data.end.eq(o.end)]
-                    with m.Else():
-                        m.d.comb += [dst_w.addr.eq(o.index), dst_w.en.eq(1),
-                                     dst_w.data.rank.eq(o.rank), dst_w.data.end.eq(o.end)]
-                # Units left busy by an aborted exchange report here; they are freed on DONE.
-                for k in range(K):
-                    m.d.comb += unit_events[k].ready.eq(1)
-                    with m.If(unit_events[k].valid &
-                              (unit_events[k].payload.kind == UnitEvent.DONE)):
-                        m.d.sync += [ubusy[k].eq(0), ustale[k].eq(0)]
-                s = self.start.payload
-                with m.If(self.start.valid):
-                    m.d.sync += [
-                        n.eq(s.n), budget.eq(s.budget), timeout.eq(s.timeout),
-                        self.cycles.eq(0), i.eq(0), op_code.eq(RepackError.OK),
-                        pairs_done.eq(0),
-                    ]
-                    with m.If((s.n == 0) | (s.n > R) | (s.timeout == 0)):
-                        fail_setup(RepackError.BAD_CONFIG)
-                    with m.Else():
-                        m.next = "CLEAR"
-
-            with m.State("CLEAR"):
-                m.d.comb += [
-                    info_w.addr.eq(i), info_w.data.eq(0), info_w.en.eq(1),
-                    gs_w.addr.eq(i), gs_w.data.eq(0), gs_w.en.eq(1),
-                    gd_w.addr.eq(i), gd_w.data.eq(0), gd_w.en.eq(1),
+    def _idle(self, m, v):
+        with m.State("IDLE"):
+            m.d.comb += [v.st_idle.eq(1), self.order.ready.eq(1), self.start.ready.eq(1),
+                         v.eq_take.eq(1)]
+            o = self.order.payload
+            with m.If(self.order.valid):
+                with m.If(o.index >= v.R):
+                    v.count(RepackError.BAD_CONFIG)
+                with m.Elif(o.list == OrderList.SRC):
+                    m.d.comb += v.src_w.en.eq(1)
+                with m.Else():
+                    m.d.comb += v.dst_w.en.eq(1)
+            # Units left busy by an aborted exchange report here; they are freed on DONE.
+            with m.If(v.eq_valid & v.eq_done):
+                m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),
+                             v.ustale.bit_select(v.eq_unit, 1).eq(0)]
+            s = self.start.payload
+            with m.If(self.start.valid):
+                # Latched and decoded here, acted on in DECODE: the compares of the payload
+                # and the watchdog's add are between the port and flops.
+                m.d.sync += [
+                    v.n.eq(s.n), v.n_last.eq(s.n - 1), v.budget.eq(s.budget),
+                    v.timeout.eq(s.timeout),
+                    v.wd_budget.eq(s.timeout + (REPORT_SLACK - 1)),
+                    v.start_bad.eq((s.n == 0) | (s.n > v.R) | (s.timeout == 0)),
+                    self.cycles.eq(0), v.i.eq(0), v.op_code.eq(RepackError.OK),
                 ]
-                m.d.sync += i.eq(i + 1)
-                with m.If(i == n - 1):
-                    m.d.sync += [i.eq(0), grp.eq(0), gcnt.eq(0), max_dh.eq(0)]
-                    m.next = "CHECK_SRC"
+                m.next = "DECODE"
 
-            # Walk a rank list once: check it is a permutation of 0..n-1 cut into groups of
-            # at most G, and note each rank's group and each group's members and first entry.
-            def check_list(list_r, group_w, seen, group_field, count_reg, track_max, nxt):
-                m.d.comb += list_r.addr.eq(i)
-                entry = list_r.data
-                m.d.comb += info_r.addr.eq(entry.rank)
-                info = info_r.data
-                end = entry.end | (i == n - 1)
-                with m.If((entry.rank >= n) | getattr(info, seen) | (gcnt >= G)):
-                    fail_setup(RepackError.BAD_CONFIG)
+    def _setup(self, m, v):
+        """DECODE, CLEAR, CAPACITY and CLEAR_PAIRS; the list checks are `_check_list`."""
+        with m.State("DECODE"):
+            with m.If(v.start_bad):
+                v.fail_setup(RepackError.BAD_CONFIG)
+            with m.Else():
+                m.next = "CLEAR"
+
+        with m.State("CLEAR"):
+            m.d.comb += [v.st_clear.eq(1), v.seen_w.en.eq(1), v.regd_w.en.eq(1),
+                         v.cnt_w.en.eq(1)]
+            m.d.sync += v.i.eq(v.i + 1)
+            with m.If(v.i == v.n_last):
+                m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.e0_valid.eq(0),
+                             v.a_done.eq(0),
+                             v.src_ra.eq(0), v.dst_ra.eq(0)]
+                v.group_reset()
+                m.next = "CHECK_SRC"
+
+        # dh * (B - 1) as a shift and a subtraction.  max_th is final from the first cycle
+        # of CHECK_DST, max_dh from its second, `need` from the third, `cap_bad` from the
+        # fourth: CHECK_DST lasts at least three cycles, SIZE one more.
+        m.d.sync += [v.need.eq(v.budget + (v.max_dh << v.LB) - v.max_dh),
+                     v.cap_bad.eq(v.need > self._capacity)]
+        with m.State("SIZE"):
+            m.next = "CAPACITY"
+
+        with m.State("CAPACITY"):
+            # Ref: issue 5: refused at configuration, never overflowed.
+            with m.If(v.cap_bad):
+                v.fail_setup(RepackError.CAPACITY)
+            with m.Else():
+                m.d.sync += [v.sa.eq(0), v.sb.eq(0), v.pi.eq(0)]
+                m.next = "CLEAR_PAIRS"
+
+        with m.State("CLEAR_PAIRS"):
+            m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(v.pi), v.pw.data.eq(0)]
+            m.d.sync += v.pi.eq(v.pi + 1)
+            with m.If(v.sb == v.q_last):
+                m.d.sync += v.sb.eq(0)
+                with m.If(v.sa == v.p_last):
+                    m.d.sync += [v.pairs_left.eq(v.pi + 1), v.all_done.eq(0), v.sa.eq(0),
+                                 v.pi.eq(0), v.pi_row.eq(0)]
+                    m.next = "RUN"
                 with m.Else():
-                    m.d.comb += [
-                        info_w.addr.eq(entry.rank), info_w.data.eq(info), info_w.en.eq(1),
-                        getattr(info_w.data, seen).eq(1),
-                        getattr(info_w.data, group_field).eq(grp),
-                        group_w.addr.eq(grp), group_w.en.eq(1),
-                        group_w.data.base.eq(Mux(gcnt == 0, i, gbase)),
-                        group_w.data.members.eq(gcnt + 1),
-                        group_w.data.arrived.eq(0),
-                    ]
-                    with m.If(gcnt == 0):
-                        m.d.sync += gbase.eq(i)
-                    if track_max:
-                        with m.If(gcnt + 1 > max_dh):
-                            m.d.sync += max_dh.eq(gcnt + 1)
-                    with m.If(end):
-                        m.d.sync += [grp.eq(grp + 1), gcnt.eq(0)]
-                    with m.Else():
-                        m.d.sync += gcnt.eq(gcnt + 1)
-                    with m.If(i == n - 1):
-                        m.d.sync += [count_reg.eq(grp + 1), i.eq(0), grp.eq(0), gcnt.eq(0)]
-                        m.next = nxt
-                    with m.Else():
-                        m.d.sync += i.eq(i + 1)
+                    m.d.sync += v.sa.eq(v.sa + 1)
+            with m.Else():
+                m.d.sync += v.sb.eq(v.sb + 1)
 
-            with m.State("CHECK_SRC"):
-                check_list(src_r, gs_w, "seen_s", "sgrp", P, True, "CHECK_DST")
+    def _check_list(self, m, v, state, list_r, list_ra, writes, *, first, count_reg, last_reg,
+                    nxt):
+        """Walk a rank list once: check it is a permutation of 0..n-1 cut into groups of at
+        most G, and note each rank's group and each group's first entry and members.
 
-            with m.State("CHECK_DST"):
-                check_list(dst_r, gd_w, "seen_d", "dgrp", Q, False, "CAPACITY")
+        Three stages: A reads entry i into `e0`; A1 compares it with n into `ca`; B checks and
+        notes it.  The `seen` bit is read in B, after the previous entry's write.  It is
+        cleared before the SRC walk, which requires 0 and sets 1; the DST walk requires 1 and
+        sets 0, so each walk sees each rank once."""
+        ca, G = v.ca, v.G
+        with m.State(state):
+            m.d.comb += v.st_check.eq(1)
+            if first:
+                m.d.comb += v.st_check_src.eq(1)
+            entry, e0 = list_r.data, v.e0
+            i_last = v.i == v.n_last
+            with m.If(~v.a_done):
+                m.d.sync += [
+                    v.e0_valid.eq(1), e0.rank.eq(entry.rank), e0.end.eq(entry.end | i_last),
+                    e0.last.eq(i_last), e0.idx.eq(v.i),
+                    v.i.eq(v.i + 1), list_ra.eq(list_ra + 1), v.a_done.eq(i_last),
+                ]
+            with m.Else():
+                m.d.sync += v.e0_valid.eq(0)
+            m.d.sync += [v.ca_valid.eq(v.e0_valid), ca.rank.eq(e0.rank), ca.end.eq(e0.end),
+                         ca.last.eq(e0.last), ca.idx.eq(e0.idx), ca.ok.eq(v.in_group(e0.rank))]
 
-            with m.State("CAPACITY"):
-                # Ref: issue 5: refused at configuration, never overflowed.
-                with m.If(budget + (max_dh << LB) - max_dh > self._capacity):
-                    fail_setup(RepackError.CAPACITY)
+            gsize, grp = v.gsize, v.grp
+            with m.If(v.ca_valid):
+                # The writes and the group counters do not wait for the check: after a bad
+                # entry the walk is refused and nothing it wrote is read (the next start
+                # clears and walks again).  Written: the rank's group, its group's first
+                # entry and size, the group's members not yet registered (see `_wiring`).
+                m.d.comb += [v.seen_w.en.eq(1), *(w.en.eq(1) for w in writes)]
+                with m.If(v.g_first):
+                    m.d.sync += v.gbase.eq(ca.idx)
+                if first:
+                    m.d.sync += v.max_th.eq(v.max_th | Cat(gsize > k for k in range(G)))
+                with m.If(ca.end):
+                    m.d.sync += [grp.eq(grp + 1), gsize.eq(1), v.g_first.eq(1),
+                                 v.g_full.eq(0)]
                 with m.Else():
-                    m.d.sync += [sa.eq(0), sb.eq(0), pi.eq(0)]
-                    m.next = "CLEAR_PAIRS"
+                    m.d.sync += [gsize.eq(gsize + 1), v.g_first.eq(0),
+                                 v.g_full.eq(gsize >= G)]
+                with m.If(~ca.ok | (v.seen_r.data != int(not first)) | v.g_full):
+                    v.fail_setup(RepackError.BAD_CONFIG)
+                with m.Elif(ca.last):
+                    m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp), v.i.eq(0),
+                                 v.ca_valid.eq(0), v.e0_valid.eq(0), v.a_done.eq(0)]
+                    v.group_reset()
+                    m.next = nxt
 
-            with m.State("CLEAR_PAIRS"):
-                m.d.comb += [pair_w.addr.eq(pi), pair_w.data.eq(0), pair_w.en.eq(1)]
-                m.d.sync += pi.eq(pi + 1)
-                with m.If(sb == Q - 1):
-                    m.d.sync += sb.eq(0)
-                    with m.If(sa == P - 1):
-                        m.d.sync += [total_pairs.eq(pi + 1), sa.eq(0), pi.eq(0), pi_row.eq(0)]
-                        m.next = "RUN"
-                    with m.Else():
-                        m.d.sync += sa.eq(sa + 1)
+    def _run(self, m, v):
+        """RUN: per cycle, in this order: finish, TIMEOUT, a pending rank DONE notice, one
+        unit event (with its notice), one scan step.  Every condition is a flop.
+
+        The scan reads the pair at its position into flags (`sc_*`) a cycle before it acts
+        on them; `sc_fresh` says they are of the current position, so a step takes two
+        cycles.  Flags a cycle old are safe: a group only becomes ready, and a pair is only
+        marked done by the scan itself, which then moves on."""
+        sa, sb, pi, pi_row = v.sa, v.sb, v.pi, v.pi_row
+        sc_a, sc_b, sc_pair, sc_fresh = Signal(), Signal(), Signal(), Signal()
+        # With them, the position's compares and the next row's first pair.
+        sc_a_last, sc_b_last, sc_row_next = Signal(), Signal(), Signal.like(pi_row)
+        m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
+                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.st_run),
+                     sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
+                     sc_row_next.eq(pi_row + v.Q)]
+        with m.State("RUN"):
+            m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
+
+            def next_row():
+                m.d.sync += [sb.eq(0), sc_fresh.eq(0)]
+                with m.If(sc_a_last):
+                    m.d.sync += [sa.eq(0), pi.eq(0), pi_row.eq(0)]
                 with m.Else():
-                    m.d.sync += sb.eq(sb + 1)
+                    m.d.sync += [sa.eq(sa + 1), pi.eq(sc_row_next), pi_row.eq(sc_row_next)]
 
-            with m.State("RUN"):
-                m.d.comb += running.eq(1)
+            def step():
+                with m.If(sc_b_last):
+                    next_row()
+                with m.Else():
+                    m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1), sc_fresh.eq(0)]
 
-                def next_row():
-                    m.d.sync += sb.eq(0)
-                    with m.If(sa == P - 1):
-                        m.d.sync += [sa.eq(0), pi.eq(0), pi_row.eq(0)]
-                    with m.Else():
-                        m.d.sync += [sa.eq(sa + 1), pi.eq(pi_row + Q), pi_row.eq(pi_row + Q)]
+            # The pair at the scan position is loaded every cycle, whether it is assigned or
+            # not, so the assign decision only picks the next state (no wide load enable).
+            gsd, gdd = v.gs_scan.data, v.gd_scan.data
+            m.d.sync += [
+                v.a_sel.eq(sa), v.b_sel.eq(sb), v.size_a.eq(gsd.members),
+                v.size_b.eq(gdd.members), v.sbase.eq(gsd.base), v.src_ra.eq(gsd.base),
+                v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(1),
+                v.a_left.eq(gsd.members), v.b_left.eq(gdd.members), v.a_on.eq(1), v.b_on.eq(1),
+                v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
+                v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
+                v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
+                v.cfg.timeout.eq(v.timeout),
+            ]
 
-                def step():
-                    with m.If(sb == Q - 1):
-                        next_row()
-                    with m.Else():
-                        m.d.sync += [sb.eq(sb + 1), pi.eq(pi + 1)]
+            eq = v.eq
+            with m.If(v.all_done & ~v.nq_busy & ~v.pend_done):
+                # Every unit has reported DONE and every notice has been taken.
+                v.finish(v.op_code)
+            with m.Elif(v.idle_out):
+                self._abort(m, v)
+            with m.Elif(v.pend_done & v.nq_room):
+                v.post_notice()
+                m.d.sync += v.pend_done.eq(0)
+            with m.Elif(v.eq_valid & (v.eq_quiet | (v.nq_room & ~v.pend_done))):
+                # Unit events before the scan: they free units and complete ranks.  An event
+                # and its notice take one cycle.
+                m.d.comb += v.eq_take.eq(1)
+                with m.If(v.eq_stale):
+                    with m.If(v.eq_done):
+                        m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),
+                                     v.ustale.bit_select(v.eq_unit, 1).eq(0)]
+                with m.Elif(v.eq_done):
+                    m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),
+                                 v.pairs_left.eq(v.pairs_left - 1),
+                                 v.all_done.eq(v.pairs_left == 1)]
+                    with m.If((eq.code != RepackError.OK) & (v.op_code == RepackError.OK)):
+                        m.d.sync += v.op_code.eq(eq.code)
+                with m.Elif(~v.eq_quiet):
+                    self._rank_event(m, v)
+            with m.Elif(v.free.any() & sc_fresh):
+                # Ref: seed 003, step 7.3: a ready source subgroup and a ready destination
+                # subgroup are paired and assigned to a free unit.  One pair is looked at
+                # per step; a source subgroup that is not ready is skipped whole.
+                with m.If(~sc_a):
+                    next_row()
+                with m.Elif(sc_b & ~sc_pair):
+                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1)]
+                    step()
+                    m.next = "GATHER"
+                with m.Else():
+                    step()
 
-                ev_needs_notice = ev.kind != UnitEvent.DONE
-                with m.If((pairs_done == total_pairs) & ~self.notice.valid & ~pend_done):
-                    # Every unit has reported DONE and every notice has been taken.
-                    finish(op_code)
-                with m.Elif(timeout_fire):
-                    abort()
+    def _rank_event(self, m, v):
+        """A TAKEN or DELIVERED: tell the rank, and note a rank with all its sends and
+        receives done.  Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
+        completes once all its sends and receives are done)."""
+        # The counts and the notice are wired in `_wiring` and `_notice_data`.
+        m.d.comb += v.cnt_w.en.eq(1)
+        v.post_notice()
+        m.d.sync += [
+            v.pend_done.eq((v.new_sent == v.Q) & (v.new_recv == v.P)),
+            v.done_rank.eq(v.eq.rank),
+        ]
 
-                with m.Elif(pend_done & notice_free):
-                    post_notice(NoticeKind.DONE, done_rank)
-                    m.d.sync += pend_done.eq(0)
+    def _abort(self, m, v):
+        # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
+        # Notices not yet taken are dropped with the exchange.
+        v.count(RepackError.TIMEOUT)
+        m.d.comb += v.nq_flush.eq(1)
+        m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_done.eq(0)]
+        v.finish(RepackError.TIMEOUT)
 
-                with m.Elif(ev_valid.any() &
-                            (~ev_needs_notice | ustale.bit_select(ek, 1) |
-                             (notice_free & ~pend_done))):
-                    # Unit events first: they free units and complete ranks.  An event and
-                    # its notice take one cycle.
-                    for k in range(K):
-                        m.d.comb += unit_events[k].ready.eq(ek == k)
-                    m.d.comb += info_r.addr.eq(ev.rank)
-                    info = info_r.data
-                    with m.If(ustale.bit_select(ek, 1)):
-                        with m.If(ev.kind == UnitEvent.DONE):
-                            m.d.sync += [ubusy.bit_select(ek, 1).eq(0),
-                                         ustale.bit_select(ek, 1).eq(0)]
-                    with m.Elif(ev.kind == UnitEvent.DONE):
-                        m.d.sync += [ubusy.bit_select(ek, 1).eq(0),
-                                     pairs_done.eq(pairs_done + 1)]
-                        with m.If((ev.code != RepackError.OK) & (op_code == RepackError.OK)):
-                            m.d.sync += op_code.eq(ev.code)
-                    with m.Elif(ev.rank < n):
-                        # Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
-                        # completes once all its sends and receives are done).
-                        taken = ev.kind == UnitEvent.TAKEN
-                        new_sent = info.sent + taken
-                        new_recv = info.recv + ~taken
-                        m.d.comb += [
-                            info_w.addr.eq(ev.rank), info_w.data.eq(info), info_w.en.eq(1),
-                            info_w.data.sent.eq(new_sent), info_w.data.recv.eq(new_recv),
-                        ]
-                        # The group of the other side: b for a source, a for a destination.
-                        post_notice(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED),
-                                    ev.rank, ek, ev.tag, Mux(taken, ev.tag[:8], ev.tag[8:]))
-                        m.d.sync += [
-                            pend_done.eq((new_sent == Q) & (new_recv == P)),
-                            done_rank.eq(ev.rank),
-                        ]
+    def _assign(self, m, v):
+        """GATHER, CONFIGURE and SEND: read S and D into the unit configuration, hand it to
+        the unit, tell each source of S."""
+        K, G, x = v.K, v.G, v.x
+        with m.State("GATHER"):
+            # One rank of S and one of D a cycle, from list addresses kept in registers.
+            # Entry x of each list is written while x < its size: `x` is one-hot and the
+            # `*_on` flags are kept a cycle ahead, so the enables are flops.
+            m.d.comb += v.running.eq(1)
+            for e in range(G):
+                with m.If(x[e]):
+                    with m.If(v.a_on):
+                        m.d.sync += v.cfg.src[e].eq(v.src_r.data.rank)
+                    with m.If(v.b_on):
+                        m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
+            m.d.sync += [x.eq(x << 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
+                         v.left.eq(v.left - 1), v.a_left.eq(v.a_left - 1),
+                         v.b_left.eq(v.b_left - 1), v.a_on.eq(v.a_left > 1),
+                         v.b_on.eq(v.b_left > 1)]
+            with m.If(v.left == 1):
+                m.next = "CONFIGURE"
 
-                with m.Elif(self.reg.valid):
-                    # Ref: seed 003, steps 7.1-7.2: each rank registers; a subgroup is ready
-                    # when all its members have.
-                    m.d.comb += self.reg.ready.eq(1)
-                    r = self.reg.payload.rank
-                    m.d.comb += info_r.addr.eq(r)
-                    info = info_r.data
-                    with m.If(r >= n):
-                        m.d.comb += count(RepackError.OUTSIDE_GROUP)
-                    with m.Elif(info.reg):
-                        m.d.comb += count(RepackError.DUPLICATE)
-                    with m.Else():
-                        m.d.comb += [
-                            info_w.addr.eq(r), info_w.data.eq(info), info_w.data.reg.eq(1),
-                            info_w.en.eq(1),
-                            gs_r.addr.eq(info.sgrp), gs_w.addr.eq(info.sgrp),
-                            gs_w.data.eq(gs_r.data), gs_w.data.arrived.eq(gs_r.data.arrived + 1),
-                            gs_w.en.eq(1),
-                            gd_r.addr.eq(info.dgrp), gd_w.addr.eq(info.dgrp),
-                            gd_w.data.eq(gd_r.data), gd_w.data.arrived.eq(gd_r.data.arrived + 1),
-                            gd_w.en.eq(1),
-                        ]
+        with m.State("CONFIGURE"):
+            m.d.comb += v.running.eq(1)
+            for k in range(K):
+                m.d.comb += v.unit_cfgs[k].valid.eq(v.unit_sel == k)
+            with m.If(v.idle_out):
+                self._abort(m, v)
+            with m.Elif(Array(c.ready for c in v.unit_cfgs)[v.unit_sel]):
+                m.d.sync += [v.ubusy.bit_select(v.unit_sel, 1).eq(1),
+                             v.src_ra.eq(v.sbase), v.left.eq(v.size_a)]
+                m.next = "SEND"
 
-                with m.Elif(free.any()):
-                    # Ref: seed 003, step 7.3: a ready source subgroup and a ready destination
-                    # subgroup are paired and assigned to a free unit.  One pair per cycle is
-                    # looked at; a source subgroup that is not ready is skipped whole.
-                    m.d.comb += [gs_scan.addr.eq(sa), gd_scan.addr.eq(sb), pair_r.addr.eq(pi)]
-                    gsd = gs_scan.data
-                    gdd = gd_scan.data
-                    with m.If(gsd.arrived != gsd.members):
-                        next_row()
-                    with m.Elif((gdd.arrived == gdd.members) & ~pair_r.data):
-                        m.d.comb += [pair_w.addr.eq(pi), pair_w.data.eq(1), pair_w.en.eq(1)]
-                        m.d.sync += [
-                            a_sel.eq(sa), b_sel.eq(sb),
-                            size_a.eq(gsd.members), size_b.eq(gdd.members),
-                            sbase.eq(gsd.base), dbase.eq(gdd.base),
-                            unit_sel.eq(free_unit), x.eq(0),
-                            cfg.eq(0),
-                        ]
-                        step()
-                        m.next = "GATHER"
-                    with m.Else():
-                        step()
-
-            with m.State("GATHER"):
-                # Read the ranks of S and D into the unit configuration, one of each a cycle.
-                m.d.comb += running.eq(1)
-                m.d.comb += [src_r.addr.eq(sbase + x), dst_r.addr.eq(dbase + x)]
-                for e in range(G):
-                    with m.If(x == e):
-                        with m.If(x < size_a):
-                            m.d.sync += cfg.src[e].eq(src_r.data.rank)
-                        with m.If(x < size_b):
-                            m.d.sync += cfg.dst[e].eq(dst_r.data.rank)
-                m.d.sync += x.eq(x + 1)
-                with m.If((x + 1 >= size_a) & (x + 1 >= size_b)):
-                    m.d.sync += [
-                        cfg.tag.eq(Cat(b_sel, a_sel)),
-                        cfg.dh.eq(size_a), cfg.dv.eq(size_b),
-                        cfg.total_bytes.eq(budget), cfg.timeout.eq(timeout),
-                    ]
-                    m.next = "CONFIGURE"
-
-            with m.State("CONFIGURE"):
-                m.d.comb += running.eq(1)
-                for k in range(K):
-                    m.d.comb += unit_cfgs[k].valid.eq(unit_sel == k)
-                with m.If(timeout_fire):
-                    abort()
-                with m.Elif(Array(c.ready for c in unit_cfgs)[unit_sel]):
-                    m.d.sync += [ubusy.bit_select(unit_sel, 1).eq(1), x.eq(0)]
-                    m.next = "SEND"
-
-            with m.State("SEND"):
-                # Ref: seed 003, step 7.4: the sources move their data to the unit.
-                m.d.comb += running.eq(1)
-                with m.If(timeout_fire):
-                    abort()
-                with m.Elif(notice_free):
-                    post_notice(NoticeKind.SEND,
-                                cfg.src.as_value().word_select(x, RANK_WIDTH),
-                                unit_sel, cfg.tag, b_sel)
-                    m.d.sync += x.eq(x + 1)
-                    with m.If(x + 1 == size_a):
-                        m.next = "RUN"
-        return m
+        with m.State("SEND"):
+            # Ref: seed 003, step 7.4: the sources move their data to the unit.  Their ranks
+            # are read from the list again, at an address in a register.
+            m.d.comb += [v.running.eq(1), v.st_send.eq(1)]
+            with m.If(v.idle_out):
+                self._abort(m, v)
+            with m.Elif(v.nq_room):
+                v.post_notice()
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
+                with m.If(v.left == 1):
+                    m.next = "RUN"
 
 
 class RepackEngine(wiring.Component):
