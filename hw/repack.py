@@ -2048,14 +2048,15 @@ class RepackEngine(wiring.Component):
             self.cycles.eq(ctl.cycles),
             self.ops.eq(ctl.ops),
         ]
-        # The latest error of any part: a part's counter moves by one per error, together
-        # with its last_error, so a change of the counter's low bit marks the cycle its
+        # The latest error of any part: a part's counter moves by one or two per cycle (the
+        # control tree counts an FSM error and a registration's in the same cycle), together
+        # with its last_error, so a change of the counter's two low bits marks the cycle its
         # last_error was written.  Of errors in one cycle, the highest unit's is kept.
-        low = Signal(len(parts))
-        seen = Signal(len(parts))
+        low = [part.errors[:2] for part in parts]
+        seen = [Signal(2, name=f"seen_errors{k}") for k in range(len(parts))]
         held = Signal(RepackError)
-        m.d.comb += [low.eq(Cat(part.errors[0] for part in parts)), self.last_error.eq(held)]
-        m.d.sync += seen.eq(low)
+        m.d.comb += self.last_error.eq(held)
+        m.d.sync += [s.eq(v) for s, v in zip(seen, low)]
         for k, part in enumerate(parts):
             with m.If(low[k] != seen[k]):
                 m.d.comb += self.last_error.eq(part.last_error)
