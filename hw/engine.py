@@ -383,11 +383,11 @@ class Engine(wiring.Component):
     def _control(self, m, v):
         """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
         (
-            running, state, DONE, q_rd, IDLE, queued, any_error, STOPPED, FINISH, FETCH, LOAD, DISPATCH,
-            pipeline_empty, AGGREGATE, BARRIER, clear_tx,
+            running, state, q_rd, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
+            DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE,
         ) = (getattr(v, name) for name in (
-            "running", "state", "DONE", "q_rd", "IDLE", "queued", "any_error", "STOPPED", "FINISH",
-            "FETCH", "LOAD", "DISPATCH", "pipeline_empty", "AGGREGATE", "BARRIER", "clear_tx",
+            "running", "state", "q_rd", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
+            "FETCH", "LOAD", "DISPATCH", "BARRIER", "FINISH", "DONE", "STOPPED", "AGGREGATE",
         ))
         # ---- Control ---------------------------------------------------------------------
         idx = Signal(16)                # the next command to fetch
@@ -484,9 +484,9 @@ class Engine(wiring.Component):
     def _counters(self, m, v):
         """The counters and what bumps them each cycle."""
         (
-            counters, start, state, IDLE, DONE, bump, running,
+            counters, start, state, bump, running, IDLE, DONE,
         ) = (getattr(v, name) for name in (
-            "counters", "start", "state", "IDLE", "DONE", "bump", "running",
+            "counters", "start", "state", "bump", "running", "IDLE", "DONE",
         ))
         for name in COUNTERS:
             with m.If(self.clear):
@@ -528,11 +528,11 @@ class Engine(wiring.Component):
     def _aggregate(self, m, v):
         """The aggregate command's SEND notices, each to a REPACK_IN message."""
         (
-            reset, state, AGGREGATE, tx_busy, agg_reading, agg_len_valid, any_error, cur, raise_error,
-            beat_bytes, agg_sends,
+            reset, state, tx_busy, agg_reading, agg_len_valid, any_error, cur, raise_error, beat_bytes,
+            agg_sends, AGGREGATE,
         ) = (getattr(v, name) for name in (
-            "reset", "state", "AGGREGATE", "tx_busy", "agg_reading", "agg_len_valid", "any_error", "cur",
-            "raise_error", "beat_bytes", "agg_sends",
+            "reset", "state", "tx_busy", "agg_reading", "agg_len_valid", "any_error", "cur",
+            "raise_error", "beat_bytes", "agg_sends", "AGGREGATE",
         ))
         # ---- Aggregate command: the rank's side of the repack exchange (seed 003) ----------
         # The send region holds send_tag slots of send.stride bytes; slot b starts with a row
@@ -790,11 +790,11 @@ class Engine(wiring.Component):
     def _parser(self, m, v):
         """The packet parser's header and its checks, registered a cycle ahead."""
         (
-            hbeats, width, got, header_size, rx_start, state, LOAD, rx_bytes, rx_left, rx_peer, rx_tag,
-            cur,
+            hbeats, width, got, header_size, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, cur,
+            LOAD,
         ) = (getattr(v, name) for name in (
-            "hbeats", "width", "got", "header_size", "rx_start", "state", "LOAD", "rx_bytes", "rx_left",
-            "rx_peer", "rx_tag", "cur",
+            "hbeats", "width", "got", "header_size", "rx_start", "state", "rx_bytes", "rx_left",
+            "rx_peer", "rx_tag", "cur", "LOAD",
         ))
         # Packet parser: collect the header, then pass, or drop, the payload.
         P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
@@ -843,16 +843,16 @@ class Engine(wiring.Component):
     def _parser_fsm(self, m, v):
         """The packet parser's state machine: collect, decide, pass or drop."""
         (
-            p_state, P_HEADER, r_index, hbeats, collected, width, beat, got_last, P_DECIDE, raise_error,
-            bump, d, in_aggregate, rx_busy, cts_pending, got, sends_fifo, agg_done, P_DROP, agg_rx_start,
-            completes, P_PASS, agg_finals, cts_wr, cts_set_valid, cts_set_peer, rx_bytes, d_after,
-            rx_left, d_left, rx_beats, unpacker,
+            p_state, r_index, hbeats, collected, width, beat, got_last, raise_error, bump, d,
+            in_aggregate, rx_busy, cts_pending, got, sends_fifo, agg_done, agg_rx_start, completes,
+            agg_finals, cts_wr, cts_set_valid, cts_set_peer, rx_bytes, d_after, rx_left, d_left, rx_beats,
+            unpacker, P_HEADER, P_DECIDE, P_PASS, P_DROP,
         ) = (getattr(v, name) for name in (
-            "p_state", "P_HEADER", "r_index", "hbeats", "collected", "width", "beat", "got_last",
-            "P_DECIDE", "raise_error", "bump", "d", "in_aggregate", "rx_busy", "cts_pending", "got",
-            "sends_fifo", "agg_done", "P_DROP", "agg_rx_start", "completes", "P_PASS", "agg_finals",
-            "cts_wr", "cts_set_valid", "cts_set_peer", "rx_bytes", "d_after", "rx_left", "d_left",
-            "rx_beats", "unpacker",
+            "p_state", "r_index", "hbeats", "collected", "width", "beat", "got_last", "raise_error",
+            "bump", "d", "in_aggregate", "rx_busy", "cts_pending", "got", "sends_fifo", "agg_done",
+            "agg_rx_start", "completes", "agg_finals", "cts_wr", "cts_set_valid", "cts_set_peer",
+            "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
+            "P_PASS", "P_DROP",
         ))
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
