@@ -38,12 +38,19 @@ one reduced (or the reverse) wait for every earlier write instead.
 
 from types import SimpleNamespace
 
+from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, enum, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..actions import Action
-from .bytestream import REGION_LAYOUT
+from .bytestream import REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker
+from .deadline import Deadline
 from .ops import DType, ReduceOp
+from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
+from .repack import NoticeKind, _share
+from .skid import SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
            "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
@@ -214,17 +221,6 @@ class Engine(wiring.Component):
         return self._packet_beats
 
     def elaborate(self, platform):
-        from amaranth.hdl import Array, Module, Mux, ResetInserter, Signal
-        from amaranth.lib.memory import Memory
-        from .bytestream import RegionWalker, RowPacker, RowUnpacker
-        from .skid import SkidBuffer
-        from .deadline import Deadline
-        from amaranth.hdl import Cat
-        from amaranth.lib.fifo import SyncFIFOBuffered
-        from .packet import (HeaderSender, PacketArbiter, PacketKind, header_beats,
-                             packet_header_layout)
-        from .repack import NoticeKind
-
         m = Module()
         width = self._data_width
         beat_bytes = width // 8
@@ -234,6 +230,32 @@ class Engine(wiring.Component):
         # Everything that holds state about a running schedule restarts on CONTROL.clear.
         reset = ResetInserter(self.clear)
 
+        # Each builder adds its locals to ``v``, where the builders after it find them.  They
+        # run in the order of the sections they build: a signal assigned in two sections takes
+        # the later one's value (Amaranth's last assignment wins), as in one long elaborate.
+        v = SimpleNamespace(**{k: x for k, x in locals().items()
+                               if k not in ("self", "platform", "m")})
+        self._queue(m, v)
+        self._datapath(m, v)
+        self._write_pipeline(m, v)
+        self._control(m, v)
+        self._counters(m, v)
+        self._cts_table(m, v)
+        self._aggregate(m, v)
+        self._tx_wait(m, v)
+        self._tx_read(m, v)
+        self._packetizer(m, v)
+        self._rx_state(m, v)
+        self._cts_sender(m, v)
+        self._parser(m, v)
+        self._parser_fsm(m, v)
+        self._rx_rows(m, v)
+        self._alu_write(m, v)
+        return m
+
+    def _queue(self, m, v):
+        """The command queue, the push-time checks and the error register."""
+        beat_bytes = v.beat_bytes
         # ---- Queue and push-time checks (nothing refused is queued) -----------------------
         queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[])
         m.submodules.queue = queue
@@ -298,7 +320,11 @@ class Engine(wiring.Component):
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
                 m.d.sync += queued.eq(queued + 1)
+        _share(v, locals())
 
+    def _datapath(self, m, v):
+        """The datapath blocks: walkers, packer, unpacker, slices, ALU, arbiter."""
+        reset, width = v.reset, v.width
         # ---- Datapath blocks -------------------------------------------------------------
         m.submodules.tx_walker = tx_walker = reset(RegionWalker(width))
         m.submodules.packer = packer = reset(RowPacker(width))
@@ -317,7 +343,11 @@ class Engine(wiring.Component):
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         wiring.connect(m, clear_tx.packets, arbiter.i_0)     # clear-to-send first
         data_out = arbiter.i_1
+        _share(v, locals())
 
+    def _write_pipeline(self, m, v):
+        """The write pipeline to memory and its hazard scoreboard."""
+        beat_bytes, width = v.beat_bytes, v.width
         # ---- Write pipeline and its scoreboard ---------------------------------------------
         # Rows whose reduced value is on its way to memory: the beat read for the local
         # operand (stage 1) and every beat inside the ALU.  A read of such a row waits.
@@ -348,7 +378,17 @@ class Engine(wiring.Component):
                 hit |= pend_valid[k] & (pend_row[k] == row)
             return hit
         pipeline_empty = ~s1_valid & (count == 0) & ~wr_pending
+        _share(v, locals())
 
+    def _control(self, m, v):
+        """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
+        (
+            running, state, q_rd, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
+            DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE,
+        ) = (getattr(v, name) for name in (
+            "running", "state", "q_rd", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
+            "FETCH", "LOAD", "DISPATCH", "BARRIER", "FINISH", "DONE", "STOPPED", "AGGREGATE",
+        ))
         # ---- Control ---------------------------------------------------------------------
         idx = Signal(16)                # the next command to fetch
         finished = Signal(16)           # commands finished (STEP)
@@ -439,7 +479,15 @@ class Engine(wiring.Component):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
+        _share(v, locals())
 
+    def _counters(self, m, v):
+        """The counters and what bumps them each cycle."""
+        (
+            counters, start, state, bump, running, IDLE, DONE,
+        ) = (getattr(v, name) for name in (
+            "counters", "start", "state", "bump", "running", "IDLE", "DONE",
+        ))
         for name in COUNTERS:
             with m.If(self.clear):
                 m.d.sync += counters[name].eq(0)
@@ -449,7 +497,10 @@ class Engine(wiring.Component):
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
         with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
             m.d.comb += bump["packets_sent"].eq(1)
+        _share(v, locals())
 
+    def _cts_table(self, m, v):
+        """The clear-to-send table: the peers that cleared this node to send."""
         tx_peer = Signal(16)
 
         # ---- Clear-to-send table ---------------------------------------------------------
@@ -472,7 +523,17 @@ class Engine(wiring.Component):
             m.d.sync += cts_valid.eq(0)
         with m.Else():
             m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
+        _share(v, locals())
 
+    def _aggregate(self, m, v):
+        """The aggregate command's SEND notices, each to a REPACK_IN message."""
+        (
+            reset, state, tx_busy, agg_reading, agg_len_valid, any_error, cur, raise_error, beat_bytes,
+            agg_sends, AGGREGATE,
+        ) = (getattr(v, name) for name in (
+            "reset", "state", "tx_busy", "agg_reading", "agg_len_valid", "any_error", "cur",
+            "raise_error", "beat_bytes", "agg_sends", "AGGREGATE",
+        ))
         # ---- Aggregate command: the rank's side of the repack exchange (seed 003) ----------
         # The send region holds send_tag slots of send.stride bytes; slot b starts with a row
         # whose low 32 bits are the length of the message for destination group b, which
@@ -513,7 +574,18 @@ class Engine(wiring.Component):
             with m.Else():
                 m.d.comb += agg_tx_start.eq(1)
                 m.d.sync += agg_sends.eq(agg_sends - 1)
+        _share(v, locals())
 
+    def _tx_wait(self, m, v):
+        """The transmit half's start and its wait for the clear-to-send."""
+        (
+            cts_rd, tx_peer, tx_busy, agg_tx_start, cur, agg_tag, agg_length, agg_unit, agg_slot,
+            beat_bytes, tx_start, cts_valid, peer_bits, any_error, raise_error, cts_take_valid, tx_walker,
+        ) = (getattr(v, name) for name in (
+            "cts_rd", "tx_peer", "tx_busy", "agg_tx_start", "cur", "agg_tag", "agg_length", "agg_unit",
+            "agg_slot", "beat_bytes", "tx_start", "cts_valid", "peer_bits", "any_error", "raise_error",
+            "cts_take_valid", "tx_walker",
+        ))
         # ---- Transmit half ---------------------------------------------------------------
         tx_tag = Signal(16)
         tx_length = Signal(32)
@@ -549,7 +621,17 @@ class Engine(wiring.Component):
                      tx_walker.command.payload.eq(tx_region)]
         with m.If(tx_walker.command.valid & tx_walker.command.ready):
             m.d.sync += tx_walk.eq(0)
+        _share(v, locals())
 
+    def _tx_read(self, m, v):
+        """The transmit read stage: device memory rows into the packer."""
+        (
+            lane_bits, tx_walker, tx_chunks, packer, hazard, any_error, raise_error, agg_reading,
+            agg_slot,
+        ) = (getattr(v, name) for name in (
+            "lane_bits", "tx_walker", "tx_chunks", "packer", "hazard", "any_error", "raise_error",
+            "agg_reading", "agg_slot",
+        ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
         t_valid = Signal()
         t_lo = Signal(lane_bits)
@@ -577,7 +659,18 @@ class Engine(wiring.Component):
                      packer.rows.payload.lo.eq(t_lo),
                      packer.rows.payload.n.eq(t_n),
                      packer.rows.payload.last.eq(t_last)]
+        _share(v, locals())
 
+    def _packetizer(self, m, v):
+        """The packetizer: header beats, then the packed stream's payload beats."""
+        (
+            hbeats, width, tx_packet, beat_bytes, tx_repack, tx_unit, tx_peer, tx_tag, tx_start,
+            agg_tx_start, agg_length, cur, data_out, tx_busy, tx_wait, bump, packer,
+        ) = (getattr(v, name) for name in (
+            "hbeats", "width", "tx_packet", "beat_bytes", "tx_repack", "tx_unit", "tx_peer", "tx_tag",
+            "tx_start", "agg_tx_start", "agg_length", "cur", "data_out", "tx_busy", "tx_wait", "bump",
+            "packer",
+        ))
         # Packetizer: a header, then up to tx_packet beats of the packed stream, until the
         # message's last beat.
         header = Signal(packet_header_layout())
@@ -627,7 +720,15 @@ class Engine(wiring.Component):
                                  offset.eq(offset + packet_bytes), in_header.eq(1)]
                     with m.If(packer.beats.payload.last):
                         m.d.sync += tx_busy.eq(0)
+        _share(v, locals())
 
+    def _rx_state(self, m, v):
+        """The receive half's state, set by a receive or an aggregate packet."""
+        (
+            rx_busy, cur, rx_start, rx_walker, rx_chunks, unpacker,
+        ) = (getattr(v, name) for name in (
+            "rx_busy", "cur", "rx_start", "rx_walker", "rx_chunks", "unpacker",
+        ))
         # ---- Receive half ----------------------------------------------------------------
         rx_peer = Signal(16)
         rx_tag = Signal(16)
@@ -664,7 +765,15 @@ class Engine(wiring.Component):
             m.d.sync += rx_walk.eq(0)
         wiring.connect(m, rx_walker.chunks, rx_chunks.i)
         wiring.connect(m, rx_chunks.o, unpacker.chunks)
+        _share(v, locals())
 
+    def _cts_sender(self, m, v):
+        """The clear-to-send (and registration) packets this node sends."""
+        (
+            clear_tx, cts_pending, reg_pending, cur, rx_peer, rx_tag,
+        ) = (getattr(v, name) for name in (
+            "clear_tx", "cts_pending", "reg_pending", "cur", "rx_peer", "rx_tag",
+        ))
         # The clear-to-send: the source may now stream the message.
         # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
         cts = clear_tx.header.payload
@@ -676,7 +785,17 @@ class Engine(wiring.Component):
             m.d.sync += reg_pending.eq(0)
         with m.Elif(clear_tx.header.valid & clear_tx.header.ready):
             m.d.sync += [cts_pending.eq(0), reg_pending.eq(0)]
+        _share(v, locals())
 
+    def _parser(self, m, v):
+        """The packet parser's header and its checks, registered a cycle ahead."""
+        (
+            hbeats, width, got, header_size, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, cur,
+            LOAD,
+        ) = (getattr(v, name) for name in (
+            "hbeats", "width", "got", "header_size", "rx_start", "state", "rx_bytes", "rx_left",
+            "rx_peer", "rx_tag", "cur", "LOAD",
+        ))
         # Packet parser: collect the header, then pass, or drop, the payload.
         P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
         p_state = Signal(range(4))
@@ -719,6 +838,22 @@ class Engine(wiring.Component):
             d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
             d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
         ]
+        _share(v, locals())
+
+    def _parser_fsm(self, m, v):
+        """The packet parser's state machine: collect, decide, pass or drop."""
+        (
+            p_state, r_index, hbeats, collected, width, beat, got_last, raise_error, bump, d,
+            in_aggregate, rx_busy, cts_pending, got, sends_fifo, agg_done, agg_rx_start, completes,
+            agg_finals, cts_wr, cts_set_valid, cts_set_peer, rx_bytes, d_after, rx_left, d_left, rx_beats,
+            unpacker, P_HEADER, P_DECIDE, P_PASS, P_DROP,
+        ) = (getattr(v, name) for name in (
+            "p_state", "r_index", "hbeats", "collected", "width", "beat", "got_last", "raise_error",
+            "bump", "d", "in_aggregate", "rx_busy", "cts_pending", "got", "sends_fifo", "agg_done",
+            "agg_rx_start", "completes", "agg_finals", "cts_wr", "cts_set_valid", "cts_set_peer",
+            "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
+            "P_PASS", "P_DROP",
+        ))
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
         with m.Else():
@@ -810,7 +945,17 @@ class Engine(wiring.Component):
         with m.If(unpacker.overrun | unpacker.underrun):
             m.d.comb += raise_error.length.eq(1)
         m.d.comb += unpacker.clear.eq(self.clear)
+        _share(v, locals())
 
+    def _rx_rows(self, m, v):
+        """Received rows: stored at once (copy) or read with the local row (reduce)."""
+        (
+            reset, unpacker, raise_error, beat_bytes, width, count, depth, s1_valid, alu, rx_reduce,
+            any_error, wr_addr, wr_data, wr_en, hazard, s1_row, rx_busy,
+        ) = (getattr(v, name) for name in (
+            "reset", "unpacker", "raise_error", "beat_bytes", "width", "count", "depth", "s1_valid",
+            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "hazard", "s1_row", "rx_busy",
+        ))
         # Rows out of the unpacker, through a register slice (the take below depends on the
         # scoreboard and the ALU's ready): stored at once (copy) or reduced with the local row.
         m.submodules.rx_rows = rx_rows = reset(SkidBuffer(unpacker.rows.payload.shape()))
@@ -841,7 +986,18 @@ class Engine(wiring.Component):
                 m.d.sync += [s1_row.eq(row.row), s1_mask.eq(row.mask), s1_data.eq(row.data)]
         with m.If(rows_in.valid & rows_in.ready & row.last):
             m.d.sync += rx_busy.eq(0)
+        _share(v, locals())
 
+    def _alu_write(self, m, v):
+        """The ALU: operands in, results written back, the scoreboard kept."""
+        (
+            alu, s1_valid, room, rx_local_first, s1_data, alu_take, bump, pend_row, tail, s1_row,
+            pend_mask, s1_mask, depth, raise_error, wr_addr, head, wr_data, wr_en, pend_valid, count,
+        ) = (getattr(v, name) for name in (
+            "alu", "s1_valid", "room", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
+            "tail", "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "head",
+            "wr_data", "wr_en", "pend_valid", "count",
+        ))
         local = self.local_rd.data
         m.d.comb += [alu.a.valid.eq(s1_valid & room),
                      alu.b.valid.eq(s1_valid & room),
@@ -871,4 +1027,4 @@ class Engine(wiring.Component):
                      count.eq(count + alu_take - result.valid)]
         with m.If(self.clear):
             m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), head.eq(0), tail.eq(0)]
-        return m
+        _share(v, locals())
