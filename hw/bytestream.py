@@ -46,9 +46,11 @@ Each unit moves one item per clock on every stream, takes backpressure on every 
 drives ``valid`` of its outputs from flops only.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .skid import SkidBuffer
 
 
 __all__ = [
@@ -155,21 +157,35 @@ def write_row_layout(data_width, row_bits):
     })
 
 
-def _low_mask(count, width):
-    """A ``width``-bit value with its low ``count`` bits set (``count <= width``)."""
-    # 1 << count needs width + 1 bits when count == width; subtracting one and dropping the
-    # top bit gives all ones in that case.
-    return ((Const(1, 1) << count) - 1)[:width]
-
-
 def _byte_mask_bits(byte_mask):
     """Widen a mask with a bit per byte to a mask with a bit per data bit."""
     return Cat(*(bit.replicate(8) for bit in byte_mask))
 
 
-def _bytes(amount):
-    """A shift amount in bytes as a shift amount in bits, without a multiplier."""
-    return Cat(Const(0, 3), amount)
+def _lanes_below(count, lanes):
+    """A ``lanes``-bit mask with bit ``j`` set for every ``j < count`` (all set when
+    ``count >= lanes``): a thermometer decode, one small compare per bit, no shifter."""
+    return Cat(*(count > j for j in range(lanes)))
+
+
+def _rotate_lanes(value, amount, step):
+    """``value`` rotated down by ``amount * step`` byte lanes: lane ``j`` of the result is lane
+    ``(j + amount*step) mod W`` of ``value``.
+
+    A logarithmic rotator, one 2:1 multiplexer per bit of ``amount`` and per data bit.  A
+    rotation of ``W`` bytes instead of a shift of ``2W`` bytes, and ``amount`` always comes
+    from a register: the callers split a rotation in two, each half ending in a register.
+    """
+    for b in range(len(amount)):
+        value = Mux(amount[b], value.rotate_right(8 * (step << b)), value)
+    return value
+
+
+def _rotation_split(lane_bits):
+    """How many low bits of a rotation amount the first of the two rotator stages takes.
+
+    The wider half goes first: the second stage shares its cycle with a merge or a mask."""
+    return lane_bits - lane_bits // 2
 
 
 def _popcount(bits):
@@ -295,6 +311,46 @@ class RegionWalker(wiring.Component):
         return m
 
 
+def _packer_plan_layout(data_width):
+    """A row (or a flush) of :class:`RowPacker` with its plan, as its skid buffer holds it.
+
+    ``fill`` is the number of bytes of the beat being built before this row, ``end`` that
+    number after it (up to ``2W - 1``); the row's bytes go to lanes ``fill .. end-1`` of the
+    beat and, past ``W``, to lanes ``0 .. end-W-1`` of the next one.  ``rot`` brings lane
+    ``lo`` of the row to lane ``fill``.  ``emit``: a beat leaves with this item; ``final``:
+    that beat is the message's last.  A flush (the final beat of a message whose last row
+    spilled over) has ``fill == end``, so it adds no bytes and sends what is held."""
+    lane_bits = _lane_bits(data_width)
+    return data.StructLayout({
+        "data": data_width,
+        "rot": lane_bits,
+        "fill": lane_bits,
+        "end": lane_bits + 1,
+        "emit": 1,
+        "final": 1,
+    })
+
+
+def _packer_merge_layout(data_width):
+    """One item of :class:`RowPacker` between its two rotator stages: the row rotated by the
+    low bits of ``rot``, the high bits still to go, and the lane masks of the merge.
+
+    ``cur``: lanes of the rotated row that join the beat being built; ``take``: lanes that
+    the holding register keeps afterwards (the spill-over when a beat leaves, else ``cur``);
+    ``keep``: the ``keep`` of the beat that leaves."""
+    lanes = data_width // 8
+    lane_bits = _lane_bits(data_width)
+    return data.StructLayout({
+        "data": data_width,
+        "rot_hi": lane_bits - _rotation_split(lane_bits),
+        "cur": lanes,
+        "take": lanes,
+        "keep": lanes,
+        "emit": 1,
+        "final": 1,
+    })
+
+
 class RowPacker(wiring.Component):
     """Packs the chunk bytes of memory rows into full beats (transmit side).
 
@@ -308,17 +364,24 @@ class RowPacker(wiring.Component):
         its low ``len % W`` (or ``W``) lanes and ``last`` set.  Lanes with ``keep`` clear are
         zero.  The next message begins in a new beat.
 
-    A ``2W``-byte accumulator holds the bytes not yet sent, packed from byte 0.  Each cycle
-    the beat at its bottom goes out if it is full, or if the message has ended (its final,
-    possibly partial, beat goes without waiting for the next message); a row is taken when
-    the bytes left after that fit with a whole row above them.  The bytes of a row are
-    shifted down from lane ``lo`` to lane 0 and then up to the accumulator's fill level.
+    Three register stages, in the shape of a realigning DMA engine: the offset is a
+    register, never computed in the cycle that shifts data.
 
-    One row in and one beat out per clock.  A beat is offered the cycle after the row that
-    completes it is taken; ``beats.valid`` and the beat come from flops.  ``rows.ready``
-    depends combinationally on ``beats.ready`` (a row is taken into the room a leaving beat
-    frees).  When a message's last row leaves more than ``W`` bytes to send, the next
-    message's first row waits one cycle, until the final beat goes.
+    1. *Plan*, as a row is taken: from the fill level of the beat being built and the row's
+       ``lo`` and ``n``, the rotation that brings lane ``lo`` to the fill level, the new
+       fill level, whether a beat leaves and whether it is the message's last.  The row and
+       its plan go into a :class:`~nicoll.hw.skid.SkidBuffer`, so ``rows.ready`` is a flop.
+    2. *Rotate, low half*: the row rotated by the low bits of the planned amount; the plan's
+       fill levels decoded into lane masks.
+    3. *Rotate, high half, and merge*: the rest of the rotation, then a masked merge into a
+       ``W``-byte holding register.  A leaving beat is the holding register with the row's
+       first lanes merged in; what spills past it stays in the holding register.
+
+    One row in and one beat out per clock at any alignment.  A beat is offered three cycles
+    after the row that completes it is taken; ``beats.valid`` and the beat come from flops.
+    ``rows.ready`` comes from flops (it does not depend on ``beats.ready`` in the same
+    cycle).  When a message's last row leaves more than ``W`` bytes to send, its final beat
+    takes a cycle of its own, in which no row is taken.
     """
 
     def __init__(self, data_width):
@@ -335,59 +398,128 @@ class RowPacker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        m.submodules.planned = planned = SkidBuffer(_packer_plan_layout(self._data_width))
+        self._plan(m, planned.i)
+        # Every stage moves when the output register is free: one stall signal, from flops
+        # and beats.ready only.
+        advance = ~self.beats.valid | self.beats.ready
+        m.d.comb += planned.o.ready.eq(advance)
+        merge = Signal(_packer_merge_layout(self._data_width))
+        merge_valid = Signal()
+        with m.If(advance):
+            m.d.sync += merge_valid.eq(planned.o.valid)
+            self._decode(m, planned.o.payload, merge)
+            self._merge(m, merge_valid, merge)
+        return m
+
+    def _plan(self, m, planned):
+        """Stage 1: the per-row arithmetic, on narrow fields only, into the skid buffer."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         row = self.rows.payload
-        beat = self.beats.payload
+        plan = planned.payload
 
-        acc = Signal(2 * self._data_width)    # bytes at and above ``fill`` are zero
-        fill = Signal(range(2 * lanes + 1))
-        ended = Signal()                      # the bytes in ``acc`` end a message
-
-        full = fill >= lanes
+        fill = Signal(lane_bits)      # bytes of the message in the beat being built
+        flush = Signal()              # a last row spilled: its final beat goes next, alone
+        end = Signal(lane_bits + 1)
         m.d.comb += [
-            # The beat at the bottom of the accumulator: it only changes when it is taken,
-            # since a row taken meanwhile lands above it.
-            self.beats.valid.eq(full | (ended & (fill != 0))),
-            beat.data.eq(acc[:self._data_width]),
-            beat.keep.eq(Mux(full, (1 << lanes) - 1, _low_mask(fill[:lane_bits], lanes))),
-            beat.last.eq(ended & (fill <= lanes)),
+            end.eq(fill + row.n),
+            planned.valid.eq(self.rows.valid | flush),
+            self.rows.ready.eq(planned.ready & ~flush),
+            plan.data.eq(row.data),
+            plan.fill.eq(fill),
         ]
-
-        # The accumulator once this cycle's beat (if any) has gone.
-        acc_left = Signal.like(acc)
-        fill_left = Signal.like(fill)
-        ended_left = Signal()
-        with m.If(self.beats.valid & self.beats.ready):
+        with m.If(flush):
+            m.d.comb += [plan.end.eq(fill), plan.emit.eq(1), plan.final.eq(1)]
+        with m.Else():
             m.d.comb += [
-                acc_left.eq(acc[self._data_width:]),
-                fill_left.eq(Mux(full, fill - lanes, 0)),
-                ended_left.eq(ended & (fill > lanes)),
+                plan.rot.eq(row.lo - fill),
+                plan.end.eq(end),
+                plan.emit.eq(end[lane_bits] | row.last),
+                plan.final.eq(row.last & (end <= lanes)),
             ]
-        with m.Else():
-            m.d.comb += [acc_left.eq(acc), fill_left.eq(fill), ended_left.eq(ended)]
+        with m.If(planned.valid & planned.ready):
+            with m.If(flush):
+                m.d.sync += [fill.eq(0), flush.eq(0)]
+            with m.Elif(row.last):
+                spills = end > lanes
+                m.d.sync += [fill.eq(Mux(spills, end[:lane_bits], 0)), flush.eq(spills)]
+            with m.Else():
+                m.d.sync += fill.eq(end[:lane_bits])
 
-        # A new message waits until the previous one has fully left, so that it starts at
-        # lane 0 of a beat of its own.
-        m.d.comb += self.rows.ready.eq(~ended_left & (fill_left <= lanes))
-
-        picked = Signal(self._data_width)
-        placed = Signal(2 * self._data_width)
-        m.d.comb += [
-            picked.eq((row.data >> _bytes(row.lo))
-                      & _byte_mask_bits(_low_mask(row.n, lanes))),
-            # fill_left <= lanes whenever a row is taken, so its low bits are the amount.
-            placed.eq(picked << _bytes(fill_left[:lane_bits + 1])),
+    def _decode(self, m, plan, merge):
+        """Stage 2: rotate by the low bits of the planned amount; fill levels to lane masks."""
+        lanes = self._data_width // 8
+        lane_bits = _lane_bits(self._data_width)
+        split = _rotation_split(lane_bits)
+        upto = _lanes_below(plan.end, lanes)
+        cur = upto & ~_lanes_below(plan.fill, lanes)
+        spill = Mux(plan.end[lane_bits], _lanes_below(plan.end[:lane_bits], lanes), 0)
+        m.d.sync += [
+            merge.data.eq(_rotate_lanes(plan.data, plan.rot[:split], 1)),
+            merge.rot_hi.eq(plan.rot[split:]),
+            merge.cur.eq(cur),
+            merge.take.eq(Mux(plan.emit, spill, cur)),
+            merge.keep.eq(upto),
+            merge.emit.eq(plan.emit),
+            merge.final.eq(plan.final),
         ]
-        with m.If(self.rows.valid & self.rows.ready):
-            m.d.sync += [
-                acc.eq(acc_left | placed),
-                fill.eq(fill_left + row.n),
-                ended.eq(row.last),
-            ]
-        with m.Else():
-            m.d.sync += [acc.eq(acc_left), fill.eq(fill_left), ended.eq(ended_left)]
-        return m
+
+    def _merge(self, m, merge_valid, merge):
+        """Stage 3: finish the rotation, merge into the holding register, send a beat."""
+        lane_bits = _lane_bits(self._data_width)
+        beat = self.beats.payload
+        # Bytes of the beat being built, at their final lanes; lanes at and above the fill
+        # level are zero, so merging is an OR and a leaving beat has zeros past its keep.
+        hold = Signal(self._data_width)
+        rotated = _rotate_lanes(merge.data, merge.rot_hi, 1 << _rotation_split(lane_bits))
+        m.d.sync += self.beats.valid.eq(merge_valid & merge.emit)
+        with m.If(merge_valid):
+            m.d.sync += hold.eq(Mux(merge.emit, 0, hold)
+                                | (rotated & _byte_mask_bits(merge.take)))
+            with m.If(merge.emit):
+                m.d.sync += [
+                    beat.data.eq(hold | (rotated & _byte_mask_bits(merge.cur))),
+                    beat.keep.eq(merge.keep),
+                    beat.last.eq(merge.final),
+                ]
+
+
+#: Beat slots of :class:`RowUnpacker`: a chunk may need the two oldest while the beats after
+#: them arrive, and a slot is refilled the cycle after it is freed.
+_UNPACKER_SLOTS = 4
+
+
+def _unpacker_row_layout(data_width, row_bits):
+    """A row of :class:`RowUnpacker` on its way out: ``data`` holds the chunk's bytes, in
+    stream order from lane ``(lo + rot) mod W``, until the rotation by ``rot`` (done in two
+    halves) brings them to lanes ``lo .. lo+n-1``; ``mask`` is those lanes (zero for the
+    mask-zero ``last`` row of a dropped message)."""
+    lane_bits = _lane_bits(data_width)
+    return data.StructLayout({
+        "data": data_width,
+        "rot": lane_bits,
+        "mask": data_width // 8,
+        "row": row_bits,
+        "last": 1,
+    })
+
+
+class _UnpackerState:
+    """The registers the stages of :class:`RowUnpacker` share (a namespace, no logic)."""
+
+    def __init__(self, width, lanes, lane_bits):
+        slots = range(_UNPACKER_SLOTS)
+        self.slot_data = [Signal(width, name=f"slot{k}_data") for k in slots]
+        self.slot_count = [Signal(range(lanes + 1), name=f"slot{k}_count") for k in slots]
+        self.slot_last = [Signal(name=f"slot{k}_last") for k in slots]
+        self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
+        self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
+        self.next = Signal(range(_UNPACKER_SLOTS), init=1)    # head + 1, B1
+        self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
+        self.pos = Signal(range(lanes + 1))               # bytes of B0 already used
+        self.below = Signal(lanes)                        # lanes below ``pos``, decoded
+        self.pops = Signal(range(3))                      # beats done with this cycle
 
 
 class RowUnpacker(wiring.Component):
@@ -406,7 +538,8 @@ class RowUnpacker(wiring.Component):
     beats : ``In(stream.Signature(beat_layout(data_width)))``
         The packed stream as :class:`RowPacker` gives it.  A beat's bytes are its lanes
         ``0 .. c-1`` where ``c`` is the number of ``keep`` bits set: ``keep`` must be a low
-        mask (all ones on every beat but a message's last).
+        mask, and all ones on every beat but a message's last (lanes with ``keep`` clear may
+        hold anything).
     chunks : ``In(stream.Signature(chunk_layout(data_width, addr_width - log2(W))))``
         Where the bytes go, as a :class:`RegionWalker` gives them.
     rows : ``Out(stream.Signature(write_row_layout(data_width, addr_width - log2(W))))``
@@ -436,13 +569,25 @@ class RowUnpacker(wiring.Component):
       with ``mask`` zero and ``last`` set, so that a consumer counting messages by ``last``
       stays in step.
 
-    At most ``2W`` bytes are buffered.  Beats of the next message wait until the current
-    message's chunks are done; they are taken in the cycle its last chunk is.  One chunk per
-    clock (aligned or not, whatever the chunk sizes) and one beat per clock when the chunks
-    consume a full beat per clock.  A row is offered the cycle after its chunk is taken when
-    its bytes are buffered, which they are one cycle after their beat is taken;
-    ``rows.valid`` and the row come from flops.  ``beats.ready`` and ``chunks.ready`` depend
-    combinationally on ``rows.ready`` and on the other input.
+    Beats wait in four slots, which may hold the start of the next message; a chunk's bytes
+    lie in the two oldest.  The chunk input goes through a
+    :class:`~nicoll.hw.skid.SkidBuffer`.  Four register stages:
+
+    1. *Plan*: from the position in the oldest beat, the slots' byte counts and ``last``
+       flags and the chunk, whether the chunk is served, dropped or waits, how many beats
+       it finishes, the rotation and the row's lane mask.  The same cycle picks, lane by
+       lane, the oldest beat's bytes at and above the position and the next beat's below
+       it, by a lane mask decoded into a register when the position last changed: the
+       chunk's bytes in stream order, rotated by ``position - lo``.
+    2. *Rotate, low half*, by a registered amount.
+    3. *Rotate, high half*, and mask: the output register.
+
+    One chunk per clock at any alignment and chunk size, and one beat per clock when the
+    chunks consume a full beat per clock.  A row is offered four cycles after its chunk is
+    taken when its bytes are buffered, which they are the cycle after their beat is taken.
+    ``rows.valid`` and the row come from flops; ``chunks.ready`` and ``beats.ready`` come
+    from flops too (a free skid entry, a free slot).  Bytes of a message being dropped go at
+    one beat per clock.
     """
 
     def __init__(self, data_width, addr_width=32):
@@ -477,96 +622,31 @@ class RowUnpacker(wiring.Component):
         width = self._data_width
         lanes = width // 8
         lane_bits = _lane_bits(width)
-        beat = self.beats.payload
-        chunk = self.chunks.payload
-        out = self.rows.payload
+        state = _UnpackerState(width, lanes, lane_bits)
+        m.submodules.chunk_in = chunk_in = SkidBuffer(self.chunks.payload.shape())
+        wiring.connect(m, wiring.flipped(self.chunks), chunk_in.i)
 
-        buf = Signal(2 * width)               # bytes at and above ``fill`` are zero
-        fill = Signal(range(2 * lanes + 1))
-        ended = Signal()                      # the message's last beat is in ``buf``
-        skip_beats = Signal()                 # dropping the rest of an overrun message
-        skip_chunks = Signal()                # dropping the rest of an underrun message's chunks
-
+        # Every stage but the beat slots moves when the output register is free.
+        advance = ~self.rows.valid | self.rows.ready
+        planned = Signal(_unpacker_row_layout(width, self._row_bits))
+        planned_valid = Signal()
+        halfway = Signal(_unpacker_row_layout(width, self._row_bits))
+        halfway_valid = Signal()
         overrun_now = Signal()
         underrun_now = Signal()
 
-        # ---- Chunks -----------------------------------------------------------------------
-        out_free = ~self.rows.valid | self.rows.ready
-        have = fill >= chunk.n
-        normal = ~skip_beats & ~skip_chunks
-        short = ended & ~have                 # the message ends before this chunk is complete
-        dropping = skip_chunks | short
-        # A dropped chunk needs the output only if it carries ``last`` (its mask-zero row).
-        m.d.comb += self.chunks.ready.eq(
-            ~skip_beats & Mux(dropping, ~chunk.last | out_free, have & out_free))
-        chunk_taken = self.chunks.valid & self.chunks.ready
-        serve = chunk_taken & normal & have
-        marker = chunk_taken & dropping & chunk.last
-
-        byte_mask = Signal(lanes)
-        m.d.comb += byte_mask.eq(_low_mask(chunk.n, lanes) << chunk.lo)
-        with m.If(out_free):
-            m.d.sync += self.rows.valid.eq(serve | marker)
-        with m.If(serve):
+        self._slots(m, state)
+        with m.If(advance):
+            self._plan(m, state, chunk_in.o, planned, planned_valid, overrun_now, underrun_now)
             m.d.sync += [
-                out.row.eq(chunk.row),
-                out.data.eq((buf[:width] << _bytes(chunk.lo)) & _byte_mask_bits(byte_mask)),
-                out.mask.eq(byte_mask),
-                out.last.eq(chunk.last),
+                halfway_valid.eq(planned_valid),
+                halfway.eq(planned),
+                halfway.data.eq(_rotate_lanes(planned.data,
+                                              planned.rot[:_rotation_split(lane_bits)], 1)),
+                self.rows.valid.eq(halfway_valid),
             ]
-        with m.Elif(marker):
-            m.d.sync += [out.row.eq(chunk.row), out.data.eq(0), out.mask.eq(0), out.last.eq(1)]
+            self._output(m, halfway)
 
-        # The buffer once this cycle's chunk (if any) is resolved.
-        buf_left = Signal.like(buf)
-        fill_left = Signal.like(fill)
-        ended_left = Signal()
-        skip_beats_left = Signal()
-        m.d.comb += [buf_left.eq(buf), fill_left.eq(fill), ended_left.eq(ended),
-                     skip_beats_left.eq(skip_beats)]
-        with m.If(serve):
-            with m.If(chunk.last):
-                # The message is done as far as the chunks go: whatever it still has is extra.
-                m.d.comb += [buf_left.eq(0), fill_left.eq(0), ended_left.eq(0),
-                             overrun_now.eq(fill != chunk.n)]
-                with m.If(~ended):
-                    m.d.comb += skip_beats_left.eq(1)
-            with m.Else():
-                m.d.comb += [buf_left.eq(buf >> _bytes(chunk.n)), fill_left.eq(fill - chunk.n)]
-        with m.Elif(chunk_taken & short & normal):
-            m.d.comb += [buf_left.eq(0), fill_left.eq(0), ended_left.eq(0),
-                         underrun_now.eq(1)]
-            m.d.sync += skip_chunks.eq(~chunk.last)
-        with m.Elif(chunk_taken & skip_chunks & chunk.last):
-            m.d.sync += skip_chunks.eq(0)
-
-        # ---- Beats ------------------------------------------------------------------------
-        count = Signal(range(lanes + 1))
-        placed = Signal(2 * width)
-        m.d.comb += [
-            count.eq(_popcount(beat.keep)),
-            # fill_left <= lanes whenever a beat is taken, so its low bits are the amount.
-            placed.eq((beat.data & _byte_mask_bits(beat.keep))
-                      << _bytes(fill_left[:lane_bits + 1])),
-        ]
-        beat_taken = self.beats.valid & self.beats.ready
-        with m.If(skip_beats):
-            m.d.comb += self.beats.ready.eq(1)
-            with m.If(beat_taken):
-                m.d.comb += overrun_now.eq(beat.keep != 0)
-                m.d.sync += skip_beats.eq(~beat.last)
-        with m.Else():
-            # Only one message's bytes are ever buffered, so a chunk never mixes two.
-            m.d.comb += self.beats.ready.eq(~ended_left & ~skip_beats_left
-                                            & (fill_left <= lanes))
-            m.d.sync += skip_beats.eq(skip_beats_left)
-        with m.If(~skip_beats & beat_taken):
-            m.d.sync += [buf.eq(buf_left | placed), fill.eq(fill_left + count),
-                         ended.eq(beat.last)]
-        with m.Else():
-            m.d.sync += [buf.eq(buf_left), fill.eq(fill_left), ended.eq(ended_left)]
-
-        # ---- Flags ------------------------------------------------------------------------
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
         with m.If(overrun_now):
@@ -574,3 +654,113 @@ class RowUnpacker(wiring.Component):
         with m.If(underrun_now):
             m.d.sync += self.underrun.eq(1)
         return m
+
+    def _slots(self, m, s):
+        """Beats into the slots, whenever one is free; ``s.pops`` frees the oldest."""
+        beat = self.beats.payload
+        # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
+        m.d.comb += self.beats.ready.eq(s.used != _UNPACKER_SLOTS)
+        taken = self.beats.valid & self.beats.ready
+        with m.If(taken):
+            for k in range(_UNPACKER_SLOTS):
+                with m.If(s.tail == k):
+                    m.d.sync += [s.slot_data[k].eq(beat.data),
+                                 s.slot_count[k].eq(_popcount(beat.keep)),
+                                 s.slot_last[k].eq(beat.last)]
+            m.d.sync += s.tail.eq(s.tail + 1)
+        m.d.sync += [s.used.eq(s.used + taken - s.pops),
+                     s.head.eq(s.head + s.pops), s.next.eq(s.next + s.pops)]
+
+    def _pick(self, s):
+        """The chunk's bytes in stream order: lanes at and above the position from the oldest
+        beat, lanes below it from the next one.  A 4:1 choice per lane, by registers only."""
+        lanes = self._data_width // 8
+        picked = []
+        for lane in range(lanes):
+            slot = Mux(s.below[lane], s.next, s.head)
+            choices = [d[8 * lane:8 * (lane + 1)] for d in s.slot_data]
+            picked.append(Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
+                              Mux(slot[0], choices[1], choices[0])))
+        return Cat(*picked)
+
+    def _plan(self, m, s, chunk_in, planned, planned_valid, overrun_now, underrun_now):
+        """Stage 1: decide what the chunk at the head of the skid buffer does, and pick its
+        bytes.  Runs only in cycles the pipeline advances."""
+        lanes = self._data_width // 8
+        lane_bits = _lane_bits(self._data_width)
+        chunk = chunk_in.payload
+        count0, last0 = Array(s.slot_count)[s.head], Array(s.slot_last)[s.head]
+        count1, last1 = Array(s.slot_count)[s.next], Array(s.slot_last)[s.next]
+        have0 = s.used != 0
+        have1 = s.used > 1
+
+        dropping = Signal()           # the rest of a message's beats are dropped ...
+        extra = Signal()              # ... and they are extra bytes (overrun)
+        skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
+
+        # Where the chunk ends in the oldest beat; past W it continues in the next one, which
+        # then belongs to the same message because the oldest is full and not last.
+        end = Signal(lane_bits + 2)
+        m.d.comb += end.eq(s.pos + chunk.n)
+        over = end[:lane_bits]        # end - W when W < end < 2W
+        past = end >= lanes           # the oldest beat is used up (when it is full)
+        in_head = have0 & (end <= Mux(last0, count0, lanes))
+        across = have0 & ~last0 & have1 & (end > lanes) & (~last1 | (over <= count1))
+        fits = in_head | across
+        ended = have0 & (last0 | (have1 & last1))
+        normal = chunk_in.valid & ~dropping & ~skipping
+        serve = normal & fits
+        short = normal & ~fits & ended
+        skip = chunk_in.valid & skipping
+        # The message ends exactly with this chunk: its last beat is used up too.
+        exact = chunk.last & ((in_head & last0 & (end == count0))
+                              | (across & last1 & (over == count1)))
+
+        m.d.comb += chunk_in.ready.eq(serve | short | skip)
+        pos_next = Signal.like(s.pos)
+        m.d.comb += pos_next.eq(s.pos)
+        with m.If(serve):
+            with m.If(exact):
+                m.d.comb += [s.pops.eq(1 + across), pos_next.eq(0)]
+            with m.Elif(past & ~last0):
+                m.d.comb += [s.pops.eq(1), pos_next.eq(over)]
+            with m.Else():
+                # An oldest beat that is the message's last stays, used up or not, until
+                # the message's last chunk or a chunk that does not fit.
+                m.d.comb += pos_next.eq(end)
+            with m.If(chunk.last & ~exact):
+                m.d.sync += [dropping.eq(1), extra.eq(1)]
+        with m.If(short):
+            m.d.comb += underrun_now.eq(1)
+            m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~chunk.last)]
+        with m.If(skip & chunk.last):
+            m.d.sync += skipping.eq(0)
+        with m.If(dropping & have0):
+            m.d.comb += [s.pops.eq(1), pos_next.eq(0), overrun_now.eq(extra & (count0 > s.pos))]
+            with m.If(last0):
+                m.d.sync += dropping.eq(0)
+        m.d.sync += [s.pos.eq(pos_next), s.below.eq(_lanes_below(pos_next, lanes))]
+
+        # The row: served, or the mask-zero row of a dropped message's last chunk.
+        upto = _lanes_below(chunk.lo + chunk.n, lanes)
+        m.d.sync += [
+            planned_valid.eq(serve | ((short | skip) & chunk.last)),
+            planned.data.eq(self._pick(s)),
+            planned.rot.eq(s.pos - chunk.lo),
+            planned.mask.eq(Mux(serve, upto & ~_lanes_below(chunk.lo, lanes), 0)),
+            planned.row.eq(chunk.row),
+            planned.last.eq(chunk.last),
+        ]
+
+    def _output(self, m, halfway):
+        """Stage 3: the rest of the rotation and the lane mask, into the output register."""
+        lane_bits = _lane_bits(self._data_width)
+        split = _rotation_split(lane_bits)
+        out = self.rows.payload
+        rotated = _rotate_lanes(halfway.data, halfway.rot[split:], 1 << split)
+        m.d.sync += [
+            out.data.eq(rotated & _byte_mask_bits(halfway.mask)),
+            out.mask.eq(halfway.mask),
+            out.row.eq(halfway.row),
+            out.last.eq(halfway.last),
+        ]

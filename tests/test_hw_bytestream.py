@@ -418,7 +418,7 @@ def test_round_trip(data_width, seed, stall):
 
 def test_packer_throughput():
     """An unaligned message of K beats (K + 1 rows) fed one row per clock: its beats leave one
-    per clock, the last K + 2 cycles after the first row went in.  Two more messages follow;
+    per clock, the last K + 4 cycles after the first row went in.  Two more messages follow;
     the first of them ends with more than a beat's bytes left, which costs one idle cycle."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(5)
@@ -452,16 +452,16 @@ def test_packer_throughput():
     beat_cycles = [cycle for cycle, _ in got]
     # Rows: K + 1, then 4 for the second message, one idle cycle, 3 for the third.
     assert row_cycles == list(range(1, K + 6)) + list(range(K + 7, K + 10))
-    # The first beat needs the first two rows (cycles 1 and 2) and is taken in cycle 3; the
-    # K-th and last in cycle K + 2.  Each later message starts with a partial row too, so its
-    # first beat comes two cycles after the previous message's last.
-    assert beat_cycles == list(range(3, K + 3)) + [K + 4, K + 5, K + 6, K + 7, K + 9, K + 10]
+    # The first beat needs the first two rows (cycles 1 and 2) and, three stages later, is
+    # taken in cycle 5; the K-th and last in cycle K + 4.  Each later message starts with a
+    # partial row too, so its first beat comes two cycles after the previous message's last.
+    assert beat_cycles == list(range(5, K + 5)) + [K + 6, K + 7, K + 8, K + 9, K + 11, K + 12]
 
 
 @pytest.mark.parametrize("dst", ["unaligned", "short_runs"])
 def test_unpacker_throughput(dst):
     """K full beats of a message into an unaligned contiguous region or into runs of 3 bytes:
-    one chunk per clock either way, each row offered one cycle after its chunk is taken."""
+    one chunk per clock either way, each row offered four cycles after its chunk is taken."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(6)
     payload = rng.randbytes(K * lanes)
@@ -479,9 +479,8 @@ def test_unpacker_throughput(dst):
 
     async def chunks_in(ctx):
         for k, chunk in enumerate(chunks):
-            # The first beat is buffered in cycle 1, so the first chunk waits one cycle;
-            # after that every chunk is taken at once.
-            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 0 else 1), k
+            # The chunk input is a skid buffer: every chunk is taken at once.
+            assert await offer(ctx, dut.chunks, chunk) == 1, k
 
     async def main(ctx):
         while len(got) < len(chunks):
@@ -492,9 +491,9 @@ def test_unpacker_throughput(dst):
     expected, _, _ = reference_unpack([(payload, chunks)])
     assert [row for _, row in got] == expected
     cycles = [cycle for cycle, _ in got]
-    # Beat 1 is taken in cycle 1, chunk 1 in cycle 2, its row in cycle 3, one per cycle on.
-    assert cycles == list(range(3, 3 + len(chunks))), cycles
-    assert cycles[-1] == len(chunks) + 2
+    # Beat 1 and chunk 1 are taken in cycle 1; the chunk is planned in cycle 2, when the beat
+    # is in its slot, and its row is taken in cycle 5, one per cycle on.
+    assert cycles == list(range(5, 5 + len(chunks))), cycles
 
 
 # ---- Mismatches ----------------------------------------------------------------------------
