@@ -43,7 +43,10 @@ exactly those lanes.  It checks that a message's bytes and its chunks agree in n
 the class for what it does when they do not).
 
 Each unit moves one item per clock on every stream, takes backpressure on every stream, and
-drives ``valid`` of its outputs from flops only.
+drives ``valid`` of its outputs from flops only.  The packer and the unpacker also drive the
+``ready`` of their inputs from flops, and realign bytes with a ``W``-byte rotator in two
+registered halves whose amount is always a register: the arithmetic that picks the amount,
+the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
@@ -181,11 +184,31 @@ def _rotate_lanes(value, amount, step):
     return value
 
 
-def _rotation_split(lane_bits):
-    """How many low bits of a rotation amount the first of the two rotator stages takes.
+def _rotation_stages(lane_bits):
+    """The bits of a rotation amount each registered rotator stage takes, as ``(lo, hi)``.
 
-    The wider half goes first: the second stage shares its cycle with a merge or a mask."""
-    return lane_bits - lane_bits // 2
+    The first stage takes up to three bits (an 8:1 choice per bit, four LUT4 with the ECP5
+    wide-function multiplexers), every further stage one bit (a 2:1 choice, one LUT4).  A
+    stage of two bits would cost as much as one of three (abc9 maps a 4:1 choice to a LUT6),
+    and one merged with a mask or a merge more again, so the narrow stages end in registers
+    of their own: flip-flops are cheaper than look-up tables here."""
+    first = min(3, lane_bits)
+    return [(0, first)] + [(b, b + 1) for b in range(first, lane_bits)]
+
+
+def _rotation_pipeline(m, advance, value, control, stages):
+    """``value`` through one register stage per entry of ``stages``, stage ``(lo, hi)``
+    rotating it by bits ``lo .. hi-1`` of ``control.rot``; ``control`` (a view whose layout
+    has ``rot``) travels alongside.  Every stage moves when ``advance`` is high.  Returns the
+    last stage's (data, control)."""
+    for k, (lo, hi) in enumerate(stages):
+        data_reg = Signal(len(value), name=f"rotate{k}_data", reset_less=True)
+        control_reg = Signal(control.shape(), name=f"rotate{k}_control")
+        with m.If(advance):
+            m.d.sync += [data_reg.eq(_rotate_lanes(value, control.rot[lo:hi], 1 << lo)),
+                         control_reg.eq(control)]
+        value, control = data_reg, control_reg
+    return value, control
 
 
 def _popcount(bits):
@@ -331,18 +354,18 @@ def _packer_plan_layout(data_width):
     })
 
 
-def _packer_merge_layout(data_width):
-    """One item of :class:`RowPacker` between its two rotator stages: the row rotated by the
-    low bits of ``rot``, the high bits still to go, and the lane masks of the merge.
+def _packer_control_layout(data_width):
+    """What travels with a row of :class:`RowPacker` through its rotator stages: the
+    rotation, and the lane masks of the merge decoded from the plan's fill levels.
 
     ``cur``: lanes of the rotated row that join the beat being built; ``take``: lanes that
     the holding register keeps afterwards (the spill-over when a beat leaves, else ``cur``);
-    ``keep``: the ``keep`` of the beat that leaves."""
+    ``keep``: the ``keep`` of the beat that leaves.  A bubble has ``valid``, ``emit``,
+    ``cur`` and ``take`` clear, so the merge stage needs no enable of its own."""
     lanes = data_width // 8
-    lane_bits = _lane_bits(data_width)
     return data.StructLayout({
-        "data": data_width,
-        "rot_hi": lane_bits - _rotation_split(lane_bits),
+        "valid": 1,
+        "rot": _lane_bits(data_width),
         "cur": lanes,
         "take": lanes,
         "keep": lanes,
@@ -398,18 +421,19 @@ class RowPacker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        lane_bits = _lane_bits(self._data_width)
         m.submodules.planned = planned = SkidBuffer(_packer_plan_layout(self._data_width))
         self._plan(m, planned.i)
         # Every stage moves when the output register is free: one stall signal, from flops
         # and beats.ready only.
         advance = ~self.beats.valid | self.beats.ready
         m.d.comb += planned.o.ready.eq(advance)
-        merge = Signal(_packer_merge_layout(self._data_width))
-        merge_valid = Signal()
+        control = Signal(_packer_control_layout(self._data_width))
+        self._decode(m, planned.o, control)
+        rotated, control = _rotation_pipeline(m, advance, planned.o.payload.data, control,
+                                              _rotation_stages(lane_bits))
         with m.If(advance):
-            m.d.sync += merge_valid.eq(planned.o.valid)
-            self._decode(m, planned.o.payload, merge)
-            self._merge(m, merge_valid, merge)
+            self._merge(m, rotated, control)
         return m
 
     def _plan(self, m, planned):
@@ -447,42 +471,41 @@ class RowPacker(wiring.Component):
             with m.Else():
                 m.d.sync += fill.eq(end[:lane_bits])
 
-    def _decode(self, m, plan, merge):
-        """Stage 2: rotate by the low bits of the planned amount; fill levels to lane masks."""
+    def _decode(self, m, planned, control):
+        """The plan's fill levels as lane masks, into the first rotator stage with the row."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
-        split = _rotation_split(lane_bits)
+        plan = planned.payload
         upto = _lanes_below(plan.end, lanes)
         cur = upto & ~_lanes_below(plan.fill, lanes)
         spill = Mux(plan.end[lane_bits], _lanes_below(plan.end[:lane_bits], lanes), 0)
-        m.d.sync += [
-            merge.data.eq(_rotate_lanes(plan.data, plan.rot[:split], 1)),
-            merge.rot_hi.eq(plan.rot[split:]),
-            merge.cur.eq(cur),
-            merge.take.eq(Mux(plan.emit, spill, cur)),
-            merge.keep.eq(upto),
-            merge.emit.eq(plan.emit),
-            merge.final.eq(plan.final),
+        m.d.comb += [
+            control.valid.eq(planned.valid),
+            control.rot.eq(plan.rot),
+            control.keep.eq(upto),
+            control.final.eq(plan.final),
         ]
+        with m.If(planned.valid):
+            m.d.comb += [
+                control.cur.eq(cur),
+                control.take.eq(Mux(plan.emit, spill, cur)),
+                control.emit.eq(plan.emit),
+            ]
 
-    def _merge(self, m, merge_valid, merge):
-        """Stage 3: finish the rotation, merge into the holding register, send a beat."""
-        lane_bits = _lane_bits(self._data_width)
+    def _merge(self, m, rotated, control):
+        """Last stage: merge the rotated row into the holding register, send a beat."""
         beat = self.beats.payload
         # Bytes of the beat being built, at their final lanes; lanes at and above the fill
         # level are zero, so merging is an OR and a leaving beat has zeros past its keep.
         hold = Signal(self._data_width)
-        rotated = _rotate_lanes(merge.data, merge.rot_hi, 1 << _rotation_split(lane_bits))
-        m.d.sync += self.beats.valid.eq(merge_valid & merge.emit)
-        with m.If(merge_valid):
-            m.d.sync += hold.eq(Mux(merge.emit, 0, hold)
-                                | (rotated & _byte_mask_bits(merge.take)))
-            with m.If(merge.emit):
-                m.d.sync += [
-                    beat.data.eq(hold | (rotated & _byte_mask_bits(merge.cur))),
-                    beat.keep.eq(merge.keep),
-                    beat.last.eq(merge.final),
-                ]
+        m.d.sync += [
+            hold.eq(Mux(control.emit, 0, hold) | (rotated & _byte_mask_bits(control.take))),
+            self.beats.valid.eq(control.valid & control.emit),
+            # Loaded every cycle the stage moves: without a beat, valid is low anyway.
+            beat.data.eq(hold | (rotated & _byte_mask_bits(control.cur))),
+            beat.keep.eq(control.keep),
+            beat.last.eq(control.final),
+        ]
 
 
 #: Beat slots of :class:`RowUnpacker`: a chunk may need the two oldest while the beats after
@@ -490,15 +513,14 @@ class RowPacker(wiring.Component):
 _UNPACKER_SLOTS = 4
 
 
-def _unpacker_row_layout(data_width, row_bits):
-    """A row of :class:`RowUnpacker` on its way out: ``data`` holds the chunk's bytes, in
-    stream order from lane ``(lo + rot) mod W``, until the rotation by ``rot`` (done in two
-    halves) brings them to lanes ``lo .. lo+n-1``; ``mask`` is those lanes (zero for the
-    mask-zero ``last`` row of a dropped message)."""
-    lane_bits = _lane_bits(data_width)
+def _unpacker_control_layout(data_width, row_bits):
+    """What travels with a row of :class:`RowUnpacker` through its rotator stages: ``rot``
+    brings the chunk's bytes, picked in stream order from lane ``(lo + rot) mod W``, to lanes
+    ``lo .. lo+n-1``; ``mask`` is those lanes (zero for the mask-zero ``last`` row of a
+    dropped message)."""
     return data.StructLayout({
-        "data": data_width,
-        "rot": lane_bits,
+        "valid": 1,
+        "rot": _lane_bits(data_width),
         "mask": data_width // 8,
         "row": row_bits,
         "last": 1,
@@ -506,20 +528,28 @@ def _unpacker_row_layout(data_width, row_bits):
 
 
 class _UnpackerState:
-    """The registers the stages of :class:`RowUnpacker` share (a namespace, no logic)."""
+    """The registers the parts of :class:`RowUnpacker` share (a namespace, no logic)."""
 
     def __init__(self, width, lanes, lane_bits):
         slots = range(_UNPACKER_SLOTS)
-        self.slot_data = [Signal(width, name=f"slot{k}_data") for k in slots]
-        self.slot_count = [Signal(range(lanes + 1), name=f"slot{k}_count") for k in slots]
+        self.slot_data = [Signal(width, name=f"slot{k}_data", reset_less=True) for k in slots]
+        # Bytes a beat holds, as far as a chunk may use them: its count if it is a message's
+        # last, else a full beat.
+        self.slot_lim = [Signal(range(lanes + 1), name=f"slot{k}_lim") for k in slots]
         self.slot_last = [Signal(name=f"slot{k}_last") for k in slots]
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
-        self.next = Signal(range(_UNPACKER_SLOTS), init=1)    # head + 1, B1
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
-        self.pos = Signal(range(lanes + 1))               # bytes of B0 already used
-        self.below = Signal(lanes)                        # lanes below ``pos``, decoded
         self.pops = Signal(range(3))                      # beats done with this cycle
+        # The plan's view of B0 and B1: how many of them it has taken in (a beat joins the
+        # view the cycle after it is in its slot), and the bytes left from the read position
+        # to the end of B0 and to the end of B1.  Kept up to date by subtractions and
+        # additions of registers, so a chunk is judged by comparing its ``n`` with them.
+        self.seen = Signal(range(3))
+        self.room0 = Signal(range(lanes + 1))
+        self.room1 = Signal(range(2 * lanes + 1))
+        self.pos = Signal(lane_bits)                      # read position in B0, mod W
+        self.below = Signal(lanes)                        # lanes below ``pos``, decoded
 
 
 class RowUnpacker(wiring.Component):
@@ -571,7 +601,7 @@ class RowUnpacker(wiring.Component):
 
     Beats wait in four slots, which may hold the start of the next message; a chunk's bytes
     lie in the two oldest.  The chunk input goes through a
-    :class:`~nicoll.hw.skid.SkidBuffer`.  Four register stages:
+    :class:`~nicoll.hw.skid.SkidBuffer`; three register stages follow it:
 
     1. *Plan*: from the position in the oldest beat, the slots' byte counts and ``last``
        flags and the chunk, whether the chunk is served, dropped or waits, how many beats
@@ -628,24 +658,19 @@ class RowUnpacker(wiring.Component):
 
         # Every stage but the beat slots moves when the output register is free.
         advance = ~self.rows.valid | self.rows.ready
-        planned = Signal(_unpacker_row_layout(width, self._row_bits))
-        planned_valid = Signal()
-        halfway = Signal(_unpacker_row_layout(width, self._row_bits))
-        halfway_valid = Signal()
+        picked = Signal(width, reset_less=True)
+        control = Signal(_unpacker_control_layout(width, self._row_bits))
         overrun_now = Signal()
         underrun_now = Signal()
 
         self._slots(m, state)
         with m.If(advance):
-            self._plan(m, state, chunk_in.o, planned, planned_valid, overrun_now, underrun_now)
-            m.d.sync += [
-                halfway_valid.eq(planned_valid),
-                halfway.eq(planned),
-                halfway.data.eq(_rotate_lanes(planned.data,
-                                              planned.rot[:_rotation_split(lane_bits)], 1)),
-                self.rows.valid.eq(halfway_valid),
-            ]
-            self._output(m, halfway)
+            self._plan(m, state, chunk_in.o, control, overrun_now, underrun_now)
+            m.d.sync += picked.eq(self._pick(state))
+        stages = _rotation_stages(lane_bits)
+        rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
+        with m.If(advance):
+            self._output(m, rotated, control, stages[-1])
 
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
@@ -657,6 +682,7 @@ class RowUnpacker(wiring.Component):
 
     def _slots(self, m, s):
         """Beats into the slots, whenever one is free; ``s.pops`` frees the oldest."""
+        lanes = self._data_width // 8
         beat = self.beats.payload
         # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
         m.d.comb += self.beats.ready.eq(s.used != _UNPACKER_SLOTS)
@@ -665,102 +691,138 @@ class RowUnpacker(wiring.Component):
             for k in range(_UNPACKER_SLOTS):
                 with m.If(s.tail == k):
                     m.d.sync += [s.slot_data[k].eq(beat.data),
-                                 s.slot_count[k].eq(_popcount(beat.keep)),
+                                 s.slot_lim[k].eq(Mux(beat.last, _popcount(beat.keep), lanes)),
                                  s.slot_last[k].eq(beat.last)]
             m.d.sync += s.tail.eq(s.tail + 1)
-        m.d.sync += [s.used.eq(s.used + taken - s.pops),
-                     s.head.eq(s.head + s.pops), s.next.eq(s.next + s.pops)]
+        m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
 
     def _pick(self, s):
         """The chunk's bytes in stream order: lanes at and above the position from the oldest
         beat, lanes below it from the next one.  A 4:1 choice per lane, by registers only."""
         lanes = self._data_width // 8
+        after = (s.head + 1)[:len(s.head)]
         picked = []
         for lane in range(lanes):
-            slot = Mux(s.below[lane], s.next, s.head)
+            slot = Mux(s.below[lane], after, s.head)
             choices = [d[8 * lane:8 * (lane + 1)] for d in s.slot_data]
             picked.append(Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
                               Mux(slot[0], choices[1], choices[0])))
         return Cat(*picked)
 
-    def _plan(self, m, s, chunk_in, planned, planned_valid, overrun_now, underrun_now):
-        """Stage 1: decide what the chunk at the head of the skid buffer does, and pick its
-        bytes.  Runs only in cycles the pipeline advances."""
+    def _plan(self, m, s, chunk_in, control, overrun_now, underrun_now):
+        """Stage 1: what the chunk at the head of the skid buffer does, and its control word.
+        Runs only in cycles the pipeline advances."""
         lanes = self._data_width // 8
-        lane_bits = _lane_bits(self._data_width)
         chunk = chunk_in.payload
-        count0, last0 = Array(s.slot_count)[s.head], Array(s.slot_last)[s.head]
-        count1, last1 = Array(s.slot_count)[s.next], Array(s.slot_last)[s.next]
-        have0 = s.used != 0
-        have1 = s.used > 1
+        last0 = Array(s.slot_last)[s.head]
+        last1 = Array(s.slot_last)[(s.head + 1)[:len(s.head)]]
+        have0 = s.seen != 0
+        have1 = s.seen == 2
 
         dropping = Signal()           # the rest of a message's beats are dropped ...
         extra = Signal()              # ... and they are extra bytes (overrun)
         skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
 
-        # Where the chunk ends in the oldest beat; past W it continues in the next one, which
-        # then belongs to the same message because the oldest is full and not last.
-        end = Signal(lane_bits + 2)
-        m.d.comb += end.eq(s.pos + chunk.n)
-        over = end[:lane_bits]        # end - W when W < end < 2W
-        past = end >= lanes           # the oldest beat is used up (when it is full)
-        in_head = have0 & (end <= Mux(last0, count0, lanes))
-        across = have0 & ~last0 & have1 & (end > lanes) & (~last1 | (over <= count1))
-        fits = in_head | across
-        ended = have0 & (last0 | (have1 & last1))
+        # The chunk lies in B0, or runs on into B1, which then belongs to the same message
+        # because B0 is full and not last.
+        in_head = have0 & (chunk.n <= s.room0)
+        across = have0 & ~last0 & have1 & ~in_head & (chunk.n <= s.room1)
+        ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in view
         normal = chunk_in.valid & ~dropping & ~skipping
-        serve = normal & fits
-        short = normal & ~fits & ended
+        serve = normal & (in_head | across)
+        short = normal & ~(in_head | across) & ended
         skip = chunk_in.valid & skipping
-        # The message ends exactly with this chunk: its last beat is used up too.
-        exact = chunk.last & ((in_head & last0 & (end == count0))
-                              | (across & last1 & (over == count1)))
-
+        # The chunk uses B0 up exactly; with ``last`` it ends the message exactly.
+        fills0 = in_head & (chunk.n == s.room0)
+        exact = chunk.last & ((fills0 & last0) | (across & last1 & (chunk.n == s.room1)))
         m.d.comb += chunk_in.ready.eq(serve | short | skip)
-        pos_next = Signal.like(s.pos)
-        m.d.comb += pos_next.eq(s.pos)
-        with m.If(serve):
-            with m.If(exact):
-                m.d.comb += [s.pops.eq(1 + across), pos_next.eq(0)]
-            with m.Elif(past & ~last0):
-                m.d.comb += [s.pops.eq(1), pos_next.eq(over)]
-            with m.Else():
-                # An oldest beat that is the message's last stays, used up or not, until
-                # the message's last chunk or a chunk that does not fit.
-                m.d.comb += pos_next.eq(end)
-            with m.If(chunk.last & ~exact):
-                m.d.sync += [dropping.eq(1), extra.eq(1)]
+
+        with m.If(dropping & have0):
+            m.d.comb += overrun_now.eq(extra & (s.room0 != 0))
+            with m.If(last0):
+                m.d.sync += dropping.eq(0)
+            self._restart_view(m, s, pops=1)
+        with m.Elif(serve & exact & across):
+            self._restart_view(m, s, pops=2)
+        with m.Elif(serve & ((exact & in_head) | (fills0 & ~last0))):
+            self._restart_view(m, s, pops=1)
+        with m.Elif(serve):
+            # An exhausted B0 that is the message's last stays, until the message's last
+            # chunk or a chunk that does not fit.
+            self._step_view(m, s, pops=across, step=chunk.n)
+        with m.Else():
+            self._step_view(m, s, pops=0, step=0)
+
+        with m.If(serve & chunk.last & ~exact):
+            m.d.sync += [dropping.eq(1), extra.eq(1)]
         with m.If(short):
             m.d.comb += underrun_now.eq(1)
             m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~chunk.last)]
         with m.If(skip & chunk.last):
             m.d.sync += skipping.eq(0)
-        with m.If(dropping & have0):
-            m.d.comb += [s.pops.eq(1), pos_next.eq(0), overrun_now.eq(extra & (count0 > s.pos))]
-            with m.If(last0):
-                m.d.sync += dropping.eq(0)
-        m.d.sync += [s.pos.eq(pos_next), s.below.eq(_lanes_below(pos_next, lanes))]
 
         # The row: served, or the mask-zero row of a dropped message's last chunk.
         upto = _lanes_below(chunk.lo + chunk.n, lanes)
         m.d.sync += [
-            planned_valid.eq(serve | ((short | skip) & chunk.last)),
-            planned.data.eq(self._pick(s)),
-            planned.rot.eq(s.pos - chunk.lo),
-            planned.mask.eq(Mux(serve, upto & ~_lanes_below(chunk.lo, lanes), 0)),
-            planned.row.eq(chunk.row),
-            planned.last.eq(chunk.last),
+            control.valid.eq(serve | ((short | skip) & chunk.last)),
+            control.rot.eq(s.pos - chunk.lo),
+            control.mask.eq(Mux(serve, upto & ~_lanes_below(chunk.lo, lanes), 0)),
+            control.row.eq(chunk.row),
+            control.last.eq(chunk.last),
         ]
 
-    def _output(self, m, halfway):
-        """Stage 3: the rest of the rotation and the lane mask, into the output register."""
-        lane_bits = _lane_bits(self._data_width)
-        split = _rotation_split(lane_bits)
-        out = self.rows.payload
-        rotated = _rotate_lanes(halfway.data, halfway.rot[split:], 1 << split)
+    def _view_limits(self, s):
+        """Bytes a chunk may use of each slot, from B0 on."""
+        return [Array(s.slot_lim)[(s.head + k)[:len(s.head)]] for k in range(_UNPACKER_SLOTS)]
+
+    def _restart_view(self, m, s, *, pops):
+        """The view after ``pops`` beats go, read from the start of the beat after them."""
+        lanes = self._data_width // 8
+        lim = self._view_limits(s)
+        after = s.used - pops         # beats in the slots from the new B0 on
+        m.d.comb += s.pops.eq(pops)
         m.d.sync += [
-            out.data.eq(rotated & _byte_mask_bits(halfway.mask)),
-            out.mask.eq(halfway.mask),
-            out.row.eq(halfway.row),
-            out.last.eq(halfway.last),
+            s.seen.eq(Mux(after >= 2, 2, after)),
+            s.pos.eq(0),
+            s.below.eq(_lanes_below(0, lanes)),
+            s.room0.eq(lim[pops]),
+            s.room1.eq(lim[pops] + lim[pops + 1]),
+        ]
+
+    def _step_view(self, m, s, *, pops, step):
+        """The view after the read position moves on by ``step`` bytes, within B0
+        (``pops == 0``) or into B1 (``pops == 1``, B0 goes).  A beat that is in its slot but
+        not yet in view joins it, at the end of what is in view.
+
+        Every value loaded is a register, or a sum of registers, minus ``step``: the
+        comparisons that chose this case are the only logic before the final choice."""
+        lanes = self._data_width // 8
+        lim = self._view_limits(s)
+        after = s.used - pops
+        pos = (s.pos + step)[:len(s.pos)]
+        room0 = Mux(pops, s.room1, Mux(s.seen != 0, s.room0, lim[0]))
+        room1 = Mux(pops, s.room1 + lim[2],
+                    Mux(s.seen == 2, s.room1,
+                        Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1])))
+        m.d.comb += s.pops.eq(pops)
+        m.d.sync += [
+            s.seen.eq(Mux(after >= 2, 2, after)),
+            s.pos.eq(pos),
+            s.below.eq(_lanes_below(pos, lanes)),
+            s.room0.eq(room0 - step),
+            s.room1.eq(room1 - step),
+        ]
+
+    def _output(self, m, rotated, control, stage):
+        """Last stage: the last bit of the rotation and the lane mask, into the output
+        register."""
+        lo, hi = stage
+        out = self.rows.payload
+        m.d.sync += [
+            self.rows.valid.eq(control.valid),
+            out.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
+                        & _byte_mask_bits(control.mask)),
+            out.mask.eq(control.mask),
+            out.row.eq(control.row),
+            out.last.eq(control.last),
         ]

@@ -418,7 +418,7 @@ def test_round_trip(data_width, seed, stall):
 
 def test_packer_throughput():
     """An unaligned message of K beats (K + 1 rows) fed one row per clock: its beats leave one
-    per clock, the last K + 4 cycles after the first row went in.  Two more messages follow;
+    per clock, the last K + 6 cycles after the first row went in.  Two more messages follow;
     the first of them ends with more than a beat's bytes left, which costs one idle cycle."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(5)
@@ -452,16 +452,17 @@ def test_packer_throughput():
     beat_cycles = [cycle for cycle, _ in got]
     # Rows: K + 1, then 4 for the second message, one idle cycle, 3 for the third.
     assert row_cycles == list(range(1, K + 6)) + list(range(K + 7, K + 10))
-    # The first beat needs the first two rows (cycles 1 and 2) and, three stages later, is
-    # taken in cycle 5; the K-th and last in cycle K + 4.  Each later message starts with a
-    # partial row too, so its first beat comes two cycles after the previous message's last.
-    assert beat_cycles == list(range(5, K + 5)) + [K + 6, K + 7, K + 8, K + 9, K + 11, K + 12]
+    # The first beat needs the first two rows (cycles 1 and 2) and, five stages later (the
+    # skid buffer, three rotator stages, the merge), is taken in cycle 7; the K-th and last
+    # in cycle K + 6.  Each later message starts with a partial row too, so its first beat
+    # comes two cycles after the previous message's last.
+    assert beat_cycles == list(range(7, K + 7)) + [K + 8, K + 9, K + 10, K + 11, K + 13, K + 14]
 
 
 @pytest.mark.parametrize("dst", ["unaligned", "short_runs"])
 def test_unpacker_throughput(dst):
     """K full beats of a message into an unaligned contiguous region or into runs of 3 bytes:
-    one chunk per clock either way, each row offered four cycles after its chunk is taken."""
+    one chunk per clock either way, at a fixed latency."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(6)
     payload = rng.randbytes(K * lanes)
@@ -479,8 +480,10 @@ def test_unpacker_throughput(dst):
 
     async def chunks_in(ctx):
         for k, chunk in enumerate(chunks):
-            # The chunk input is a skid buffer: every chunk is taken at once.
-            assert await offer(ctx, dut.chunks, chunk) == 1, k
+            # The chunk input is a skid buffer: the first two chunks are taken at once, the
+            # third once the first beat has joined the plan's view (cycle 3), then one per
+            # clock.
+            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 2 else 1), k
 
     async def main(ctx):
         while len(got) < len(chunks):
@@ -491,9 +494,11 @@ def test_unpacker_throughput(dst):
     expected, _, _ = reference_unpack([(payload, chunks)])
     assert [row for _, row in got] == expected
     cycles = [cycle for cycle, _ in got]
-    # Beat 1 and chunk 1 are taken in cycle 1; the chunk is planned in cycle 2, when the beat
-    # is in its slot, and its row is taken in cycle 5, one per cycle on.
-    assert cycles == list(range(5, 5 + len(chunks))), cycles
+    # Beat 1 and chunk 1 are taken in cycle 1; the beat is in its slot in cycle 2 and in the
+    # plan's view in cycle 3, where the chunk is planned; its row passes the plan's
+    # register, two rotator stages and the output register (the last rotator stage) and is
+    # taken in cycle 7, one per cycle on.
+    assert cycles == list(range(7, 7 + len(chunks))), cycles
 
 
 # ---- Mismatches ----------------------------------------------------------------------------
