@@ -49,7 +49,7 @@ registered halves whose amount is always a register: the arithmetic that picks t
 the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -533,10 +533,11 @@ class _UnpackerState:
     def __init__(self, width, lanes, lane_bits):
         slots = range(_UNPACKER_SLOTS)
         self.slot_data = [Signal(width, name=f"slot{k}_data", reset_less=True) for k in slots]
-        # Bytes a beat holds, as far as a chunk may use them: its count if it is a message's
-        # last, else a full beat.
-        self.slot_lim = [Signal(range(lanes + 1), name=f"slot{k}_lim") for k in slots]
-        self.slot_last = [Signal(name=f"slot{k}_last") for k in slots]
+        # The beats' byte counts and last flags, oldest first (a shift register, so the
+        # plan reads them without a multiplexer): bytes a chunk may use, its count if the
+        # beat is a message's last, else a full beat.
+        self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
+        self.last = [Signal(name=f"beat{k}_last") for k in slots]
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
@@ -690,11 +691,22 @@ class RowUnpacker(wiring.Component):
         with m.If(taken):
             for k in range(_UNPACKER_SLOTS):
                 with m.If(s.tail == k):
-                    m.d.sync += [s.slot_data[k].eq(beat.data),
-                                 s.slot_lim[k].eq(Mux(beat.last, _popcount(beat.keep), lanes)),
-                                 s.slot_last[k].eq(beat.last)]
+                    m.d.sync += s.slot_data[k].eq(beat.data)
             m.d.sync += s.tail.eq(s.tail + 1)
         m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
+        # The byte counts move down by the beats that go; a new beat's lands behind the rest.
+        lim_in = Mux(beat.last, _popcount(beat.keep), lanes)
+        arrives_at = s.used - s.pops
+        for k in range(_UNPACKER_SLOTS):
+            shifted = [(s.lim[k + p], s.last[k + p]) if k + p < _UNPACKER_SLOTS else (0, 0)
+                       for p in range(3)]
+            with m.If(taken & (arrives_at == k)):
+                m.d.sync += [s.lim[k].eq(lim_in), s.last[k].eq(beat.last)]
+            with m.Else():
+                with m.Switch(s.pops):
+                    for p, (lim, last) in enumerate(shifted):
+                        with m.Case(p):
+                            m.d.sync += [s.lim[k].eq(lim), s.last[k].eq(last)]
 
     def _pick(self, s):
         """The chunk's bytes in stream order: lanes at and above the position from the oldest
@@ -714,8 +726,7 @@ class RowUnpacker(wiring.Component):
         Runs only in cycles the pipeline advances."""
         lanes = self._data_width // 8
         chunk = chunk_in.payload
-        last0 = Array(s.slot_last)[s.head]
-        last1 = Array(s.slot_last)[(s.head + 1)[:len(s.head)]]
+        last0, last1 = s.last[0], s.last[1]
         have0 = s.seen != 0
         have1 = s.seen == 2
 
@@ -771,14 +782,10 @@ class RowUnpacker(wiring.Component):
             control.last.eq(chunk.last),
         ]
 
-    def _view_limits(self, s):
-        """Bytes a chunk may use of each slot, from B0 on."""
-        return [Array(s.slot_lim)[(s.head + k)[:len(s.head)]] for k in range(_UNPACKER_SLOTS)]
-
     def _restart_view(self, m, s, *, pops):
         """The view after ``pops`` beats go, read from the start of the beat after them."""
         lanes = self._data_width // 8
-        lim = self._view_limits(s)
+        lim = s.lim
         after = s.used - pops         # beats in the slots from the new B0 on
         m.d.comb += s.pops.eq(pops)
         m.d.sync += [
@@ -797,20 +804,21 @@ class RowUnpacker(wiring.Component):
         Every value loaded is a register, or a sum of registers, minus ``step``: the
         comparisons that chose this case are the only logic before the final choice."""
         lanes = self._data_width // 8
-        lim = self._view_limits(s)
+        lim = s.lim
         after = s.used - pops
         pos = (s.pos + step)[:len(s.pos)]
-        room0 = Mux(pops, s.room1, Mux(s.seen != 0, s.room0, lim[0]))
-        room1 = Mux(pops, s.room1 + lim[2],
-                    Mux(s.seen == 2, s.room1,
-                        Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1])))
+        # Subtract first, choose last: ``pops`` comes from the comparisons.
+        room0 = Mux(pops, s.room1 - step, Mux(s.seen != 0, s.room0 - step, lim[0]))
+        room1 = Mux(pops, s.room1 + lim[2] - step,
+                    Mux(s.seen == 2, s.room1 - step,
+                        Mux(s.seen == 1, s.room0 + lim[1] - step, lim[0] + lim[1])))
         m.d.comb += s.pops.eq(pops)
         m.d.sync += [
             s.seen.eq(Mux(after >= 2, 2, after)),
             s.pos.eq(pos),
             s.below.eq(_lanes_below(pos, lanes)),
-            s.room0.eq(room0 - step),
-            s.room1.eq(room1 - step),
+            s.room0.eq(room0),
+            s.room1.eq(room1),
         ]
 
     def _output(self, m, rotated, control, stage):
