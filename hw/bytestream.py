@@ -211,6 +211,13 @@ def _rotation_pipeline(m, advance, value, control, stages):
     return value, control
 
 
+def _plus_lanes(value, lanes):
+    """``value + lanes`` for a power-of-two ``lanes``: an increment of the bits above
+    ``log2(lanes)`` only, so no carry chain runs through the low bits."""
+    shift = lanes.bit_length() - 1
+    return Cat(value[:shift], value[shift:] + 1)
+
+
 def _popcount(bits):
     """Number of set bits, as a balanced adder tree."""
     terms = [bits[i] for i in range(len(bits))]
@@ -538,6 +545,7 @@ class _UnpackerState:
         # beat is a message's last, else a full beat.
         self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
         self.last = [Signal(name=f"beat{k}_last") for k in slots]
+        self.full = [Signal(name=f"beat{k}_full") for k in slots]     # lim == W
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
@@ -695,18 +703,20 @@ class RowUnpacker(wiring.Component):
             m.d.sync += s.tail.eq(s.tail + 1)
         m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
-        lim_in = Mux(beat.last, _popcount(beat.keep), lanes)
+        lim_in = Signal.like(s.lim[0])
+        m.d.comb += lim_in.eq(Mux(beat.last, _popcount(beat.keep), lanes))
         arrives_at = s.used - s.pops
         for k in range(_UNPACKER_SLOTS):
-            shifted = [(s.lim[k + p], s.last[k + p]) if k + p < _UNPACKER_SLOTS else (0, 0)
-                       for p in range(3)]
+            fields = (s.lim, s.last, s.full)
             with m.If(taken & (arrives_at == k)):
-                m.d.sync += [s.lim[k].eq(lim_in), s.last[k].eq(beat.last)]
+                m.d.sync += [s.lim[k].eq(lim_in), s.last[k].eq(beat.last),
+                             s.full[k].eq(lim_in == lanes)]
             with m.Else():
                 with m.Switch(s.pops):
-                    for p, (lim, last) in enumerate(shifted):
+                    for p in range(3):
                         with m.Case(p):
-                            m.d.sync += [s.lim[k].eq(lim), s.last[k].eq(last)]
+                            m.d.sync += [f[k].eq(f[k + p] if k + p < _UNPACKER_SLOTS else 0)
+                                         for f in fields]
 
     def _pick(self, s):
         """The chunk's bytes in stream order: lanes at and above the position from the oldest
@@ -801,20 +811,31 @@ class RowUnpacker(wiring.Component):
         (``pops == 0``) or into B1 (``pops == 1``, B0 goes).  A beat that is in its slot but
         not yet in view joins it, at the end of what is in view.
 
-        Every value loaded is a register, or a sum of registers, minus ``step``: the
-        comparisons that chose this case are the only logic before the final choice."""
+        Every value loaded is a register, or a register minus ``step``, or a sum of two
+        registers: the comparisons that chose this case are the only logic before the final
+        choice.  A beat joining as the read position moves would need a register plus its
+        count minus ``step``: a full beat adds ``W``, which only touches the top bits, but a
+        message's partial last beat waits for a cycle without a step (one per message at
+        most, and only when it arrives late)."""
         lanes = self._data_width // 8
-        lim = s.lim
+        lim, full = s.lim, s.full
         after = s.used - pops
         pos = (s.pos + step)[:len(s.pos)]
-        # Subtract first, choose last: ``pops`` comes from the comparisons.
-        room0 = Mux(pops, s.room1 - step, Mux(s.seen != 0, s.room0 - step, lim[0]))
-        room1 = Mux(pops, s.room1 + lim[2] - step,
-                    Mux(s.seen == 2, s.room1 - step,
-                        Mux(s.seen == 1, s.room0 + lim[1] - step, lim[0] + lim[1])))
+        if isinstance(step, int) and step == 0:
+            room0 = Mux(s.seen != 0, s.room0, lim[0])
+            room1 = Mux(s.seen == 2, s.room1,
+                        Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1]))
+            waits = 0
+        else:
+            # Subtract first, choose last: ``pops`` comes from the comparisons.
+            room0 = Mux(pops, s.room1 - step, s.room0 - step)
+            room1 = Mux(pops, _plus_lanes(s.room1, lanes) - step,
+                        Mux(s.seen == 2, s.room1 - step, _plus_lanes(s.room0, lanes) - step))
+            # The beat that would join as B1 is a partial one: it stays out of view.
+            waits = Mux(pops, ~full[2], (s.seen != 2) & ~full[1])
         m.d.comb += s.pops.eq(pops)
         m.d.sync += [
-            s.seen.eq(Mux(after >= 2, 2, after)),
+            s.seen.eq(Mux(after >= 2, Mux(waits, 1, 2), after)),
             s.pos.eq(pos),
             s.below.eq(_lanes_below(pos, lanes)),
             s.room0.eq(room0),
