@@ -758,19 +758,23 @@ class RowUnpacker(wiring.Component):
         exact = chunk.last & ((fills0 & last0) | (across & last1 & (chunk.n == s.room1)))
         m.d.comb += chunk_in.ready.eq(serve | short | skip)
 
-        with m.If(dropping & have0):
+        # One case per way the view can change, each loading values computed from registers
+        # and ``n`` alone: the comparisons above only choose.
+        drop_beat = dropping & have0
+        with m.If(drop_beat):
             m.d.comb += overrun_now.eq(extra & (s.room0 != 0))
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
-            self._restart_view(m, s, pops=1)
-        with m.Elif(serve & exact & across):
+        with m.If(serve & exact & across):
             self._restart_view(m, s, pops=2)
-        with m.Elif(serve & ((exact & in_head) | (fills0 & ~last0))):
+        with m.Elif(drop_beat | (serve & ((exact & in_head) | (fills0 & ~last0)))):
             self._restart_view(m, s, pops=1)
+        with m.Elif(serve & across):
+            self._step_view(m, s, pops=1, step=chunk.n)
         with m.Elif(serve):
             # An exhausted B0 that is the message's last stays, until the message's last
             # chunk or a chunk that does not fit.
-            self._step_view(m, s, pops=across, step=chunk.n)
+            self._step_view(m, s, pops=0, step=chunk.n)
         with m.Else():
             self._step_view(m, s, pops=0, step=0)
 
@@ -808,7 +812,7 @@ class RowUnpacker(wiring.Component):
 
     def _step_view(self, m, s, *, pops, step):
         """The view after the read position moves on by ``step`` bytes, within B0
-        (``pops == 0``) or into B1 (``pops == 1``, B0 goes).  A beat that is in its slot but
+        (``pops=0``) or into B1 (``pops=1``, B0 goes).  A beat that is in its slot but
         not yet in view joins it, at the end of what is in view.
 
         Every value loaded is a register, or a register minus ``step``, or a sum of two
@@ -826,13 +830,15 @@ class RowUnpacker(wiring.Component):
             room1 = Mux(s.seen == 2, s.room1,
                         Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1]))
             waits = 0
-        else:
-            # Subtract first, choose last: ``pops`` comes from the comparisons.
-            room0 = Mux(pops, s.room1 - step, s.room0 - step)
-            room1 = Mux(pops, _plus_lanes(s.room1, lanes) - step,
-                        Mux(s.seen == 2, s.room1 - step, _plus_lanes(s.room0, lanes) - step))
+        elif pops:
+            room0 = s.room1 - step
+            room1 = _plus_lanes(s.room1, lanes) - step
             # The beat that would join as B1 is a partial one: it stays out of view.
-            waits = Mux(pops, ~full[2], (s.seen != 2) & ~full[1])
+            waits = ~full[2]
+        else:
+            room0 = s.room0 - step
+            room1 = Mux(s.seen == 2, s.room1, _plus_lanes(s.room0, lanes)) - step
+            waits = (s.seen != 2) & ~full[1]
         m.d.comb += s.pops.eq(pops)
         m.d.sync += [
             s.seen.eq(Mux(after >= 2, Mux(waits, 1, 2), after)),
