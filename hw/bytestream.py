@@ -49,7 +49,7 @@ registered halves whose amount is always a register: the arithmetic that picks t
 the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -705,10 +705,12 @@ class RowUnpacker(wiring.Component):
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = Signal.like(s.lim[0])
         m.d.comb += lim_in.eq(Mux(beat.last, _popcount(beat.keep), lanes))
-        arrives_at = s.used - s.pops
         for k in range(_UNPACKER_SLOTS):
             fields = (s.lim, s.last, s.full)
-            with m.If(taken & (arrives_at == k)):
+            # Where the new beat lands, ``used - pops``, as compares of registers chosen by
+            # ``pops``: no subtraction after the plan's decision.
+            lands = Array(s.used == k + p for p in range(3))[s.pops]
+            with m.If(taken & lands):
                 m.d.sync += [s.lim[k].eq(lim_in), s.last[k].eq(beat.last),
                              s.full[k].eq(lim_in == lanes)]
             with m.Else():
