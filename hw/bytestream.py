@@ -394,24 +394,27 @@ class RowPacker(wiring.Component):
         its low ``len % W`` (or ``W``) lanes and ``last`` set.  Lanes with ``keep`` clear are
         zero.  The next message begins in a new beat.
 
-    Three register stages, in the shape of a realigning DMA engine: the offset is a
-    register, never computed in the cycle that shifts data.
+    Register stages in the shape of a realigning DMA engine: the offset is a register,
+    never computed in the cycle that shifts data.
 
     1. *Plan*, as a row is taken: from the fill level of the beat being built and the row's
        ``lo`` and ``n``, the rotation that brings lane ``lo`` to the fill level, the new
        fill level, whether a beat leaves and whether it is the message's last.  The row and
        its plan go into a :class:`~nicoll.hw.skid.SkidBuffer`, so ``rows.ready`` is a flop.
-    2. *Rotate, low half*: the row rotated by the low bits of the planned amount; the plan's
-       fill levels decoded into lane masks.
-    3. *Rotate, high half, and merge*: the rest of the rotation, then a masked merge into a
-       ``W``-byte holding register.  A leaving beat is the holding register with the row's
-       first lanes merged in; what spills past it stays in the holding register.
+    2. *Rotate*, ``W`` bytes around, by the planned amount in registered stages: the low
+       three bits first, then one bit per stage (one stage at 64 bits, two at 128, three at
+       256, four at 512).  The first stage also decodes the plan's fill levels into lane
+       masks, which travel along.
+    3. *Merge* into a ``W``-byte holding register: a leaving beat is the holding register
+       with the row's first lanes ORed in; what spills past it stays in the holding
+       register.
 
-    One row in and one beat out per clock at any alignment.  A beat is offered three cycles
-    after the row that completes it is taken; ``beats.valid`` and the beat come from flops.
-    ``rows.ready`` comes from flops (it does not depend on ``beats.ready`` in the same
-    cycle).  When a message's last row leaves more than ``W`` bytes to send, its final beat
-    takes a cycle of its own, in which no row is taken.
+    One row in and one beat out per clock at any alignment.  A beat is offered ``2 + s``
+    cycles after the row that completes it is taken, ``s`` the number of rotator stages;
+    ``beats.valid`` and the beat come from flops.  ``rows.ready`` comes from flops (it does
+    not depend on ``beats.ready`` in the same cycle).  When a message's last row leaves
+    more than ``W`` bytes to send, its final beat takes a cycle of its own, in which no row
+    is taken.
     """
 
     def __init__(self, data_width):
@@ -609,24 +612,30 @@ class RowUnpacker(wiring.Component):
       stays in step.
 
     Beats wait in four slots, which may hold the start of the next message; a chunk's bytes
-    lie in the two oldest.  The chunk input goes through a
-    :class:`~nicoll.hw.skid.SkidBuffer`; three register stages follow it:
+    lie in the two oldest, B0 and B1.  The chunk input goes through a
+    :class:`~nicoll.hw.skid.SkidBuffer`; register stages follow it:
 
-    1. *Plan*: from the position in the oldest beat, the slots' byte counts and ``last``
-       flags and the chunk, whether the chunk is served, dropped or waits, how many beats
-       it finishes, the rotation and the row's lane mask.  The same cycle picks, lane by
-       lane, the oldest beat's bytes at and above the position and the next beat's below
-       it, by a lane mask decoded into a register when the position last changed: the
-       chunk's bytes in stream order, rotated by ``position - lo``.
-    2. *Rotate, low half*, by a registered amount.
-    3. *Rotate, high half*, and mask: the output register.
+    1. *Plan*: the chunk's ``n`` compared with two registers, the bytes left from the read
+       position to the end of B0 and to the end of B1, and the ``last`` flags of B0 and B1
+       decide whether the chunk is served, dropped or waits and how many beats it finishes;
+       those registers are then loaded with values computed from registers and ``n`` alone.
+       The control word of the row (rotation ``position - lo``, lane mask, row, last) is
+       registered, and so are the chunk's bytes in stream order, picked lane by lane from
+       B0 (at and above the read position) or B1 (below it) by a lane mask that is itself a
+       register.
+    2. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
+       then one bit per stage; the last stage, with the lane mask, loads the output
+       register (one stage at 64 bits, two at 128, three at 256, four at 512).
 
     One chunk per clock at any alignment and chunk size, and one beat per clock when the
-    chunks consume a full beat per clock.  A row is offered four cycles after its chunk is
-    taken when its bytes are buffered, which they are the cycle after their beat is taken.
-    ``rows.valid`` and the row come from flops; ``chunks.ready`` and ``beats.ready`` come
-    from flops too (a free skid entry, a free slot).  Bytes of a message being dropped go at
-    one beat per clock.
+    chunks consume a full beat per clock; a beat joins the plan's view the cycle after it
+    is in its slot.  A message's last beat with fewer than ``W`` bytes that arrives while
+    chunks are being served joins the view only in a cycle without a chunk, which costs at
+    most one cycle per message.  A row is offered ``1 + s`` cycles after its chunk is
+    planned, ``s`` the number of rotator stages (``3 + s`` cycles after its chunk and its
+    first beat are taken together, on an idle unit).  ``rows.valid`` and the row come from
+    flops; ``chunks.ready`` and ``beats.ready`` come from flops too (a free skid entry, a
+    free slot).  Bytes of a message being dropped go at one beat per clock.
     """
 
     def __init__(self, data_width, addr_width=32):
