@@ -218,6 +218,11 @@ def _plus_lanes(value, lanes):
     return Cat(value[:shift], value[shift:] + 1)
 
 
+def _choose(select, if_true, if_false):
+    """``Mux`` over dicts of next register values with the same keys."""
+    return {name: Mux(select, if_true[name], if_false[name]) for name in if_true}
+
+
 def _popcount(bits):
     """Number of set bits, as a balanced adder tree."""
     terms = [bits[i] for i in range(len(bits))]
@@ -776,18 +781,20 @@ class RowUnpacker(wiring.Component):
             m.d.comb += overrun_now.eq(extra & (s.room0 != 0))
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
-        with m.If(serve & exact & across):
-            self._restart_view(m, s, pops=2)
-        with m.Elif(drop_beat | (serve & ((exact & in_head) | (fills0 & ~last0)))):
-            self._restart_view(m, s, pops=1)
-        with m.Elif(serve & across):
-            self._step_view(m, s, pops=1, step=chunk.n)
-        with m.Elif(serve):
-            # An exhausted B0 that is the message's last stays, until the message's last
-            # chunk or a chunk that does not fit.
-            self._step_view(m, s, pops=0, step=chunk.n)
-        with m.Else():
-            self._step_view(m, s, pops=0, step=0)
+        # A tree of choices with the comparisons (the late signals) nearest the registers.
+        # An exhausted B0 that is the message's last stays, until the message's last chunk
+        # or a chunk that does not fit.
+        restart1 = self._restart_view(s, pops=1)
+        in_head_view = _choose(fills0 & (~last0 | chunk.last), restart1,
+                               self._step_view(s, pops=0, step=chunk.n))
+        across_view = _choose(chunk.last & last1 & (chunk.n == s.room1),
+                              self._restart_view(s, pops=2),
+                              self._step_view(s, pops=1, step=chunk.n))
+        idle_view = _choose(drop_beat, restart1, self._step_view(s, pops=0, step=0))
+        view = _choose(normal & in_head, in_head_view,
+                       _choose(normal & across, across_view, idle_view))
+        m.d.comb += s.pops.eq(view.pop("pops"))
+        m.d.sync += [getattr(s, name).eq(value) for name, value in view.items()]
 
         with m.If(serve & chunk.last & ~exact):
             m.d.sync += [dropping.eq(1), extra.eq(1)]
@@ -807,21 +814,21 @@ class RowUnpacker(wiring.Component):
             control.last.eq(chunk.last),
         ]
 
-    def _restart_view(self, m, s, *, pops):
-        """The view after ``pops`` beats go, read from the start of the beat after them."""
-        lanes = self._data_width // 8
+    def _restart_view(self, s, *, pops):
+        """The view after ``pops`` beats go, read from the start of the beat after them (the
+        registers' next values, by name)."""
         lim = s.lim
         after = s.used - pops         # beats in the slots from the new B0 on
-        m.d.comb += s.pops.eq(pops)
-        m.d.sync += [
-            s.seen.eq(Mux(after >= 2, 2, after)),
-            s.pos.eq(0),
-            s.below.eq(_lanes_below(0, lanes)),
-            s.room0.eq(lim[pops]),
-            s.room1.eq(lim[pops] + lim[pops + 1]),
-        ]
+        return {
+            "pops": pops,
+            "seen": Mux(after >= 2, 2, after),
+            "pos": 0,
+            "below": 0,
+            "room0": lim[pops],
+            "room1": lim[pops] + lim[pops + 1],
+        }
 
-    def _step_view(self, m, s, *, pops, step):
+    def _step_view(self, s, *, pops, step):
         """The view after the read position moves on by ``step`` bytes, within B0
         (``pops=0``) or into B1 (``pops=1``, B0 goes).  A beat that is in its slot but
         not yet in view joins it, at the end of what is in view.
@@ -850,14 +857,14 @@ class RowUnpacker(wiring.Component):
             room0 = s.room0 - step
             room1 = Mux(s.seen == 2, s.room1, _plus_lanes(s.room0, lanes)) - step
             waits = (s.seen != 2) & ~full[1]
-        m.d.comb += s.pops.eq(pops)
-        m.d.sync += [
-            s.seen.eq(Mux(after >= 2, Mux(waits, 1, 2), after)),
-            s.pos.eq(pos),
-            s.below.eq(_lanes_below(pos, lanes)),
-            s.room0.eq(room0),
-            s.room1.eq(room1),
-        ]
+        return {
+            "pops": pops,
+            "seen": Mux(after >= 2, Mux(waits, 1, 2), after),
+            "pos": pos,
+            "below": _lanes_below(pos, lanes),
+            "room0": room0,
+            "room1": room1,
+        }
 
     def _output(self, m, rotated, control, stage):
         """Last stage: the last bit of the rotation and the lane mask, into the output
