@@ -719,20 +719,18 @@ class RowUnpacker(wiring.Component):
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = Signal.like(s.lim[0])
         m.d.comb += lim_in.eq(Mux(beat.last, _popcount(beat.keep), lanes))
+        fields = (s.lim, s.last, s.full)
+        arriving = (lim_in, beat.last, lim_in == lanes)
         for k in range(_UNPACKER_SLOTS):
-            fields = (s.lim, s.last, s.full)
-            # Where the new beat lands, ``used - pops``, as compares of registers chosen by
-            # ``pops``: no subtraction after the plan's decision.
-            lands = Array(s.used == k + p for p in range(3))[s.pops]
-            with m.If(taken & lands):
-                m.d.sync += [s.lim[k].eq(lim_in), s.last[k].eq(beat.last),
-                             s.full[k].eq(lim_in == lanes)]
-            with m.Else():
-                with m.Switch(s.pops):
-                    for p in range(3):
-                        with m.Case(p):
-                            m.d.sync += [f[k].eq(f[k + p] if k + p < _UNPACKER_SLOTS else 0)
-                                         for f in fields]
+            # For each number of beats that may go, the entry's next value; ``pops`` (from
+            # the plan's decision) chooses last.  A new beat lands at ``used - pops``.
+            after = []
+            for p in range(3):
+                kept = [f[k + p] if k + p < _UNPACKER_SLOTS else 0 for f in fields]
+                lands = taken & (s.used == k + p)
+                after.append([Mux(lands, new, old) for new, old in zip(arriving, kept)])
+            m.d.sync += [f[k].eq(Array(a[i] for a in after)[s.pops])
+                         for i, f in enumerate(fields)]
 
     def _pick(self, s):
         """The chunk's bytes in stream order: lanes at and above the position from the oldest
