@@ -49,7 +49,7 @@ registered halves whose amount is always a register: the arithmetic that picks t
 the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -223,13 +223,27 @@ def _choose(select, if_true, if_false):
     return {name: Mux(select, if_true[name], if_false[name]) for name in if_true}
 
 
-def _popcount(bits):
-    """Number of set bits, as a balanced adder tree."""
-    terms = [bits[i] for i in range(len(bits))]
-    while len(terms) > 1:
-        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        terms = pairs + terms[len(terms) - len(terms) % 2:]
-    return terms[0]
+def _low_mask_count(mask):
+    """The number of set bits of a low mask (bits ``0 .. c-1`` set), from where its ones
+    end: bit ``b`` of the count is an OR of two-input terms, no adder tree."""
+    width = len(mask)
+    # at_least(k): the count is at least k.
+    def at_least(k):
+        return mask[k - 1] if k <= width else Const(0, 1)
+    bits = []
+    for b in range(width.bit_length()):
+        # The count has bit b set when it lies in [k, k + 2**b) for some k with bit b set.
+        terms = [at_least(k) & ~at_least(k + (1 << b))
+                 for k in range(1 << b, width + 1, 1 << (b + 1))]
+        bits.append(_or_all(terms))
+    return Cat(*bits)
+
+
+def _or_all(terms):
+    result = terms[0]
+    for term in terms[1:]:
+        result = result | term
+    return result
 
 
 class RegionWalker(wiring.Component):
@@ -718,9 +732,9 @@ class RowUnpacker(wiring.Component):
         m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = Signal.like(s.lim[0])
-        m.d.comb += lim_in.eq(Mux(beat.last, _popcount(beat.keep), lanes))
+        m.d.comb += lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes))
         fields = (s.lim, s.last, s.full)
-        arriving = (lim_in, beat.last, lim_in == lanes)
+        arriving = (lim_in, beat.last, ~beat.last | beat.keep[-1])
         for k in range(_UNPACKER_SLOTS):
             # For each number of beats that may go, the entry's next value; ``pops`` (from
             # the plan's decision) chooses last.  A new beat lands at ``used - pops``.
