@@ -600,7 +600,8 @@ class RowUnpacker(wiring.Component):
         The packed stream as :class:`RowPacker` gives it.  A beat's bytes are its lanes
         ``0 .. c-1`` where ``c`` is the number of ``keep`` bits set: ``keep`` must be a low
         mask, and all ones on every beat but a message's last (lanes with ``keep`` clear may
-        hold anything).
+        hold anything).  The unit relies on both: it reads ``c`` from where the ones of a
+        last beat's ``keep`` end, and takes every other beat as full.
     chunks : ``In(stream.Signature(chunk_layout(data_width, addr_width - log2(W))))``
         Where the bytes go, as a :class:`RegionWalker` gives them.
     rows : ``Out(stream.Signature(write_row_layout(data_width, addr_width - log2(W))))``
