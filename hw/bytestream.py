@@ -43,12 +43,17 @@ exactly those lanes.  It checks that a message's bytes and its chunks agree in n
 the class for what it does when they do not).
 
 Each unit moves one item per clock on every stream, takes backpressure on every stream, and
-drives ``valid`` of its outputs from flops only.
+drives ``valid`` of its outputs from flops only.  The packer and the unpacker also drive the
+``ready`` of their inputs from flops, and realign bytes with a ``W``-byte rotator in two
+registered halves whose amount is always a register: the arithmetic that picks the amount,
+the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .skid import SkidBuffer
 
 
 __all__ = [
@@ -155,30 +160,90 @@ def write_row_layout(data_width, row_bits):
     })
 
 
-def _low_mask(count, width):
-    """A ``width``-bit value with its low ``count`` bits set (``count <= width``)."""
-    # 1 << count needs width + 1 bits when count == width; subtracting one and dropping the
-    # top bit gives all ones in that case.
-    return ((Const(1, 1) << count) - 1)[:width]
-
-
 def _byte_mask_bits(byte_mask):
     """Widen a mask with a bit per byte to a mask with a bit per data bit."""
     return Cat(*(bit.replicate(8) for bit in byte_mask))
 
 
-def _bytes(amount):
-    """A shift amount in bytes as a shift amount in bits, without a multiplier."""
-    return Cat(Const(0, 3), amount)
+def _lanes_below(count, lanes):
+    """A ``lanes``-bit mask with bit ``j`` set for every ``j < count`` (all set when
+    ``count >= lanes``): a thermometer decode, one small compare per bit, no shifter."""
+    return Cat(*(count > j for j in range(lanes)))
 
 
-def _popcount(bits):
-    """Number of set bits, as a balanced adder tree."""
-    terms = [bits[i] for i in range(len(bits))]
-    while len(terms) > 1:
-        pairs = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        terms = pairs + terms[len(terms) - len(terms) % 2:]
-    return terms[0]
+def _rotate_lanes(value, amount, step):
+    """``value`` rotated down by ``amount * step`` byte lanes: lane ``j`` of the result is lane
+    ``(j + amount*step) mod W`` of ``value``.
+
+    A logarithmic rotator, one 2:1 multiplexer per bit of ``amount`` and per data bit.  A
+    rotation of ``W`` bytes instead of a shift of ``2W`` bytes, and ``amount`` always comes
+    from a register: the callers split a rotation in two, each half ending in a register.
+    """
+    for b in range(len(amount)):
+        value = Mux(amount[b], value.rotate_right(8 * (step << b)), value)
+    return value
+
+
+def _rotation_stages(lane_bits):
+    """The bits of a rotation amount each registered rotator stage takes, as ``(lo, hi)``.
+
+    The first stage takes up to three bits (an 8:1 choice per bit, four LUT4 with the ECP5
+    wide-function multiplexers), every further stage one bit (a 2:1 choice, one LUT4).  A
+    stage of two bits would cost as much as one of three (abc9 maps a 4:1 choice to a LUT6),
+    and one merged with a mask or a merge more again, so the narrow stages end in registers
+    of their own: flip-flops are cheaper than look-up tables here."""
+    first = min(3, lane_bits)
+    return [(0, first)] + [(b, b + 1) for b in range(first, lane_bits)]
+
+
+def _rotation_pipeline(m, advance, value, control, stages):
+    """``value`` through one register stage per entry of ``stages``, stage ``(lo, hi)``
+    rotating it by bits ``lo .. hi-1`` of ``control.rot``; ``control`` (a view whose layout
+    has ``rot``) travels alongside.  Every stage moves when ``advance`` is high.  Returns the
+    last stage's (data, control)."""
+    for k, (lo, hi) in enumerate(stages):
+        data_reg = Signal(len(value), name=f"rotate{k}_data", reset_less=True)
+        control_reg = Signal(control.shape(), name=f"rotate{k}_control")
+        with m.If(advance):
+            m.d.sync += [data_reg.eq(_rotate_lanes(value, control.rot[lo:hi], 1 << lo)),
+                         control_reg.eq(control)]
+        value, control = data_reg, control_reg
+    return value, control
+
+
+def _plus_lanes(value, lanes):
+    """``value + lanes`` for a power-of-two ``lanes``: an increment of the bits above
+    ``log2(lanes)`` only, so no carry chain runs through the low bits."""
+    shift = lanes.bit_length() - 1
+    return Cat(value[:shift], value[shift:] + 1)
+
+
+def _choose(select, if_true, if_false):
+    """``Mux`` over dicts of next register values with the same keys."""
+    return {name: Mux(select, if_true[name], if_false[name]) for name in if_true}
+
+
+def _low_mask_count(mask):
+    """The number of set bits of a low mask (bits ``0 .. c-1`` set), from where its ones
+    end: bit ``b`` of the count is an OR of two-input terms, no adder tree."""
+    width = len(mask)
+    # at_least(k): the count is at least k.
+    def at_least(k):
+        return mask[k - 1] if k <= width else Const(0, 1)
+    bits = []
+    for b in range(width.bit_length()):
+        # The count has bit b set when it lies in [k, k + 2**b) for some k with bit b set.
+        terms = [at_least(k) & ~at_least(k + (1 << b))
+                 for k in range(1 << b, width + 1, 1 << (b + 1))]
+        bits.append(_or_all(terms))
+    return Cat(*bits)
+
+
+def _or_all(terms):
+    result = terms[0]
+    for term in terms[1:]:
+        result = result | term
+    return result
 
 
 class RegionWalker(wiring.Component):
@@ -295,6 +360,46 @@ class RegionWalker(wiring.Component):
         return m
 
 
+def _packer_plan_layout(data_width):
+    """A row (or a flush) of :class:`RowPacker` with its plan, as its skid buffer holds it.
+
+    ``fill`` is the number of bytes of the beat being built before this row, ``end`` that
+    number after it (up to ``2W - 1``); the row's bytes go to lanes ``fill .. end-1`` of the
+    beat and, past ``W``, to lanes ``0 .. end-W-1`` of the next one.  ``rot`` brings lane
+    ``lo`` of the row to lane ``fill``.  ``emit``: a beat leaves with this item; ``final``:
+    that beat is the message's last.  A flush (the final beat of a message whose last row
+    spilled over) has ``fill == end``, so it adds no bytes and sends what is held."""
+    lane_bits = _lane_bits(data_width)
+    return data.StructLayout({
+        "data": data_width,
+        "rot": lane_bits,
+        "fill": lane_bits,
+        "end": lane_bits + 1,
+        "emit": 1,
+        "final": 1,
+    })
+
+
+def _packer_control_layout(data_width):
+    """What travels with a row of :class:`RowPacker` through its rotator stages: the
+    rotation, and the lane masks of the merge decoded from the plan's fill levels.
+
+    ``cur``: lanes of the rotated row that join the beat being built; ``take``: lanes that
+    the holding register keeps afterwards (the spill-over when a beat leaves, else ``cur``);
+    ``keep``: the ``keep`` of the beat that leaves.  A bubble has ``valid``, ``emit``,
+    ``cur`` and ``take`` clear, so the merge stage needs no enable of its own."""
+    lanes = data_width // 8
+    return data.StructLayout({
+        "valid": 1,
+        "rot": _lane_bits(data_width),
+        "cur": lanes,
+        "take": lanes,
+        "keep": lanes,
+        "emit": 1,
+        "final": 1,
+    })
+
+
 class RowPacker(wiring.Component):
     """Packs the chunk bytes of memory rows into full beats (transmit side).
 
@@ -308,17 +413,27 @@ class RowPacker(wiring.Component):
         its low ``len % W`` (or ``W``) lanes and ``last`` set.  Lanes with ``keep`` clear are
         zero.  The next message begins in a new beat.
 
-    A ``2W``-byte accumulator holds the bytes not yet sent, packed from byte 0.  Each cycle
-    the beat at its bottom goes out if it is full, or if the message has ended (its final,
-    possibly partial, beat goes without waiting for the next message); a row is taken when
-    the bytes left after that fit with a whole row above them.  The bytes of a row are
-    shifted down from lane ``lo`` to lane 0 and then up to the accumulator's fill level.
+    Register stages in the shape of a realigning DMA engine: the offset is a register,
+    never computed in the cycle that shifts data.
 
-    One row in and one beat out per clock.  A beat is offered the cycle after the row that
-    completes it is taken; ``beats.valid`` and the beat come from flops.  ``rows.ready``
-    depends combinationally on ``beats.ready`` (a row is taken into the room a leaving beat
-    frees).  When a message's last row leaves more than ``W`` bytes to send, the next
-    message's first row waits one cycle, until the final beat goes.
+    1. *Plan*, as a row is taken: from the fill level of the beat being built and the row's
+       ``lo`` and ``n``, the rotation that brings lane ``lo`` to the fill level, the new
+       fill level, whether a beat leaves and whether it is the message's last.  The row and
+       its plan go into a :class:`~nicoll.hw.skid.SkidBuffer`, so ``rows.ready`` is a flop.
+    2. *Rotate*, ``W`` bytes around, by the planned amount in registered stages: the low
+       three bits first, then one bit per stage (one stage at 64 bits, two at 128, three at
+       256, four at 512).  The first stage also decodes the plan's fill levels into lane
+       masks, which travel along.
+    3. *Merge* into a ``W``-byte holding register: a leaving beat is the holding register
+       with the row's first lanes ORed in; what spills past it stays in the holding
+       register.
+
+    One row in and one beat out per clock at any alignment.  A beat is offered ``2 + s``
+    cycles after the row that completes it is taken, ``s`` the number of rotator stages;
+    ``beats.valid`` and the beat come from flops.  ``rows.ready`` comes from flops (it does
+    not depend on ``beats.ready`` in the same cycle).  When a message's last row leaves
+    more than ``W`` bytes to send, its final beat takes a cycle of its own, in which no row
+    is taken.
     """
 
     def __init__(self, data_width):
@@ -335,59 +450,137 @@ class RowPacker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        lane_bits = _lane_bits(self._data_width)
+        m.submodules.planned = planned = SkidBuffer(_packer_plan_layout(self._data_width))
+        self._plan(m, planned.i)
+        # Every stage moves when the output register is free: one stall signal, from flops
+        # and beats.ready only.
+        advance = ~self.beats.valid | self.beats.ready
+        m.d.comb += planned.o.ready.eq(advance)
+        control = Signal(_packer_control_layout(self._data_width))
+        self._decode(m, planned.o, control)
+        rotated, control = _rotation_pipeline(m, advance, planned.o.payload.data, control,
+                                              _rotation_stages(lane_bits))
+        with m.If(advance):
+            self._merge(m, rotated, control)
+        return m
+
+    def _plan(self, m, planned):
+        """Stage 1: the per-row arithmetic, on narrow fields only, into the skid buffer."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         row = self.rows.payload
-        beat = self.beats.payload
+        plan = planned.payload
 
-        acc = Signal(2 * self._data_width)    # bytes at and above ``fill`` are zero
-        fill = Signal(range(2 * lanes + 1))
-        ended = Signal()                      # the bytes in ``acc`` end a message
-
-        full = fill >= lanes
+        fill = Signal(lane_bits)      # bytes of the message in the beat being built
+        flush = Signal()              # a last row spilled: its final beat goes next, alone
+        end = Signal(lane_bits + 1)
         m.d.comb += [
-            # The beat at the bottom of the accumulator: it only changes when it is taken,
-            # since a row taken meanwhile lands above it.
-            self.beats.valid.eq(full | (ended & (fill != 0))),
-            beat.data.eq(acc[:self._data_width]),
-            beat.keep.eq(Mux(full, (1 << lanes) - 1, _low_mask(fill[:lane_bits], lanes))),
-            beat.last.eq(ended & (fill <= lanes)),
+            end.eq(fill + row.n),
+            planned.valid.eq(self.rows.valid | flush),
+            self.rows.ready.eq(planned.ready & ~flush),
+            plan.data.eq(row.data),
+            plan.fill.eq(fill),
         ]
-
-        # The accumulator once this cycle's beat (if any) has gone.
-        acc_left = Signal.like(acc)
-        fill_left = Signal.like(fill)
-        ended_left = Signal()
-        with m.If(self.beats.valid & self.beats.ready):
+        with m.If(flush):
+            m.d.comb += [plan.end.eq(fill), plan.emit.eq(1), plan.final.eq(1)]
+        with m.Else():
             m.d.comb += [
-                acc_left.eq(acc[self._data_width:]),
-                fill_left.eq(Mux(full, fill - lanes, 0)),
-                ended_left.eq(ended & (fill > lanes)),
+                plan.rot.eq(row.lo - fill),
+                plan.end.eq(end),
+                plan.emit.eq(end[lane_bits] | row.last),
+                plan.final.eq(row.last & (end <= lanes)),
             ]
-        with m.Else():
-            m.d.comb += [acc_left.eq(acc), fill_left.eq(fill), ended_left.eq(ended)]
+        with m.If(planned.valid & planned.ready):
+            with m.If(flush):
+                m.d.sync += [fill.eq(0), flush.eq(0)]
+            with m.Elif(row.last):
+                spills = end > lanes
+                m.d.sync += [fill.eq(Mux(spills, end[:lane_bits], 0)), flush.eq(spills)]
+            with m.Else():
+                m.d.sync += fill.eq(end[:lane_bits])
 
-        # A new message waits until the previous one has fully left, so that it starts at
-        # lane 0 of a beat of its own.
-        m.d.comb += self.rows.ready.eq(~ended_left & (fill_left <= lanes))
-
-        picked = Signal(self._data_width)
-        placed = Signal(2 * self._data_width)
+    def _decode(self, m, planned, control):
+        """The plan's fill levels as lane masks, into the first rotator stage with the row."""
+        lanes = self._data_width // 8
+        lane_bits = _lane_bits(self._data_width)
+        plan = planned.payload
+        upto = _lanes_below(plan.end, lanes)
+        cur = upto & ~_lanes_below(plan.fill, lanes)
+        spill = Mux(plan.end[lane_bits], _lanes_below(plan.end[:lane_bits], lanes), 0)
         m.d.comb += [
-            picked.eq((row.data >> _bytes(row.lo))
-                      & _byte_mask_bits(_low_mask(row.n, lanes))),
-            # fill_left <= lanes whenever a row is taken, so its low bits are the amount.
-            placed.eq(picked << _bytes(fill_left[:lane_bits + 1])),
+            control.valid.eq(planned.valid),
+            control.rot.eq(plan.rot),
+            control.keep.eq(upto),
+            control.final.eq(plan.final),
         ]
-        with m.If(self.rows.valid & self.rows.ready):
-            m.d.sync += [
-                acc.eq(acc_left | placed),
-                fill.eq(fill_left + row.n),
-                ended.eq(row.last),
+        with m.If(planned.valid):
+            m.d.comb += [
+                control.cur.eq(cur),
+                control.take.eq(Mux(plan.emit, spill, cur)),
+                control.emit.eq(plan.emit),
             ]
-        with m.Else():
-            m.d.sync += [acc.eq(acc_left), fill.eq(fill_left), ended.eq(ended_left)]
-        return m
+
+    def _merge(self, m, rotated, control):
+        """Last stage: merge the rotated row into the holding register, send a beat."""
+        beat = self.beats.payload
+        # Bytes of the beat being built, at their final lanes; lanes at and above the fill
+        # level are zero, so merging is an OR and a leaving beat has zeros past its keep.
+        hold = Signal(self._data_width)
+        m.d.sync += [
+            hold.eq(Mux(control.emit, 0, hold) | (rotated & _byte_mask_bits(control.take))),
+            self.beats.valid.eq(control.valid & control.emit),
+            # Loaded every cycle the stage moves: without a beat, valid is low anyway.
+            beat.data.eq(hold | (rotated & _byte_mask_bits(control.cur))),
+            beat.keep.eq(control.keep),
+            beat.last.eq(control.final),
+        ]
+
+
+#: Beat slots of :class:`RowUnpacker`: a chunk may need the two oldest while the beats after
+#: them arrive, and a slot is refilled the cycle after it is freed.
+_UNPACKER_SLOTS = 4
+
+
+def _unpacker_control_layout(data_width, row_bits):
+    """What travels with a row of :class:`RowUnpacker` through its rotator stages: ``rot``
+    brings the chunk's bytes, picked in stream order from lane ``(lo + rot) mod W``, to lanes
+    ``lo .. lo+n-1``; ``mask`` is those lanes (zero for the mask-zero ``last`` row of a
+    dropped message)."""
+    return data.StructLayout({
+        "valid": 1,
+        "rot": _lane_bits(data_width),
+        "mask": data_width // 8,
+        "row": row_bits,
+        "last": 1,
+    })
+
+
+class _UnpackerState:
+    """The registers the parts of :class:`RowUnpacker` share (a namespace, no logic)."""
+
+    def __init__(self, width, lanes, lane_bits):
+        slots = range(_UNPACKER_SLOTS)
+        self.slot_data = [Signal(width, name=f"slot{k}_data", reset_less=True) for k in slots]
+        # The beats' byte counts and last flags, oldest first (a shift register, so the
+        # plan reads them without a multiplexer): bytes a chunk may use, its count if the
+        # beat is a message's last, else a full beat.
+        self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
+        self.last = [Signal(name=f"beat{k}_last") for k in slots]
+        self.full = [Signal(name=f"beat{k}_full") for k in slots]     # lim == W
+        self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
+        self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
+        self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
+        self.pops = Signal(range(3))                      # beats done with this cycle
+        # The plan's view of B0 and B1: how many of them it has taken in (a beat joins the
+        # view the cycle after it is in its slot), and the bytes left from the read position
+        # to the end of B0 and to the end of B1.  Kept up to date by subtractions and
+        # additions of registers, so a chunk is judged by comparing its ``n`` with them.
+        self.seen = Signal(range(3))
+        self.room0 = Signal(range(lanes + 1))
+        self.room1 = Signal(range(2 * lanes + 1))
+        self.pos = Signal(lane_bits)                      # read position in B0, mod W
+        self.below = Signal(lanes)                        # lanes below ``pos``, decoded
 
 
 class RowUnpacker(wiring.Component):
@@ -406,7 +599,9 @@ class RowUnpacker(wiring.Component):
     beats : ``In(stream.Signature(beat_layout(data_width)))``
         The packed stream as :class:`RowPacker` gives it.  A beat's bytes are its lanes
         ``0 .. c-1`` where ``c`` is the number of ``keep`` bits set: ``keep`` must be a low
-        mask (all ones on every beat but a message's last).
+        mask, and all ones on every beat but a message's last (lanes with ``keep`` clear may
+        hold anything).  The unit relies on both: it reads ``c`` from where the ones of a
+        last beat's ``keep`` end, and takes every other beat as full.
     chunks : ``In(stream.Signature(chunk_layout(data_width, addr_width - log2(W))))``
         Where the bytes go, as a :class:`RegionWalker` gives them.
     rows : ``Out(stream.Signature(write_row_layout(data_width, addr_width - log2(W))))``
@@ -436,13 +631,31 @@ class RowUnpacker(wiring.Component):
       with ``mask`` zero and ``last`` set, so that a consumer counting messages by ``last``
       stays in step.
 
-    At most ``2W`` bytes are buffered.  Beats of the next message wait until the current
-    message's chunks are done; they are taken in the cycle its last chunk is.  One chunk per
-    clock (aligned or not, whatever the chunk sizes) and one beat per clock when the chunks
-    consume a full beat per clock.  A row is offered the cycle after its chunk is taken when
-    its bytes are buffered, which they are one cycle after their beat is taken;
-    ``rows.valid`` and the row come from flops.  ``beats.ready`` and ``chunks.ready`` depend
-    combinationally on ``rows.ready`` and on the other input.
+    Beats wait in four slots, which may hold the start of the next message; a chunk's bytes
+    lie in the two oldest, B0 and B1.  The chunk input goes through a
+    :class:`~nicoll.hw.skid.SkidBuffer`; register stages follow it:
+
+    1. *Plan*: the chunk's ``n`` compared with two registers, the bytes left from the read
+       position to the end of B0 and to the end of B1, and the ``last`` flags of B0 and B1
+       decide whether the chunk is served, dropped or waits and how many beats it finishes;
+       those registers are then loaded with values computed from registers and ``n`` alone.
+       The control word of the row (rotation ``position - lo``, lane mask, row, last) is
+       registered, and so are the chunk's bytes in stream order, picked lane by lane from
+       B0 (at and above the read position) or B1 (below it) by a lane mask that is itself a
+       register.
+    2. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
+       then one bit per stage; the last stage, with the lane mask, loads the output
+       register (one stage at 64 bits, two at 128, three at 256, four at 512).
+
+    One chunk per clock at any alignment and chunk size, and one beat per clock when the
+    chunks consume a full beat per clock; a beat joins the plan's view the cycle after it
+    is in its slot.  A message's last beat with fewer than ``W`` bytes that arrives while
+    chunks are being served joins the view only in a cycle without a chunk, which costs at
+    most one cycle per message.  A row is offered ``1 + s`` cycles after its chunk is
+    planned, ``s`` the number of rotator stages (``3 + s`` cycles after its chunk and its
+    first beat are taken together, on an idle unit).  ``rows.valid`` and the row come from
+    flops; ``chunks.ready`` and ``beats.ready`` come from flops too (a free skid entry, a
+    free slot).  Bytes of a message being dropped go at one beat per clock.
     """
 
     def __init__(self, data_width, addr_width=32):
@@ -477,96 +690,26 @@ class RowUnpacker(wiring.Component):
         width = self._data_width
         lanes = width // 8
         lane_bits = _lane_bits(width)
-        beat = self.beats.payload
-        chunk = self.chunks.payload
-        out = self.rows.payload
+        state = _UnpackerState(width, lanes, lane_bits)
+        m.submodules.chunk_in = chunk_in = SkidBuffer(self.chunks.payload.shape())
+        wiring.connect(m, wiring.flipped(self.chunks), chunk_in.i)
 
-        buf = Signal(2 * width)               # bytes at and above ``fill`` are zero
-        fill = Signal(range(2 * lanes + 1))
-        ended = Signal()                      # the message's last beat is in ``buf``
-        skip_beats = Signal()                 # dropping the rest of an overrun message
-        skip_chunks = Signal()                # dropping the rest of an underrun message's chunks
-
+        # Every stage but the beat slots moves when the output register is free.
+        advance = ~self.rows.valid | self.rows.ready
+        picked = Signal(width, reset_less=True)
+        control = Signal(_unpacker_control_layout(width, self._row_bits))
         overrun_now = Signal()
         underrun_now = Signal()
 
-        # ---- Chunks -----------------------------------------------------------------------
-        out_free = ~self.rows.valid | self.rows.ready
-        have = fill >= chunk.n
-        normal = ~skip_beats & ~skip_chunks
-        short = ended & ~have                 # the message ends before this chunk is complete
-        dropping = skip_chunks | short
-        # A dropped chunk needs the output only if it carries ``last`` (its mask-zero row).
-        m.d.comb += self.chunks.ready.eq(
-            ~skip_beats & Mux(dropping, ~chunk.last | out_free, have & out_free))
-        chunk_taken = self.chunks.valid & self.chunks.ready
-        serve = chunk_taken & normal & have
-        marker = chunk_taken & dropping & chunk.last
+        self._slots(m, state)
+        with m.If(advance):
+            self._plan(m, state, chunk_in.o, control, overrun_now, underrun_now)
+            m.d.sync += picked.eq(self._pick(state))
+        stages = _rotation_stages(lane_bits)
+        rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
+        with m.If(advance):
+            self._output(m, rotated, control, stages[-1])
 
-        byte_mask = Signal(lanes)
-        m.d.comb += byte_mask.eq(_low_mask(chunk.n, lanes) << chunk.lo)
-        with m.If(out_free):
-            m.d.sync += self.rows.valid.eq(serve | marker)
-        with m.If(serve):
-            m.d.sync += [
-                out.row.eq(chunk.row),
-                out.data.eq((buf[:width] << _bytes(chunk.lo)) & _byte_mask_bits(byte_mask)),
-                out.mask.eq(byte_mask),
-                out.last.eq(chunk.last),
-            ]
-        with m.Elif(marker):
-            m.d.sync += [out.row.eq(chunk.row), out.data.eq(0), out.mask.eq(0), out.last.eq(1)]
-
-        # The buffer once this cycle's chunk (if any) is resolved.
-        buf_left = Signal.like(buf)
-        fill_left = Signal.like(fill)
-        ended_left = Signal()
-        skip_beats_left = Signal()
-        m.d.comb += [buf_left.eq(buf), fill_left.eq(fill), ended_left.eq(ended),
-                     skip_beats_left.eq(skip_beats)]
-        with m.If(serve):
-            with m.If(chunk.last):
-                # The message is done as far as the chunks go: whatever it still has is extra.
-                m.d.comb += [buf_left.eq(0), fill_left.eq(0), ended_left.eq(0),
-                             overrun_now.eq(fill != chunk.n)]
-                with m.If(~ended):
-                    m.d.comb += skip_beats_left.eq(1)
-            with m.Else():
-                m.d.comb += [buf_left.eq(buf >> _bytes(chunk.n)), fill_left.eq(fill - chunk.n)]
-        with m.Elif(chunk_taken & short & normal):
-            m.d.comb += [buf_left.eq(0), fill_left.eq(0), ended_left.eq(0),
-                         underrun_now.eq(1)]
-            m.d.sync += skip_chunks.eq(~chunk.last)
-        with m.Elif(chunk_taken & skip_chunks & chunk.last):
-            m.d.sync += skip_chunks.eq(0)
-
-        # ---- Beats ------------------------------------------------------------------------
-        count = Signal(range(lanes + 1))
-        placed = Signal(2 * width)
-        m.d.comb += [
-            count.eq(_popcount(beat.keep)),
-            # fill_left <= lanes whenever a beat is taken, so its low bits are the amount.
-            placed.eq((beat.data & _byte_mask_bits(beat.keep))
-                      << _bytes(fill_left[:lane_bits + 1])),
-        ]
-        beat_taken = self.beats.valid & self.beats.ready
-        with m.If(skip_beats):
-            m.d.comb += self.beats.ready.eq(1)
-            with m.If(beat_taken):
-                m.d.comb += overrun_now.eq(beat.keep != 0)
-                m.d.sync += skip_beats.eq(~beat.last)
-        with m.Else():
-            # Only one message's bytes are ever buffered, so a chunk never mixes two.
-            m.d.comb += self.beats.ready.eq(~ended_left & ~skip_beats_left
-                                            & (fill_left <= lanes))
-            m.d.sync += skip_beats.eq(skip_beats_left)
-        with m.If(~skip_beats & beat_taken):
-            m.d.sync += [buf.eq(buf_left | placed), fill.eq(fill_left + count),
-                         ended.eq(beat.last)]
-        with m.Else():
-            m.d.sync += [buf.eq(buf_left), fill.eq(fill_left), ended.eq(ended_left)]
-
-        # ---- Flags ------------------------------------------------------------------------
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
         with m.If(overrun_now):
@@ -574,3 +717,178 @@ class RowUnpacker(wiring.Component):
         with m.If(underrun_now):
             m.d.sync += self.underrun.eq(1)
         return m
+
+    def _slots(self, m, s):
+        """Beats into the slots, whenever one is free; ``s.pops`` frees the oldest."""
+        lanes = self._data_width // 8
+        beat = self.beats.payload
+        # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
+        m.d.comb += self.beats.ready.eq(s.used != _UNPACKER_SLOTS)
+        taken = self.beats.valid & self.beats.ready
+        with m.If(taken):
+            for k in range(_UNPACKER_SLOTS):
+                with m.If(s.tail == k):
+                    m.d.sync += s.slot_data[k].eq(beat.data)
+            m.d.sync += s.tail.eq(s.tail + 1)
+        m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
+        # The byte counts move down by the beats that go; a new beat's lands behind the rest.
+        lim_in = Signal.like(s.lim[0])
+        m.d.comb += lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes))
+        fields = (s.lim, s.last, s.full)
+        arriving = (lim_in, beat.last, ~beat.last | beat.keep[-1])
+        for k in range(_UNPACKER_SLOTS):
+            # For each number of beats that may go, the entry's next value; ``pops`` (from
+            # the plan's decision) chooses last.  A new beat lands at ``used - pops``.
+            after = []
+            for p in range(3):
+                kept = [f[k + p] if k + p < _UNPACKER_SLOTS else 0 for f in fields]
+                lands = taken & (s.used == k + p)
+                after.append([Mux(lands, new, old) for new, old in zip(arriving, kept)])
+            m.d.sync += [f[k].eq(Array(a[i] for a in after)[s.pops])
+                         for i, f in enumerate(fields)]
+
+    def _pick(self, s):
+        """The chunk's bytes in stream order: lanes at and above the position from the oldest
+        beat, lanes below it from the next one.  A 4:1 choice per lane, by registers only."""
+        lanes = self._data_width // 8
+        after = (s.head + 1)[:len(s.head)]
+        picked = []
+        for lane in range(lanes):
+            slot = Mux(s.below[lane], after, s.head)
+            choices = [d[8 * lane:8 * (lane + 1)] for d in s.slot_data]
+            picked.append(Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
+                              Mux(slot[0], choices[1], choices[0])))
+        return Cat(*picked)
+
+    def _plan(self, m, s, chunk_in, control, overrun_now, underrun_now):
+        """Stage 1: what the chunk at the head of the skid buffer does, and its control word.
+        Runs only in cycles the pipeline advances."""
+        lanes = self._data_width // 8
+        chunk = chunk_in.payload
+        last0, last1 = s.last[0], s.last[1]
+        have0 = s.seen != 0
+        have1 = s.seen == 2
+
+        dropping = Signal()           # the rest of a message's beats are dropped ...
+        extra = Signal()              # ... and they are extra bytes (overrun)
+        skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
+
+        # The chunk lies in B0, or runs on into B1, which then belongs to the same message
+        # because B0 is full and not last.
+        in_head = have0 & (chunk.n <= s.room0)
+        across = have0 & ~last0 & have1 & ~in_head & (chunk.n <= s.room1)
+        ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in view
+        normal = chunk_in.valid & ~dropping & ~skipping
+        serve = normal & (in_head | across)
+        short = normal & ~(in_head | across) & ended
+        skip = chunk_in.valid & skipping
+        # The chunk uses B0 up exactly; with ``last`` it ends the message exactly.
+        fills0 = in_head & (chunk.n == s.room0)
+        exact = chunk.last & ((fills0 & last0) | (across & last1 & (chunk.n == s.room1)))
+        m.d.comb += chunk_in.ready.eq(serve | short | skip)
+
+        # One case per way the view can change, each loading values computed from registers
+        # and ``n`` alone: the comparisons above only choose.
+        drop_beat = dropping & have0
+        with m.If(drop_beat):
+            m.d.comb += overrun_now.eq(extra & (s.room0 != 0))
+            with m.If(last0):
+                m.d.sync += dropping.eq(0)
+        # A tree of choices with the comparisons (the late signals) nearest the registers.
+        # An exhausted B0 that is the message's last stays, until the message's last chunk
+        # or a chunk that does not fit.
+        restart1 = self._restart_view(s, pops=1)
+        in_head_view = _choose(fills0 & (~last0 | chunk.last), restart1,
+                               self._step_view(s, pops=0, step=chunk.n))
+        across_view = _choose(chunk.last & last1 & (chunk.n == s.room1),
+                              self._restart_view(s, pops=2),
+                              self._step_view(s, pops=1, step=chunk.n))
+        idle_view = _choose(drop_beat, restart1, self._step_view(s, pops=0, step=0))
+        view = _choose(normal & in_head, in_head_view,
+                       _choose(normal & across, across_view, idle_view))
+        m.d.comb += s.pops.eq(view.pop("pops"))
+        m.d.sync += [getattr(s, name).eq(value) for name, value in view.items()]
+
+        with m.If(serve & chunk.last & ~exact):
+            m.d.sync += [dropping.eq(1), extra.eq(1)]
+        with m.If(short):
+            m.d.comb += underrun_now.eq(1)
+            m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~chunk.last)]
+        with m.If(skip & chunk.last):
+            m.d.sync += skipping.eq(0)
+
+        # The row: served, or the mask-zero row of a dropped message's last chunk.
+        upto = _lanes_below(chunk.lo + chunk.n, lanes)
+        m.d.sync += [
+            control.valid.eq(serve | ((short | skip) & chunk.last)),
+            control.rot.eq(s.pos - chunk.lo),
+            control.mask.eq(Mux(serve, upto & ~_lanes_below(chunk.lo, lanes), 0)),
+            control.row.eq(chunk.row),
+            control.last.eq(chunk.last),
+        ]
+
+    def _restart_view(self, s, *, pops):
+        """The view after ``pops`` beats go, read from the start of the beat after them (the
+        registers' next values, by name)."""
+        lim = s.lim
+        after = s.used - pops         # beats in the slots from the new B0 on
+        return {
+            "pops": pops,
+            "seen": Mux(after >= 2, 2, after),
+            "pos": 0,
+            "below": 0,
+            "room0": lim[pops],
+            "room1": lim[pops] + lim[pops + 1],
+        }
+
+    def _step_view(self, s, *, pops, step):
+        """The view after the read position moves on by ``step`` bytes, within B0
+        (``pops=0``) or into B1 (``pops=1``, B0 goes).  A beat that is in its slot but
+        not yet in view joins it, at the end of what is in view.
+
+        Every value loaded is a register, or a register minus ``step``, or a sum of two
+        registers: the comparisons that chose this case are the only logic before the final
+        choice.  A beat joining as the read position moves would need a register plus its
+        count minus ``step``: a full beat adds ``W``, which only touches the top bits, but a
+        message's partial last beat waits for a cycle without a step (one per message at
+        most, and only when it arrives late)."""
+        lanes = self._data_width // 8
+        lim, full = s.lim, s.full
+        after = s.used - pops
+        pos = (s.pos + step)[:len(s.pos)]
+        if isinstance(step, int) and step == 0:
+            room0 = Mux(s.seen != 0, s.room0, lim[0])
+            room1 = Mux(s.seen == 2, s.room1,
+                        Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1]))
+            waits = 0
+        elif pops:
+            room0 = s.room1 - step
+            room1 = _plus_lanes(s.room1, lanes) - step
+            # The beat that would join as B1 is a partial one: it stays out of view.
+            waits = ~full[2]
+        else:
+            room0 = s.room0 - step
+            room1 = Mux(s.seen == 2, s.room1, _plus_lanes(s.room0, lanes)) - step
+            waits = (s.seen != 2) & ~full[1]
+        return {
+            "pops": pops,
+            "seen": Mux(after >= 2, Mux(waits, 1, 2), after),
+            "pos": pos,
+            "below": _lanes_below(pos, lanes),
+            "room0": room0,
+            "room1": room1,
+        }
+
+    def _output(self, m, rotated, control, stage):
+        """Last stage: the last bit of the rotation and the lane mask, into the output
+        register."""
+        lo, hi = stage
+        out = self.rows.payload
+        m.d.sync += [
+            self.rows.valid.eq(control.valid),
+            out.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
+                        & _byte_mask_bits(control.mask)),
+            out.mask.eq(control.mask),
+            out.row.eq(control.row),
+            out.last.eq(control.last),
+        ]

@@ -418,7 +418,7 @@ def test_round_trip(data_width, seed, stall):
 
 def test_packer_throughput():
     """An unaligned message of K beats (K + 1 rows) fed one row per clock: its beats leave one
-    per clock, the last K + 2 cycles after the first row went in.  Two more messages follow;
+    per clock, the last K + 6 cycles after the first row went in.  Two more messages follow;
     the first of them ends with more than a beat's bytes left, which costs one idle cycle."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(5)
@@ -452,16 +452,17 @@ def test_packer_throughput():
     beat_cycles = [cycle for cycle, _ in got]
     # Rows: K + 1, then 4 for the second message, one idle cycle, 3 for the third.
     assert row_cycles == list(range(1, K + 6)) + list(range(K + 7, K + 10))
-    # The first beat needs the first two rows (cycles 1 and 2) and is taken in cycle 3; the
-    # K-th and last in cycle K + 2.  Each later message starts with a partial row too, so its
-    # first beat comes two cycles after the previous message's last.
-    assert beat_cycles == list(range(3, K + 3)) + [K + 4, K + 5, K + 6, K + 7, K + 9, K + 10]
+    # The first beat needs the first two rows (cycles 1 and 2) and, five stages later (the
+    # skid buffer, three rotator stages, the merge), is taken in cycle 7; the K-th and last
+    # in cycle K + 6.  Each later message starts with a partial row too, so its first beat
+    # comes two cycles after the previous message's last.
+    assert beat_cycles == list(range(7, K + 7)) + [K + 8, K + 9, K + 10, K + 11, K + 13, K + 14]
 
 
 @pytest.mark.parametrize("dst", ["unaligned", "short_runs"])
 def test_unpacker_throughput(dst):
     """K full beats of a message into an unaligned contiguous region or into runs of 3 bytes:
-    one chunk per clock either way, each row offered one cycle after its chunk is taken."""
+    one chunk per clock either way, at a fixed latency."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(6)
     payload = rng.randbytes(K * lanes)
@@ -479,9 +480,10 @@ def test_unpacker_throughput(dst):
 
     async def chunks_in(ctx):
         for k, chunk in enumerate(chunks):
-            # The first beat is buffered in cycle 1, so the first chunk waits one cycle;
-            # after that every chunk is taken at once.
-            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 0 else 1), k
+            # The chunk input is a skid buffer: the first two chunks are taken at once, the
+            # third once the first beat has joined the plan's view (cycle 3), then one per
+            # clock.
+            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 2 else 1), k
 
     async def main(ctx):
         while len(got) < len(chunks):
@@ -492,9 +494,11 @@ def test_unpacker_throughput(dst):
     expected, _, _ = reference_unpack([(payload, chunks)])
     assert [row for _, row in got] == expected
     cycles = [cycle for cycle, _ in got]
-    # Beat 1 is taken in cycle 1, chunk 1 in cycle 2, its row in cycle 3, one per cycle on.
-    assert cycles == list(range(3, 3 + len(chunks))), cycles
-    assert cycles[-1] == len(chunks) + 2
+    # Beat 1 and chunk 1 are taken in cycle 1; the beat is in its slot in cycle 2 and in the
+    # plan's view in cycle 3, where the chunk is planned; its row passes the plan's
+    # register, two rotator stages and the output register (the last rotator stage) and is
+    # taken in cycle 7, one per cycle on.
+    assert cycles == list(range(7, 7 + len(chunks))), cycles
 
 
 # ---- Mismatches ----------------------------------------------------------------------------
@@ -603,3 +607,244 @@ def test_mismatch_random(data_width, seed, stall):
     rows, flags = run_unpacker(data_width, messages, stall=stall, seed=seed)
     assert rows == expected
     assert flags == {"overrun": overrun, "underrun": underrun}
+
+
+# ---- Backpressure, rate and flop ready -------------------------------------------------------
+
+def packer_rows(messages, lanes, rng):
+    """The rows a memory read gives RowPacker for ``[(memory, region), ...]``, with random
+    bytes in the lanes outside each chunk."""
+    rows = []
+    for mem, r in messages:
+        for c in reference_chunks(r, lanes):
+            row_bytes = bytearray(rng.randbytes(lanes))
+            base = c["row"] * lanes
+            row_bytes[c["lo"]:c["lo"] + c["n"]] = mem[base + c["lo"]:base + c["lo"] + c["n"]]
+            rows.append({"data": int.from_bytes(bytes(row_bytes), "little"), "lo": c["lo"],
+                         "n": c["n"], "last": c["last"]})
+    return rows
+
+
+@pytest.mark.parametrize("data_width,seed,stall", [
+    (64, 40, 0.5), (64, 41, 0.2), (256, 42, 0.5), (256, 43, 0.15),
+])
+def test_packer_random_backpressure(data_width, seed, stall):
+    """Random regions (every alignment, runs shorter and longer than a row) with random gaps
+    on ``rows`` and random ``ready`` on ``beats``: exactly the reference beats, the stream
+    rules kept on both sides."""
+    lanes = data_width // 8
+    rng = random.Random(seed)
+    limit = 1 << 14
+    mem = rng.randbytes(limit)
+    regions = [random_region(rng, lanes, limit) for _ in range(50)]
+    payloads = [bytes(mem[a] for a in region_addresses(r)[0].tolist()) for r in regions]
+    rows = packer_rows([(mem, r) for r in regions], lanes, rng)
+    expected = [b for p in payloads for b in pack_beats(p, lanes)]
+    dut = RowPacker(data_width)
+    got = []
+
+    async def main(ctx):
+        while len(got) < len(expected):
+            await ctx.tick()
+        for _ in range(10):
+            await ctx.tick()
+            assert not ctx.get(dut.beats.valid)
+
+    simulate(dut, main, background=[
+        feed(dut.rows, deque(rows), random.Random(f"{seed}r"), stall),
+        collect(dut.beats, BEAT_FIELDS, random.Random(f"{seed}b"), stall, got)],
+        watchdog_cycles=50_000)
+    assert [b for _, b in got] == expected
+
+
+@pytest.mark.parametrize("data_width,seed,stall", [
+    (64, 50, 0.5), (64, 51, 0.1), (256, 52, 0.5), (256, 53, 0.2),
+])
+def test_unpacker_random_backpressure(data_width, seed, stall):
+    """Random destination regions (every alignment and chunk size) for exact messages, with
+    random gaps on ``beats`` and ``chunks`` and random ``ready`` on ``rows``: exactly the
+    reference rows, no flag."""
+    lanes = data_width // 8
+    rng = random.Random(seed)
+    messages = []
+    for _ in range(50):
+        dst = random_region(rng, lanes, 1 << 20)
+        messages.append((rng.randbytes(dst["length"]), reference_chunks(dst, lanes)))
+    rows, flags = run_unpacker(data_width, messages, stall=stall, seed=seed)
+    assert rows == reference_unpack(messages)[0]
+    assert flags == {"overrun": 0, "underrun": 0}
+
+
+def test_packer_rate_any_alignment():
+    """Back-to-back messages of random alignment and run length: one row taken per clock,
+    except one cycle after each message whose last row leaves more than a beat to send."""
+    data_width, lanes = 256, 32
+    rng = random.Random(60)
+    limit = 1 << 14
+    mem = rng.randbytes(limit)
+    regions = [random_region(rng, lanes, limit) for _ in range(30)]
+    rows = packer_rows([(mem, r) for r in regions], lanes, rng)
+    # A message's final beat takes a cycle of its own when its bytes reach past a beat
+    # boundary with its last row: when the last row ends past a multiple of W bytes.
+    flushes = []
+    for r in regions:
+        chunks = reference_chunks(r, lanes)
+        before_last = (r["length"] - chunks[-1]["n"]) % lanes
+        flushes.append(before_last + chunks[-1]["n"] > lanes)
+    expected_cycles, cycle = [], 0
+    for r, flush in zip(regions, flushes):
+        for _ in reference_chunks(r, lanes):
+            cycle += 1
+            expected_cycles.append(cycle)
+        cycle += flush
+    dut = RowPacker(data_width)
+    row_cycles, got = [], []
+
+    async def rows_in(ctx):
+        cycle = 0
+        for row in rows:
+            cycle += await offer(ctx, dut.rows, row)
+            row_cycles.append(cycle)
+
+    simulate(dut, rows_in, background=[collect(dut.beats, BEAT_FIELDS, None, 0, got)])
+    assert row_cycles == expected_cycles
+
+
+def test_unpacker_buffers_next_message():
+    """Beats are taken into the four slots before any chunk arrives, across a message
+    boundary; the chunks then run one per clock."""
+    data_width, lanes = 64, 8
+    rng = random.Random(61)
+    first, second = rng.randbytes(2 * lanes), rng.randbytes(2 * lanes)
+    beats = pack_beats(first, lanes) + pack_beats(second, lanes)
+    chunks = reference_chunks(region(3, 2 * lanes), lanes) + \
+        reference_chunks(region(100, 2 * lanes, 5, 7), lanes)
+    dut = RowUnpacker(data_width)
+    got = []
+
+    async def main(ctx):
+        for k, beat in enumerate(beats):
+            assert await offer(ctx, dut.beats, beat) == 1, k
+        # All four beats are in; a fifth would wait.
+        ctx.set(dut.beats.valid, 1)
+        assert not ctx.get(dut.beats.ready)
+        ctx.set(dut.beats.valid, 0)
+        for chunk in chunks:
+            await offer(ctx, dut.chunks, chunk)
+        while len(got) < len(chunks):
+            await ctx.tick()
+
+    simulate(dut, main, background=[collect(dut.rows, ROW_FIELDS, None, 0, got)])
+    assert [row for _, row in got] == reference_unpack([(first, chunks[:3]),
+                                                        (second, chunks[3:])])[0]
+    cycles = [cycle for cycle, _ in got]
+    assert cycles == list(range(cycles[0], cycles[0] + len(chunks)))
+
+
+def test_unpacker_empty_last_beat():
+    """A message whose last beat has no byte (``keep`` zero) after full beats: its chunks are
+    served and nothing is flagged."""
+    lanes = 8
+    rng = random.Random(62)
+    payload = rng.randbytes(2 * lanes)
+    beats = pack_beats(payload, lanes)
+    beats[-1]["last"] = 0
+    beats.append({"data": 0, "keep": 0, "last": 1})
+    chunks = reference_chunks(region(5, 2 * lanes), lanes)
+    dut = RowUnpacker(64)
+    got = []
+
+    async def main(ctx):
+        for beat in beats:
+            await offer(ctx, dut.beats, beat)
+        for chunk in chunks + reference_chunks(region(0, 3), lanes):
+            await offer(ctx, dut.chunks, chunk)
+        # A following message of three bytes still lines up.
+        await offer(ctx, dut.beats, pack_beats(b"abc", lanes)[0])
+        for _ in range(12):
+            await ctx.tick()
+        assert not ctx.get(dut.overrun) and not ctx.get(dut.underrun)
+
+    simulate(dut, main, background=[collect(dut.rows, ROW_FIELDS, None, 0, got)])
+    assert [row for _, row in got] == reference_unpack(
+        [(payload, chunks), (b"abc", reference_chunks(region(0, 3), lanes))])[0]
+
+
+def random_payload(port, rng):
+    bits = port.payload.as_value()
+    return rng.getrandbits(len(bits))
+
+
+@pytest.mark.parametrize("unit", ["packer", "unpacker"])
+def test_ready_from_flops(unit):
+    """Each ``ready`` a unit gives is a function of its registers alone: flipping the
+    downstream ``ready`` and every input's ``valid`` and payload within a cycle leaves it
+    unchanged.  Random traffic, so the registers go through many states."""
+    rng = random.Random(63)
+    if unit == "packer":
+        dut = RowPacker(64)
+        inputs, output = [dut.rows], dut.beats
+    else:
+        dut = RowUnpacker(64)
+        inputs, output = [dut.beats, dut.chunks], dut.rows
+
+    async def main(ctx):
+        for _ in range(2000):
+            for port in inputs:
+                ctx.set(port.valid, rng.random() < 0.7)
+                ctx.set(port.payload.as_value(), random_payload(port, rng))
+            ctx.set(output.ready, rng.random() < 0.7)
+            readies = [ctx.get(port.ready) for port in inputs]
+            state = ([ctx.get(port.valid) for port in inputs],
+                     [ctx.get(port.payload.as_value()) for port in inputs],
+                     ctx.get(output.ready))
+            for _ in range(3):
+                for port in inputs:
+                    ctx.set(port.valid, rng.random() < 0.5)
+                    ctx.set(port.payload.as_value(), random_payload(port, rng))
+                ctx.set(output.ready, rng.random() < 0.5)
+                assert [ctx.get(port.ready) for port in inputs] == readies
+            for port, valid, payload in zip(inputs, *state[:2]):
+                ctx.set(port.valid, valid)
+                ctx.set(port.payload.as_value(), payload)
+            ctx.set(output.ready, state[2])
+            await ctx.tick()
+
+    simulate(dut, main)
+
+
+@pytest.mark.parametrize("data_width", [64, 256])
+def test_unpacker_rate_partial_last_beat(data_width):
+    """Messages ending in a partial beat, into short runs, fed at full rate: the rows of
+    each message leave one per clock but for at most one idle cycle (the partial last beat
+    joining the plan's view)."""
+    lanes = data_width // 8
+    rng = random.Random(64)
+    messages = []
+    for _ in range(6):
+        n_bytes = rng.randint(2, 4) * lanes + rng.randint(1, lanes - 1)
+        dst = region(rng.randrange(lanes), n_bytes, 3, 5)
+        messages.append((rng.randbytes(n_bytes), reference_chunks(dst, lanes)))
+    dut = RowUnpacker(data_width)
+    got = []
+    beats = [b for payload, _ in messages for b in pack_beats(payload, lanes)]
+    chunks = [c for _, cs in messages for c in cs]
+
+    async def main(ctx):
+        while len(got) < len(chunks):
+            await ctx.tick()
+
+    simulate(dut, main, background=[
+        feed(dut.beats, deque(beats), None, 0),
+        feed(dut.chunks, deque(chunks), None, 0),
+        collect(dut.rows, ROW_FIELDS, None, 0, got)])
+    assert [row for _, row in got] == reference_unpack(messages)[0]
+    cycles = [cycle for cycle, _ in got]
+    start = 0
+    for _, cs in messages:
+        mine = cycles[start:start + len(cs)]
+        assert mine[-1] - mine[0] <= len(cs), mine
+        start += len(cs)
+    # Three-byte chunks use a beat in fewer than W/3 + 1 cycles: the beats keep up, so the
+    # whole run is one row per clock but for those idle cycles.
+    assert cycles[-1] - cycles[0] <= len(chunks) - 1 + len(messages)
