@@ -13,8 +13,8 @@ tests/test_barrier_cocotb.py.  The same holds for the engine block (random pushe
 run on each side's own timing, and the model's ALU has no latency): only its
 software-written bits are compared; tests/test_collectives.py and tests/test_hw_engine.py
 check the engine.  The repack block's CYCLES (the cycles the control tree spent on its latest
-start) is not compared either: the model's exchanges take no time.  The core is built with the small ALU of :data:`ALU_CAPABILITIES`, which the
-model is given too.
+start) is not compared either: the model's exchanges take no time.  The core is built with
+the small ALU of :data:`ALU_CAPABILITIES`, which the model is given too.
 
 Parameters arrive in environment variables (set by tests/test_csr_cocotb.py):
 NICOLL_DATA_WIDTH, NICOLL_MAX_NODES, NICOLL_MEM_SIZE, NICOLL_NODE_ID, NICOLL_SEED,
