@@ -49,7 +49,8 @@ from .bytestream import REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker
 from .deadline import Deadline
 from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
-from .repack import NoticeKind, _share
+from ._builder import share
+from .repack import NoticeKind
 from .skid import SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
@@ -320,7 +321,7 @@ class Engine(wiring.Component):
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
                 m.d.sync += queued.eq(queued + 1)
-        _share(v, locals())
+        share(v, locals())
 
     def _datapath(self, m, v):
         """The datapath blocks: walkers, packer, unpacker, slices, ALU, arbiter."""
@@ -343,7 +344,7 @@ class Engine(wiring.Component):
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         wiring.connect(m, clear_tx.packets, arbiter.i_0)     # clear-to-send first
         data_out = arbiter.i_1
-        _share(v, locals())
+        share(v, locals())
 
     def _write_pipeline(self, m, v):
         """The write pipeline to memory and its hazard scoreboard."""
@@ -378,7 +379,7 @@ class Engine(wiring.Component):
                 hit |= pend_valid[k] & (pend_row[k] == row)
             return hit
         pipeline_empty = ~s1_valid & (count == 0) & ~wr_pending
-        _share(v, locals())
+        share(v, locals())
 
     def _control(self, m, v):
         """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
@@ -479,7 +480,7 @@ class Engine(wiring.Component):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
-        _share(v, locals())
+        share(v, locals())
 
     def _counters(self, m, v):
         """The counters and what bumps them each cycle."""
@@ -497,7 +498,7 @@ class Engine(wiring.Component):
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
         with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
             m.d.comb += bump["packets_sent"].eq(1)
-        _share(v, locals())
+        share(v, locals())
 
     def _cts_table(self, m, v):
         """The clear-to-send table: the peers that cleared this node to send."""
@@ -523,7 +524,7 @@ class Engine(wiring.Component):
             m.d.sync += cts_valid.eq(0)
         with m.Else():
             m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
-        _share(v, locals())
+        share(v, locals())
 
     def _aggregate(self, m, v):
         """The aggregate command's SEND notices, each to a REPACK_IN message."""
@@ -574,7 +575,7 @@ class Engine(wiring.Component):
             with m.Else():
                 m.d.comb += agg_tx_start.eq(1)
                 m.d.sync += agg_sends.eq(agg_sends - 1)
-        _share(v, locals())
+        share(v, locals())
 
     def _tx_wait(self, m, v):
         """The transmit half's start and its wait for the clear-to-send."""
@@ -621,7 +622,7 @@ class Engine(wiring.Component):
                      tx_walker.command.payload.eq(tx_region)]
         with m.If(tx_walker.command.valid & tx_walker.command.ready):
             m.d.sync += tx_walk.eq(0)
-        _share(v, locals())
+        share(v, locals())
 
     def _tx_read(self, m, v):
         """The transmit read stage: device memory rows into the packer."""
@@ -659,7 +660,7 @@ class Engine(wiring.Component):
                      packer.rows.payload.lo.eq(t_lo),
                      packer.rows.payload.n.eq(t_n),
                      packer.rows.payload.last.eq(t_last)]
-        _share(v, locals())
+        share(v, locals())
 
     def _packetizer(self, m, v):
         """The packetizer: header beats, then the packed stream's payload beats."""
@@ -720,7 +721,7 @@ class Engine(wiring.Component):
                                  offset.eq(offset + packet_bytes), in_header.eq(1)]
                     with m.If(packer.beats.payload.last):
                         m.d.sync += tx_busy.eq(0)
-        _share(v, locals())
+        share(v, locals())
 
     def _rx_state(self, m, v):
         """The receive half's state, set by a receive or an aggregate packet."""
@@ -765,7 +766,7 @@ class Engine(wiring.Component):
             m.d.sync += rx_walk.eq(0)
         wiring.connect(m, rx_walker.chunks, rx_chunks.i)
         wiring.connect(m, rx_chunks.o, unpacker.chunks)
-        _share(v, locals())
+        share(v, locals())
 
     def _cts_sender(self, m, v):
         """The clear-to-send (and registration) packets this node sends."""
@@ -785,7 +786,7 @@ class Engine(wiring.Component):
             m.d.sync += reg_pending.eq(0)
         with m.Elif(clear_tx.header.valid & clear_tx.header.ready):
             m.d.sync += [cts_pending.eq(0), reg_pending.eq(0)]
-        _share(v, locals())
+        share(v, locals())
 
     def _parser(self, m, v):
         """The packet parser's header and its checks, registered a cycle ahead."""
@@ -838,7 +839,7 @@ class Engine(wiring.Component):
             d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
             d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
         ]
-        _share(v, locals())
+        share(v, locals())
 
     def _parser_fsm(self, m, v):
         """The packet parser's state machine: collect, decide, pass or drop."""
@@ -945,7 +946,7 @@ class Engine(wiring.Component):
         with m.If(unpacker.overrun | unpacker.underrun):
             m.d.comb += raise_error.length.eq(1)
         m.d.comb += unpacker.clear.eq(self.clear)
-        _share(v, locals())
+        share(v, locals())
 
     def _rx_rows(self, m, v):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
@@ -986,7 +987,7 @@ class Engine(wiring.Component):
                 m.d.sync += [s1_row.eq(row.row), s1_mask.eq(row.mask), s1_data.eq(row.data)]
         with m.If(rows_in.valid & rows_in.ready & row.last):
             m.d.sync += rx_busy.eq(0)
-        _share(v, locals())
+        share(v, locals())
 
     def _alu_write(self, m, v):
         """The ALU: operands in, results written back, the scoreboard kept."""
@@ -1027,4 +1028,4 @@ class Engine(wiring.Component):
                      count.eq(count + alu_take - result.valid)]
         with m.If(self.clear):
             m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), head.eq(0), tail.eq(0)]
-        _share(v, locals())
+        share(v, locals())

@@ -46,6 +46,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ._builder import share
 from .packet import DEST_WIDTH
 from .skid import SkidBuffer
 
@@ -291,12 +292,6 @@ def _rotate_bytes(value, amount, at):
     q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
     wiring only, so no adder sits in front of the shifter."""
     return Cat(value, value).bit_select(Cat(Const(0, 3 + at), amount), len(value))
-
-
-def _share(namespace, names):
-    """Add a builder method's local ``names`` to ``namespace``, where the next builder method
-    of the same ``elaborate`` finds them."""
-    namespace.__dict__.update({k: x for k, x in names.items() if k not in ("self", "m", "v")})
 
 
 def _priority(m, bits, name):
@@ -618,7 +613,7 @@ class RepackUnit(wiring.Component):
             # Ref: seed 003, step 7.5: each source is told its data was taken.
             return post(UnitEvent.TAKEN, cur_rank, c.tag, RepackError.OK)
 
-        _share(v, locals())
+        share(v, locals())
 
     def _input_beat(self, m, v):
         (
@@ -758,7 +753,7 @@ class RepackUnit(wiring.Component):
                     with m.If(beat.last):
                         m.d.sync += in_state.eq(IN_HEAD)
 
-        _share(v, locals())
+        share(v, locals())
 
     def _output_pipeline(self, m, v):
         (
@@ -871,7 +866,7 @@ class RepackUnit(wiring.Component):
         with m.If(self.o.valid & self.o.ready & skid.o.payload.last):
             m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
 
-        _share(v, locals())
+        share(v, locals())
 
     def _sender(self, m, v):
         (
@@ -1027,11 +1022,11 @@ class RepackUnit(wiring.Component):
             with m.State("TABLE"):
                 # The destination's table, one beat a cycle: entry b = length of block
                 # (S[tt·NB + b], D[j]), read from all banks at once.
-                _share(v, locals())
+                share(v, locals())
                 self._table_beat(m, v)
 
             with m.State("DATA"):
-                _share(v, locals())
+                share(v, locals())
                 self._data_row(m, v)
 
             with m.State("FLUSH"):
