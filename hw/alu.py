@@ -434,12 +434,13 @@ class ReductionALU(wiring.Component):
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.data_width + 2,
                                                     depth=self.fifo_depth)
         in_flight = Signal(range(self.fifo_depth + 1))
-        room = Signal()
-        m.d.comb += room.eq(in_flight < self.fifo_depth)
+        in_flight_next = Signal.like(in_flight)
+        room = Signal(init=1)       # in_flight < fifo_depth, from a flop: ready is a flop's AND
         take = self.a.valid & self.b.valid & room
         pop = self.result.valid & self.result.ready
-        m.d.comb += [self.a.ready.eq(room & self.b.valid), self.b.ready.eq(room & self.a.valid)]
-        m.d.sync += in_flight.eq(in_flight + take - pop)
+        m.d.comb += [self.a.ready.eq(room & self.b.valid), self.b.ready.eq(room & self.a.valid),
+                     in_flight_next.eq(in_flight + take - pop)]
+        m.d.sync += [in_flight.eq(in_flight_next), room.eq(in_flight_next < self.fifo_depth)]
 
         # Stage 0: operand registers.
         supported = Signal()

@@ -51,7 +51,7 @@ from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ._builder import share
 from .repack import NoticeKind
-from .skid import SkidBuffer
+from .skid import CheckedSlice, SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
            "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
@@ -346,6 +346,11 @@ class Engine(wiring.Component):
         data_out = arbiter.i_1
         share(v, locals())
 
+    def _outside(self, row):
+        """Whether a chunk's or a write's ``row`` lies past the end of device memory (a
+        strided region ran off it)."""
+        return (row >> self.row_bits) != 0
+
     def _write_pipeline(self, m, v):
         """The write pipeline to memory and its hazard scoreboard."""
         beat_bytes, width = v.beat_bytes, v.width
@@ -359,6 +364,7 @@ class Engine(wiring.Component):
         head = Signal(range(depth))        # oldest entry
         tail = Signal(range(depth))        # next free
         count = Signal(range(depth + 1))
+        room = Signal(init=1)           # count < depth, from a flop (kept by _alu_write)
         s1_valid = Signal()
         s1_row = Signal(self.row_bits)
 
@@ -378,6 +384,17 @@ class Engine(wiring.Component):
             for k in range(depth):
                 hit |= pend_valid[k] & (pend_row[k] == row)
             return hit
+
+        # The row reads check the scoreboard a cycle ahead (CheckedSlice): the flag a read
+        # stage acts on was computed against last cycle's rows, plus the row the receive
+        # side took last cycle (``rx_enter``: it is in s1 or the write register now).
+        # Rows only leave the scoreboard between those two moments, so the flag errs on
+        # the safe side by at most a cycle.
+        rx_enter = Signal()
+        rx_enter_row = Signal(self.row_bits)
+
+        def blocks(row):
+            return hazard(row) | (rx_enter & (rx_enter_row == row))
         pipeline_empty = ~s1_valid & (count == 0) & ~wr_pending
         share(v, locals())
 
@@ -627,10 +644,10 @@ class Engine(wiring.Component):
     def _tx_read(self, m, v):
         """The transmit read stage: device memory rows into the packer."""
         (
-            lane_bits, tx_walker, tx_chunks, packer, hazard, any_error, raise_error, agg_reading,
+            lane_bits, tx_walker, tx_chunks, packer, blocks, any_error, raise_error, agg_reading,
             agg_slot,
         ) = (getattr(v, name) for name in (
-            "lane_bits", "tx_walker", "tx_chunks", "packer", "hazard", "any_error", "raise_error",
+            "lane_bits", "tx_walker", "tx_chunks", "packer", "blocks", "any_error", "raise_error",
             "agg_reading", "agg_slot",
         ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
@@ -639,14 +656,21 @@ class Engine(wiring.Component):
         t_n = Signal(lane_bits + 1)
         t_last = Signal()
         wiring.connect(m, tx_walker.chunks, tx_chunks.i)
-        chunk = tx_chunks.o.payload
+        # Checks made a cycle ahead: bit 0 the scoreboard, bit 1 the row outside memory.
+        m.submodules.tx_checked = tx_checked = v.reset(
+            CheckedSlice(tx_chunks.o.payload.shape(), checks=2))
+        wiring.connect(m, tx_chunks.o, tx_checked.i)
+        m.d.comb += [tx_checked.block_new.eq(Cat(blocks(tx_checked.i.payload.row[:self.row_bits]),
+                                                 self._outside(tx_checked.i.payload.row))),
+                     tx_checked.block_held.eq(Cat(blocks(tx_checked.o.payload.row[:self.row_bits]),
+                                                  self._outside(tx_checked.o.payload.row)))]
+        chunk = tx_checked.o.payload
         t_advance = ~t_valid | packer.rows.ready
-        t_outside = (chunk.row >> self.row_bits) != 0
-        t_issue = (tx_chunks.o.valid & t_advance & ~hazard(chunk.row[:self.row_bits])
-                   & ~any_error)
-        with m.If(tx_chunks.o.valid & t_outside):
+        t_outside = tx_checked.o_blocked[1]
+        t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~any_error
+        with m.If(tx_checked.o.valid & t_outside):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
-        m.d.comb += [tx_chunks.o.ready.eq(t_issue & ~t_outside),
+        m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
                      self.send_rd.addr.eq(chunk.row),
                      self.send_rd.en.eq(t_issue & ~t_outside)]
         with m.If(t_advance):
@@ -951,24 +975,36 @@ class Engine(wiring.Component):
     def _rx_rows(self, m, v):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
         (
-            reset, unpacker, raise_error, beat_bytes, width, count, depth, s1_valid, alu, rx_reduce,
-            any_error, wr_addr, wr_data, wr_en, hazard, s1_row, rx_busy,
+            reset, unpacker, raise_error, beat_bytes, width, room, depth, s1_valid, alu, rx_reduce,
+            any_error, wr_addr, wr_data, wr_en, hazard, blocks, rx_enter, rx_enter_row, s1_row,
+            rx_busy,
         ) = (getattr(v, name) for name in (
-            "reset", "unpacker", "raise_error", "beat_bytes", "width", "count", "depth", "s1_valid",
-            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "hazard", "s1_row", "rx_busy",
+            "reset", "unpacker", "raise_error", "beat_bytes", "width", "room", "depth", "s1_valid",
+            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "hazard", "blocks",
+            "rx_enter", "rx_enter_row", "s1_row", "rx_busy",
         ))
         # Rows out of the unpacker, through a register slice (the take below depends on the
-        # scoreboard and the ALU's ready): stored at once (copy) or reduced with the local row.
+        # ALU's ready) and a stage whose scoreboard check is made a cycle ahead: stored at
+        # once (copy) or reduced with the local row.
         m.submodules.rx_rows = rx_rows = reset(SkidBuffer(unpacker.rows.payload.shape()))
+        # Checks made a cycle ahead: bit 0 the scoreboard, bit 1 the row outside memory.
+        m.submodules.rx_checked = rx_checked = reset(
+            CheckedSlice(unpacker.rows.payload.shape(), checks=2))
         wiring.connect(m, unpacker.rows, rx_rows.i)
-        rows_in = rx_rows.o
+        wiring.connect(m, rx_rows.o, rx_checked.i)
+        rows_in = rx_checked.o
         row = rows_in.payload
-        r_outside = (row.row >> self.row_bits) != 0
+        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready),
+                     rx_enter_row.eq(row.row[:self.row_bits]),
+                     rx_checked.block_new.eq(Cat(blocks(rx_checked.i.payload.row[:self.row_bits]),
+                                                 self._outside(rx_checked.i.payload.row))),
+                     rx_checked.block_held.eq(Cat(hazard(row.row[:self.row_bits]),
+                                                  self._outside(row.row)))]
+        r_outside = rx_checked.o_blocked[1]
         with m.If(rows_in.valid & r_outside):
             m.d.comb += raise_error.region.eq(1)
         s1_mask = Signal(beat_bytes)
         s1_data = Signal(width)
-        room = count < depth
         alu_take = s1_valid & room & alu.a.ready     # the ALU takes both operands at once
         s1_advance = ~s1_valid | alu_take
         with m.If(~rx_reduce):
@@ -978,7 +1014,7 @@ class Engine(wiring.Component):
                 m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask)]
         with m.Else():
             take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
-                    & ~hazard(row.row[:self.row_bits]))
+                    & ~rx_checked.o_blocked[0])
             m.d.comb += [rows_in.ready.eq(take),
                          self.local_rd.addr.eq(row.row), self.local_rd.en.eq(take)]
             with m.If(s1_advance):
@@ -1024,8 +1060,11 @@ class Engine(wiring.Component):
             m.d.comb += set_bits.eq(1 << tail)
         with m.If(result.valid):
             m.d.comb += clr_bits.eq(1 << head)
+        count_next = Signal.like(count)
+        m.d.comb += count_next.eq(count + alu_take - result.valid)
         m.d.sync += [pend_valid.eq((pend_valid & ~clr_bits) | set_bits),
-                     count.eq(count + alu_take - result.valid)]
+                     count.eq(count_next), room.eq(count_next < depth)]
         with m.If(self.clear):
-            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), head.eq(0), tail.eq(0)]
+            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), room.eq(1), head.eq(0),
+                         tail.eq(0)]
         share(v, locals())

@@ -14,7 +14,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer"]
+__all__ = ["SkidBuffer", "CheckedSlice"]
 
 
 class SkidBuffer(wiring.Component):
@@ -55,4 +55,63 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(take)]
         with m.Elif(take):
             m.d.sync += [skid_payload.eq(self.i.payload), skid_valid.eq(1)]
+        return m
+
+
+class CheckedSlice(wiring.Component):
+    """One-entry register slice whose entry carries a flag computed a cycle ahead.
+
+    A consumer that may only take an entry once a check passes (the engine's row reads wait
+    for writes still in flight) would otherwise compute the check on the entry's payload
+    and feed the result straight into ``o.ready``, which loads this very register: a
+    compare, then the enable of every payload flop, in one cycle.  Here the consumer
+    evaluates the check for both entries the register may hold next cycle — the one
+    arriving (``block_new``) and the one it keeps (``block_held``) — and the slice stores
+    the right one beside the payload, so ``o_blocked`` comes from a flop.
+
+    The consumer must make the check conservative: the flag is one cycle old, so whatever
+    it accounted for may have cleared since, and whatever is added in the cycle it is
+    computed must be included in it.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload.
+    checks : int
+        How many independent checks (flag bits) each entry carries.
+
+    Members
+    -------
+    i : ``In(stream.Signature(shape))``
+        ``i.ready`` is combinational from ``o.ready`` (put a :class:`SkidBuffer` before it).
+    o : ``Out(stream.Signature(shape))``
+    o_blocked : ``Out(checks)``
+        The checks' results for ``o.payload`` (meaningful while ``o.valid``).
+    block_new : ``In(checks)``
+        The checks for ``i.payload``.
+    block_held : ``In(checks)``
+        The checks for ``o.payload``.
+    """
+
+    def __init__(self, shape, checks=1):
+        if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
+            raise ValueError(f"checks must be a positive integer, not {checks!r}")
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "o_blocked": Out(checks),
+            "block_new": In(checks),
+            "block_held": In(checks),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(advance)
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
+                         self.o_blocked.eq(self.block_new)]
+        with m.Else():
+            m.d.sync += self.o_blocked.eq(self.block_held)
         return m
