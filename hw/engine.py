@@ -284,8 +284,8 @@ class Engine(wiring.Component):
         m.d.sync += any_error.eq(~self.clear
                                  & (errors.as_value() | raise_error.as_value()).any())
 
-        state = Signal(range(9))
-        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE = range(9)
+        state = Signal(range(10))
+        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE = range(10)
         running = (state != IDLE) & (state != DONE) & (state != STOPPED)
 
         queued = Signal(16)
@@ -395,23 +395,28 @@ class Engine(wiring.Component):
 
         def blocks(row):
             return hazard(row) | (rx_enter & (rx_enter_row == row))
-        pipeline_empty = ~s1_valid & (count == 0) & ~wr_pending
+        # No write in flight, from a flop: last cycle's rows, and none entering last cycle
+        # (rows only enter through rx_enter), so it is never true too early.
+        pipeline_empty = Signal(init=1)
+        m.d.sync += pipeline_empty.eq(~s1_valid & (count == 0) & ~wr_pending & ~rx_enter)
         share(v, locals())
 
     def _control(self, m, v):
         """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
         (
             running, state, q_rd, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
-            DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE,
+            DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE,
         ) = (getattr(v, name) for name in (
             "running", "state", "q_rd", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
             "FETCH", "LOAD", "DISPATCH", "BARRIER", "FINISH", "DONE", "STOPPED", "AGGREGATE",
+            "DECODE",
         ))
         # ---- Control ---------------------------------------------------------------------
         idx = Signal(16)                # the next command to fetch
         finished = Signal(16)           # commands finished (STEP)
         counted = Signal()              # the last data command dispatched is not yet counted
         cur = Signal(COMMAND_LAYOUT)
+        drain = Signal()                # cur waits for every earlier write (set in DECODE)
         armed = Signal()
         m.d.comb += [self.armed.eq(armed), self.busy.eq(running), self.done.eq(state == DONE),
                      self.step.eq(finished)]
@@ -426,6 +431,7 @@ class Engine(wiring.Component):
         agg_done = Signal()
         reg_pending = Signal()
         agg_reading = Signal()          # reading the length word of a send slot
+        agg_in_flight = Signal()        # a SEND notice between the queue and its message's start
         agg_len_valid = Signal()        # the length word is on send_rd.data
         tx_start = Signal()
         rx_start = Signal()
@@ -460,10 +466,14 @@ class Engine(wiring.Component):
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
                 with m.Case(LOAD):
-                    m.d.sync += [cur.eq(q_rd.data), state.eq(DISPATCH)]
+                    m.d.sync += [cur.eq(q_rd.data), state.eq(DECODE)]
+                with m.Case(DECODE):
+                    # What DISPATCH waits for, registered from the command (not from the
+                    # queue's block-RAM output, and not in the cycle that acts on it).
+                    m.d.sync += [drain.eq(cur.fence | cur.barrier | cur.aggregate
+                                          | (cur.has_recv & (cur.action == StepAction.COPY))),
+                                 state.eq(DISPATCH)]
                 with m.Case(DISPATCH):
-                    drain = (cur.fence | cur.barrier | cur.aggregate
-                             | (cur.has_recv & (cur.action == StepAction.COPY)))
                     ready = ~tx_busy & ~rx_busy & (~drain | pipeline_empty)
                     with m.If(ready):
                         # The previous data command finished: every beat sent and taken.
@@ -488,7 +498,7 @@ class Engine(wiring.Component):
                     # Ref: seed 003, step 7.6: complete once every message is sent, every
                     # message received and the control tree has said DONE.
                     with m.If((agg_sends == 0) & (agg_finals == 0) & agg_done & ~tx_busy
-                              & ~rx_busy & ~reg_pending & ~agg_reading & ~agg_len_valid):
+                              & ~rx_busy & ~reg_pending & ~agg_in_flight):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(FINISH):
@@ -546,11 +556,11 @@ class Engine(wiring.Component):
     def _aggregate(self, m, v):
         """The aggregate command's SEND notices, each to a REPACK_IN message."""
         (
-            reset, state, tx_busy, agg_reading, agg_len_valid, any_error, cur, raise_error, beat_bytes,
-            agg_sends, AGGREGATE,
+            reset, state, tx_busy, agg_reading, agg_len_valid, agg_in_flight, any_error, cur,
+            raise_error, beat_bytes, agg_sends, AGGREGATE,
         ) = (getattr(v, name) for name in (
-            "reset", "state", "tx_busy", "agg_reading", "agg_len_valid", "any_error", "cur",
-            "raise_error", "beat_bytes", "agg_sends", "AGGREGATE",
+            "reset", "state", "tx_busy", "agg_reading", "agg_len_valid", "agg_in_flight", "any_error",
+            "cur", "raise_error", "beat_bytes", "agg_sends", "AGGREGATE",
         ))
         # ---- Aggregate command: the rank's side of the repack exchange (seed 003) ----------
         # The send region holds send_tag slots of send.stride bytes; slot b starts with a row
@@ -566,12 +576,22 @@ class Engine(wiring.Component):
         agg_group = Signal(16)
         agg_slot = Signal(32)
         agg_length = Signal(32)
-        m.d.comb += agg_length.eq(self.send_rd.data[:32])
+        # A SEND notice goes through registered steps, so no multiply, sum or compare
+        # shares a cycle with the next: the slot's offset as a product (pop), then as a sum
+        # (addressing); the length word read (reading), registered (len_valid), checked
+        # (checking), and the message started.
+        agg_product = Signal(48)
+        agg_addressing = Signal()
+        agg_checking = Signal()
+        agg_room = Signal(33)           # the most bytes a slot's message may have
+        m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
+        m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking)
         in_aggregate = state == AGGREGATE
-        pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_reading & ~agg_len_valid & ~any_error
+        pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_in_flight & ~any_error
         m.d.comb += sends_fifo.r_en.eq(pop)
         with m.If(self.clear):
-            m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(0)]
+            m.d.sync += [agg_addressing.eq(0), agg_reading.eq(0), agg_len_valid.eq(0),
+                         agg_checking.eq(0)]
         with m.Elif(pop):
             group = sends_fifo.r_data[24:40]
             with m.If(group >= cur.send_tag):
@@ -579,14 +599,20 @@ class Engine(wiring.Component):
             with m.Else():
                 m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
                              agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
-                             agg_slot.eq(cur.send.offset + group * cur.send.stride),
-                             agg_reading.eq(1)]
+                             agg_product.eq(group * cur.send.stride),
+                             agg_addressing.eq(1)]
+        with m.Elif(agg_addressing):
+            m.d.sync += [agg_slot.eq(cur.send.offset + agg_product), agg_addressing.eq(0),
+                         agg_reading.eq(1)]
         with m.Elif(agg_reading):
             m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(1)]
         with m.Elif(agg_len_valid):
-            m.d.sync += agg_len_valid.eq(0)
+            m.d.sync += [agg_length.eq(self.send_rd.data[:32]), agg_len_valid.eq(0),
+                         agg_checking.eq(1)]
+        with m.Elif(agg_checking):
+            m.d.sync += agg_checking.eq(0)
             # A message must be non-empty, fit its slot and travel as one packet.
-            with m.If((agg_length == 0) | (agg_length > cur.send.stride - beat_bytes)
+            with m.If((agg_length == 0) | (agg_length > agg_room)
                       | (agg_length > 0xFFFF * beat_bytes)):
                 m.d.comb += raise_error.region.eq(1)
             with m.Else():
@@ -766,15 +792,15 @@ class Engine(wiring.Component):
         cts_pending = Signal()
         agg_rx_start = Signal()
         got = Signal(packet_header_layout())
-        agg_source = Signal(8)
-        m.d.comb += agg_source.eq(got.seq[8:16])
+        # An aggregate packet's slot offset, in two parts the parser registers a cycle ahead.
+        d_agg_product = Signal(40)
+        d_agg_base = Signal(33)
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
         with m.Elif(agg_rx_start):
             # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0),
-                         rx_region.offset.eq(cur.recv.offset + agg_source * cur.recv.stride
-                                             + got.addr),
+                         rx_region.offset.eq(d_agg_product + d_agg_base),
                          rx_region.length.eq(got.length), rx_region.run.eq(0),
                          rx_region.stride.eq(0)]
         with m.Elif(rx_start):
@@ -847,6 +873,7 @@ class Engine(wiring.Component):
             "agg_ok", "slot_over")})
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
         d_left = Signal(32)
+        d_agg_product, d_agg_base = v.d_agg_product, v.d_agg_base
         m.d.sync += [
             d.stale.eq(rx_start | (state == LOAD)),
             d_after.eq(ahead.length + rx_bytes),
@@ -862,6 +889,10 @@ class Engine(wiring.Component):
             d.src_ok.eq(ahead.src < self._max_nodes),
             d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
             d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
+            # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
+            # the product and the sum registered here, added by _rx_state.
+            d_agg_product.eq(ahead.seq[8:16] * cur.recv.stride),
+            d_agg_base.eq(cur.recv.offset + ahead.addr),
         ]
         share(v, locals())
 
