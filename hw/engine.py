@@ -447,6 +447,7 @@ class Engine(wiring.Component):
         start = (self.go | (armed & start_deadline.reached)) & ~self.clear
         m.d.comb += q_rd.addr.eq(idx)
 
+        m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         with m.If(self.clear):
             m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), finished.eq(0), counted.eq(0)]
         with m.Elif(any_error & running):
@@ -487,7 +488,10 @@ class Engine(wiring.Component):
                             m.d.comb += self.barrier_done.eq(1)
                             m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
                         with m.Else():
-                            m.d.comb += [tx_start.eq(cur.has_send), rx_start.eq(cur.has_recv)]
+                            # Registered: the DISPATCH decision drives two flops, not every
+                            # register a send or receive start loads. `cur` holds until the
+                            # next LOAD, two cycles on.
+                            m.d.sync += [tx_start.eq(cur.has_send), rx_start.eq(cur.has_recv)]
                             m.d.sync += state.eq(Mux(idx + 1 == queued, FINISH, FETCH))
                 with m.Case(BARRIER):
                     # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
@@ -502,7 +506,8 @@ class Engine(wiring.Component):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(FINISH):
-                    with m.If(~tx_busy & ~rx_busy & pipeline_empty & ~clear_tx.header.valid
+                    with m.If(~tx_busy & ~rx_busy & ~tx_start & ~rx_start & pipeline_empty
+                              & ~clear_tx.header.valid
                               & ~self.tx.valid):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
