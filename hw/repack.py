@@ -552,6 +552,7 @@ class RepackUnit(wiring.Component):
         in_q = Signal(data.StructLayout({
             "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
             "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
+            "over": 1,
         }))
         in_q_valid = Signal()
         in_ready = Signal()
@@ -598,6 +599,17 @@ class RepackUnit(wiring.Component):
         # `msg_zero` says those beats were all zero.
         room_left = Signal(signed(34))
         msg_zero = Signal()
+        # The budget check a cycle ahead: whether the beat entering the stage would exceed
+        # room_left as it stands when that beat is parsed (room_left then is room_bytes after
+        # a header, less this cycle's table beat after a table beat, else as now).  Only a
+        # table beat's flag is used, and a table beat follows a header or a table beat.
+        with m.If(load):
+            with m.If(take & (in_state == IN_HEAD)):
+                m.d.sync += in_q.over.eq(sk.tsum > room_bytes)
+            with m.Elif(take & (in_state == IN_TABLE)):
+                m.d.sync += in_q.over.eq(sk.tsum + in_q.tsum > room_left)
+            with m.Else():
+                m.d.sync += in_q.over.eq(sk.tsum > room_left)
         data_left = Signal(32)                  # bytes of the message not yet written
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
@@ -630,6 +642,17 @@ class RepackUnit(wiring.Component):
             "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
             "room_left", "msg_zero", "in_q",
         ))
+        with m.If(in_state == IN_TABLE):
+            # For the data state, loaded in every table-state cycle as if this cycle's beat
+            # were taken (so `take` does not gate them): the value loaded when the last
+            # table beat is taken stays, as the state then moves on.  Byte q of the final
+            # beat is kept if q < its byte count (B when it is whole): a decode of a few
+            # bits, no subtraction.
+            table_bytes = Signal(32)
+            m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
+            m.d.sync += [data_left.eq(table_bytes),
+                         tail_keep.eq(Cat((table_bytes[:LB] == 0) | (table_bytes[:LB] > q)
+                                          for q in range(B)))]
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -681,13 +704,6 @@ class RepackUnit(wiring.Component):
                         m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
-                        # For the data state, written on every table beat (used only after
-                        # the last), so no check of the beat gates them.  Byte q of the final
-                        # beat is kept if q < its byte count (B when it is whole): a decode
-                        # of a few bits, no subtraction.
-                        data_left.eq(new_bytes),
-                        tail_keep.eq(Cat((new_bytes[:LB] == 0) | (new_bytes[:LB] > q)
-                                         for q in range(B))),
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1),
                         msg_bytes.eq(new_bytes),
@@ -701,7 +717,7 @@ class RepackUnit(wiring.Component):
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
                     with m.Elif(t == tb_last):
-                        with m.If(tsum > room_left):
+                        with m.If(in_q.over):       # tsum > room_left, registered
                             # Never written: the buffer holds only what was reserved.
                             m.d.comb += count(RepackError.OVER_BUDGET, True)
                             m.d.sync += head_or_drop()

@@ -446,6 +446,35 @@ def test_unit_bad_input(case):
     assert run.last_error != RepackError.OK
 
 
+@pytest.mark.parametrize("slack", [-1, 0])
+@pytest.mark.parametrize("heavy", ["first", "last"])
+def test_unit_budget_over_several_table_beats(slack, heavy):
+    """The budget check of a message whose length table spans two beats (6 destinations, 4
+    entries per 64-bit beat) counts the bytes of both: one byte short of the total drops the
+    sub-matrix, the exact total passes, whichever table beat holds most of the bytes."""
+    width, G = 64, 8
+    rng = random.Random(f"{slack}{heavy}")
+    unit = RepackUnit(width, 2048, G)
+    S, D = [3, 5, 6], [0, 1, 2, 4, 6, 7]
+    heavy_d = D[:4] if heavy == "first" else D[4:]
+    blocks = {(i, j): rng.randbytes(rng.randint(20, 40) if j in heavy_d else rng.randint(0, 2))
+              for i in S for j in D}
+    total = sum(map(len, blocks.values()))
+    steps, code, _ = _bad_case("over_budget", rng, width, 0x0101, S, D, blocks)
+    steps = [("config", unit_config(G, 0x0101, S, D, total + slack, timeout=100))] + steps
+    run = UnitRun(unit, seed=5, in_stall=0.2, out_stall=0.3).run(steps)
+    first_done = next(e for e in run.events if e["kind"] == UnitEvent.DONE)
+    if slack < 0:
+        assert first_done["code"] == RepackError.OVER_BUDGET
+        assert run.messages() == []
+        assert run.errors == 1
+    else:
+        assert first_done["code"] == RepackError.OK
+        assert run.messages() == [
+            (j, pack_message(j, 0x0101, [blocks[i, j] for i in S], width)) for j in D]
+        assert run.errors == 0
+
+
 # ---- Control tree and units ---------------------------------------------------------------
 
 class Exchange:
