@@ -211,6 +211,16 @@ def _rotation_pipeline(m, advance, value, control, stages):
     return value, control
 
 
+def _at_most(value, small):
+    """``value <= small`` for a wide unsigned ``value`` and a narrow ``small``: the high bits
+    of ``value`` tested for zero beside a compare as narrow as ``small``, so no carry chain
+    runs the width of ``value``."""
+    bits = len(small)
+    if len(value) <= bits:
+        return value <= small
+    return (value[bits:] == 0) & (value[:bits] <= small)
+
+
 def _plus_lanes(value, lanes):
     """``value + lanes`` for a power-of-two ``lanes``: an increment of the bits above
     ``log2(lanes)`` only, so no carry chain runs through the low bits."""
@@ -312,31 +322,45 @@ class RegionWalker(wiring.Component):
         run_left = Signal(32)                 # bytes of the current run not yet in a chunk
         rest = Signal(32)                     # bytes of the region after the current run
 
-        lo = cursor[:lane_bits]
+        # Flops computed a cycle ahead, for the values the others take at the same edge, so
+        # a chunk and the decision on it read registers only (no subtraction feeding a
+        # compare feeding the next values).
         room = Signal(range(lanes + 1))       # lanes from the cursor to the end of its row
-        fits = Signal()                       # the current run ends in this row
+        fits = Signal()                       # run_left <= room: the run ends in this row
+        rest_zero = Signal()                  # rest == 0: the run is the region's last
+
+        def room_at(address):
+            # Lanes from `address` to the end of its row: a subtraction of lane_bits bits.
+            return lanes - address[:lane_bits]
+
         m.d.comb += [
-            room.eq(lanes - lo),
-            fits.eq(run_left <= room),
             self.chunks.valid.eq(self.busy),
             chunk.row.eq(cursor[lane_bits:]),
-            chunk.lo.eq(lo),
+            chunk.lo.eq(cursor[:lane_bits]),
             chunk.n.eq(Mux(fits, run_left, room)),
-            chunk.last.eq(fits & (rest == 0)),
+            chunk.last.eq(fits & rest_zero),
         ]
 
         with m.If(self.chunks.valid & self.chunks.ready):
             with m.If(~fits):
-                m.d.sync += [cursor.eq(cursor + room), run_left.eq(run_left - room)]
-            with m.Elif(rest != 0):
+                # On to the next row, whose room is a whole row.
+                m.d.sync += [cursor.eq(cursor + room), run_left.eq(run_left - room),
+                             room.eq(lanes), fits.eq(_at_most(run_left, room + lanes))]
+            with m.Elif(~rest_zero):
                 next_start = (run_start + stride)[:self._addr_width]
-                m.d.sync += [run_start.eq(next_start), cursor.eq(next_start)]
+                # Only the low bits of the next run's start set its room.
+                next_room = Signal(range(lanes + 1))
+                m.d.comb += next_room.eq(room_at(run_start[:lane_bits] + stride[:lane_bits]))
+                m.d.sync += [run_start.eq(next_start), cursor.eq(next_start),
+                             room.eq(next_room)]
                 # Compare and subtract side by side rather than min() then subtract, so the
                 # two 32-bit carry chains do not follow each other.
                 with m.If(rest < run):
-                    m.d.sync += [run_left.eq(rest), rest.eq(0)]
+                    m.d.sync += [run_left.eq(rest), rest.eq(0), rest_zero.eq(1),
+                                 fits.eq(_at_most(rest, next_room))]
                 with m.Else():
-                    m.d.sync += [run_left.eq(run), rest.eq(rest - run)]
+                    m.d.sync += [run_left.eq(run), rest.eq(rest - run),
+                                 rest_zero.eq(rest == run), fits.eq(_at_most(run, next_room))]
             with m.Else():
                 m.d.sync += self.busy.eq(0)
 
@@ -344,19 +368,24 @@ class RegionWalker(wiring.Component):
         # these assignments come after the ones above and so win over them.
         m.d.comb += self.command.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
         with m.If(self.command.valid & self.command.ready):
+            first_room = Signal(range(lanes + 1))
+            m.d.comb += first_room.eq(room_at(command.offset))
             m.d.sync += [
                 cursor.eq(command.offset),
                 run_start.eq(command.offset),
                 stride.eq(command.stride),
                 run.eq(command.run),
+                room.eq(first_room),
             ]
             with m.If(command.length == 0):
                 m.d.sync += self.busy.eq(0)
             with m.Elif((command.run == 0) | (command.run >= command.length)):
-                m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest.eq(0)]
+                m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest.eq(0),
+                             rest_zero.eq(1), fits.eq(_at_most(command.length, first_room))]
             with m.Else():
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.run),
-                             rest.eq(command.length - command.run)]
+                             rest.eq(command.length - command.run), rest_zero.eq(0),
+                             fits.eq(_at_most(command.run, first_room))]
         return m
 
 
