@@ -140,6 +140,8 @@ class Engine(wiring.Component):
         The REDUCTION register.
     queued, step : ``Out(16)``; armed, busy, done : ``Out(1)``; errors : ``Out(ERROR_LAYOUT)``
     started_at, finished_at : ``Out(64)``; one ``Out(32)`` per name of :data:`COUNTERS`.
+        A counter runs a cycle behind what it counts: its final value stands the cycle
+        after ``done`` rises.
     barrier_seq : ``In(16)``
         The barrier unit's current barrier number.
     barrier_done : ``Out(1)``, barrier_done_seq : ``Out(16)``
@@ -521,11 +523,17 @@ class Engine(wiring.Component):
         ) = (getattr(v, name) for name in (
             "counters", "start", "state", "bump", "running", "IDLE", "DONE",
         ))
+        # Each bump is registered before its adder (the counters run a cycle behind), so
+        # what the engine decides in a cycle and a 32-bit carry chain are not in series.  A
+        # start clears the counters and drops what was bumped in its cycle, as before.
+        restart = self.clear | (start & ((state == IDLE) | (state == DONE)))
         for name in COUNTERS:
-            with m.If(self.clear):
+            bumped = Signal(32, name=f"bumped_{name}")
+            m.d.sync += bumped.eq(Mux(restart, 0, bump[name]))
+            with m.If(restart):
                 m.d.sync += counters[name].eq(0)
-            with m.Elif(~(start & ((state == IDLE) | (state == DONE)))):
-                m.d.sync += counters[name].eq(counters[name] + bump[name])
+            with m.Else():
+                m.d.sync += counters[name].eq(counters[name] + bumped)
         m.d.comb += [bump["busy_cycles"].eq(running),
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
         with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
@@ -736,7 +744,10 @@ class Engine(wiring.Component):
         offset = Signal(32)
         in_header = Signal()
         h_index = Signal(range(max(hbeats, 2)))
-        p_count = Signal(16)
+        # Payload beats of the packet after the one on the output, and whether that one is
+        # the packet's last by count: flops, so a beat's `last` is not a compare.
+        p_left = Signal(16)
+        p_last = Signal()
         packet_bytes = Mux(remaining > tx_packet * beat_bytes, tx_packet * beat_bytes, remaining)
         m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
                      header.arg.eq(tx_unit),
@@ -758,19 +769,20 @@ class Engine(wiring.Component):
                         m.d.comb += out.data.eq(header_bits[k * width:(k + 1) * width])
             with m.If(data_out.valid & data_out.ready):
                 with m.If(h_index == hbeats - 1):
-                    m.d.sync += [in_header.eq(0), h_index.eq(0), p_count.eq(0)]
+                    m.d.sync += [in_header.eq(0), h_index.eq(0), p_left.eq(tx_packet - 1),
+                                 p_last.eq(tx_packet == 1)]
                     m.d.comb += bump["bytes_sent"].eq(packet_bytes)
                 with m.Else():
                     m.d.sync += h_index.eq(h_index + 1)
         with m.Else():
-            end_of_packet = (p_count == tx_packet - 1) | packer.beats.payload.last
+            end_of_packet = p_last | packer.beats.payload.last
             m.d.comb += [data_out.valid.eq(packer.beats.valid & tx_busy),
                          packer.beats.ready.eq(data_out.ready & tx_busy),
                          out.data.eq(packer.beats.payload.data),
                          out.keep.eq(packer.beats.payload.keep),
                          out.last.eq(end_of_packet)]
             with m.If(data_out.valid & data_out.ready):
-                m.d.sync += p_count.eq(p_count + 1)
+                m.d.sync += [p_left.eq(p_left - 1), p_last.eq(p_left == 1)]
                 with m.If(end_of_packet):
                     m.d.sync += [remaining.eq(remaining - packet_bytes),
                                  offset.eq(offset + packet_bytes), in_header.eq(1)]

@@ -269,6 +269,7 @@ async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.IN
     for cmd in cmds:
         model.run(cmd, op, dtype)
     assert memory(ctx, dut) == bytes(model.mem)
+    await ctx.tick()                # the counters run a cycle behind
     got = counters(ctx, dut)
     moved = sum(c["send"]["length"] for c in cmds)
     packets = sum(data_packets(c) + 1 for c in cmds)
