@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 from ..regmap import BusResponse, RegisterMap
 from .._regmap import REGMAP
 from .axi import AXI4LiteSignature
+from .skid import SkidBuffer
 
 
 __all__ = ["CSRSlave"]
@@ -261,13 +262,14 @@ class CSRSlave(wiring.Component):
     def _read_path(self, m, regs):
         """The read channel: a two-stage registered read multiplexer.
 
-        Stage 1, in the cycle AR is taken: the word is chosen within its group of
-        :data:`_READ_GROUP` words and registered per group, with a hit bit; a wide register's
-        upper words are latched into its shadow then, so the words a host reads one after the
-        other all come from the same cycle.  Stage 2: the hit group's word goes to RDATA.
-        One flat multiplexer over every register would put the whole map in one cycle.  A
-        read takes one cycle more than with one stage; reads still complete one per cycle,
-        and RVALID stays up until RREADY (IHI0022E, A3.2.1).
+        AR goes through a register slice first.  Stage 1, in the cycle the slice's address is
+        taken: the word is chosen within its group of :data:`_READ_GROUP` words and registered
+        per group, with a hit bit; a wide register's upper words are latched into its shadow
+        then, so the words a host reads one after the other all come from the same cycle.
+        Stage 2: the hit group's word goes to RDATA.  One flat multiplexer over every register
+        would put the whole map in one cycle.  A read takes two cycles more than with one
+        stage and no slice; reads still complete one per cycle, and RVALID stays up until
+        RREADY (IHI0022E, A3.2.1).
         """
         bus = self.bus
         words = []      # (word address, value, entry if it is the low word) in address order
@@ -284,11 +286,14 @@ class CSRSlave(wiring.Component):
         s1_data = [Signal(32, name=f"rd_group_{g}") for g in range(len(groups))]
         out_free = ~bus.rvalid | bus.rready
         s1_free = ~s1_valid | out_free
-        m.d.comb += bus.arready.eq(s1_free)
-        with m.If(bus.arvalid & s1_free):
+        # A register slice on AR: ARREADY is a flop, and stage 1 decodes a registered address.
+        m.submodules.ar_slice = ar = SkidBuffer(len(bus.araddr))
+        m.d.comb += [ar.i.valid.eq(bus.arvalid), ar.i.payload.eq(bus.araddr),
+                     bus.arready.eq(ar.i.ready), ar.o.ready.eq(s1_free)]
+        with m.If(ar.o.valid & s1_free):
             m.d.sync += s1_valid.eq(1)
             for g, group in enumerate(groups):
-                with m.Switch(bus.araddr[2:]):
+                with m.Switch(ar.o.payload[2:]):
                     for address, source, entry in group:
                         with m.Case(address):
                             m.d.sync += [s1_hit[g].eq(1), s1_data[g].eq(source)]
