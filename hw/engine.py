@@ -132,7 +132,9 @@ class Engine(wiring.Component):
     cmd : ``In(COMMAND_LAYOUT)``
         The command ``push`` appends (the CMD registers).
     push, go, arm, clear : ``In(1)``
-        One-cycle strobes of CONTROL.
+        One-cycle strobes of CONTROL.  A push is checked as it comes and acts a cycle later:
+        ``queued`` and ``errors`` show it two cycles after the strobe (``cmd`` is sampled
+        with the strobe).
     start_at, now : ``In(64)``
         START_AT and the cycle counter.
     node_id : ``In(16)``
@@ -309,17 +311,27 @@ class Engine(wiring.Component):
                        | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
                        | (cmd.packet_beats > self._packet_beats)
                        | (cmd.aggregate & aggregate_bad))
+        # A push is registered with its checks (each a compare or a sum of the command's
+        # fields) and acts in the next cycle, so no check is in series with the queue write
+        # or the error register.
+        pushed = Signal()
+        pushed_cmd = Signal(COMMAND_LAYOUT)
+        pushed_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
+        m.d.sync += pushed.eq(self.push & ~self.clear)
+        with m.If(self.push):
+            m.d.sync += [pushed_cmd.eq(cmd), pushed_bad.region.eq(send_bad | recv_bad),
+                         pushed_bad.peer.eq(peer_bad), pushed_bad.command.eq(command_bad)]
         full = queued >= self._queue_depth
-        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(cmd)]
-        with m.If(self.push & ~self.clear):
+        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(pushed_cmd)]
+        with m.If(pushed & ~self.clear):
             with m.If(running):
                 m.d.comb += raise_error.running.eq(1)
             with m.Elif(full):
                 m.d.comb += raise_error.queue_full.eq(1)
-            with m.Elif(send_bad | recv_bad | peer_bad | command_bad):
-                m.d.comb += [raise_error.region.eq(send_bad | recv_bad),
-                             raise_error.peer.eq(peer_bad),
-                             raise_error.command.eq(command_bad)]
+            with m.Elif(pushed_bad.as_value().any()):
+                m.d.comb += [raise_error.region.eq(pushed_bad.region),
+                             raise_error.peer.eq(pushed_bad.peer),
+                             raise_error.command.eq(pushed_bad.command)]
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
                 m.d.sync += queued.eq(queued + 1)

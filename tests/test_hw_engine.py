@@ -220,6 +220,7 @@ async def push(ctx, dut, cmd):
         cmd = COMMAND_LAYOUT.const(cmd)
     ctx.set(dut.engine.cmd, cmd)
     await pulse(ctx, dut.engine.push)
+    await ctx.tick()                # a push acts a cycle after its strobe
     return errors(ctx, dut)
 
 
