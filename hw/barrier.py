@@ -199,7 +199,9 @@ class BarrierUnit(wiring.Component):
     ``route_data`` : ``In(route_width)`` (0: the id is not below this node; j + 1: it is in the
     subtree of child slot j; own id must be 0); ``route_rdata`` : ``Out(route_width)``, the
     entry at ``route_addr``; ``route_clear`` : ``In(1)`` empties the table (and clears the
-    ``cfg_write`` error) in one cycle.
+    ``cfg_write`` error).  A write or a clear lands in the table three clock edges after the
+    cycle it is made in (two register stages, so the entry it replaces is read from flops);
+    ``total`` and the configuration checks follow a cycle later.
 
     Control (only the root's matter, except ``start``, ``done`` and ``done_seq``):
     ``mode`` : ``In(BarrierMode)``, ``ac_sub`` : ``In(AcSubMode)``, ``m`` : ``In(16)``,
@@ -327,7 +329,7 @@ class BarrierUnit(wiring.Component):
         s.route_at = route_at
 
         # size[j]: ids routed to slot j, kept up to date at every write (no re-count).  A
-        # write is registered first and lands one cycle later: the entry it replaces is then
+        # write is registered first and lands two cycles later: the entry it replaces is
         # read from flops.
         s.size = size = [Signal(range(n + 1), name=f"size_{j}") for j in range(k)]
         m.d.comb += self.route_rdata.eq(route_at(self.route_addr))
@@ -338,14 +340,26 @@ class BarrierUnit(wiring.Component):
         w_addr, w_data = Signal(ibits), Signal(rw)
         m.d.sync += [w_clear.eq(self.route_clear), w_we.eq(self.route_we & write_ok),
                      w_addr.eq(self.route_addr[:ibits]), w_data.eq(self.route_data)]
-        old = route.word_select(w_addr, rw)
-        with m.If(w_clear):
+        # A second stage registers the entry the write replaces, read from flops (or the
+        # entry the second stage writes in the same cycle), and which counts go up and down,
+        # as one-hot slot vectors; it then writes the entry and steps the counts.
+        x_clear, x_we = Signal(), Signal()
+        x_addr, x_data = Signal(ibits), Signal(rw)
+        x_inc, x_dec = Signal(k), Signal(k)
+        old = Signal(rw)
+        m.d.comb += old.eq(Mux(x_clear, 0,
+                               Mux(x_we & (x_addr == w_addr), x_data,
+                                   route.word_select(w_addr, rw))))
+        m.d.sync += [x_clear.eq(w_clear), x_we.eq(w_we & ~w_clear), x_addr.eq(w_addr),
+                     x_data.eq(w_data),
+                     x_inc.eq(Cat(w_data == j + 1 for j in range(k))),
+                     x_dec.eq(Cat(old == j + 1 for j in range(k)))]
+        with m.If(x_clear):
             m.d.sync += [route.eq(0), *[size[j].eq(0) for j in range(k)]]
-        with m.Elif(w_we):
-            m.d.sync += route.word_select(w_addr, rw).eq(w_data)
+        with m.Elif(x_we):
+            m.d.sync += route.word_select(x_addr, rw).eq(x_data)
             for j in range(k):
-                inc = w_data == j + 1
-                dec = old == j + 1
+                inc, dec = x_inc[j], x_dec[j]
                 m.d.sync += size[j].eq(Mux(inc & ~dec, size[j] + 1,
                                            Mux(dec & ~inc, size[j] - 1, size[j])))
 

@@ -878,6 +878,7 @@ async def setup_node(ctx, u, *, node, parent, children, routes):
         ctx.set(u.route_data, value)
         await ctx.tick()
     ctx.set(u.route_we, 0)
+    await ctx.tick()                # the last write lands in the table
     ctx.set(u.start, 1)
     await ctx.tick()
     ctx.set(u.start, 0)
@@ -959,7 +960,8 @@ def test_route_readback_and_sizes():
         await ctx.tick()
         ctx.set(u.route_we, 0)
         await ctx.tick()
-        await ctx.tick()                # a write lands a cycle later; `total` one more
+        await ctx.tick()
+        await ctx.tick()                # a write lands two cycles later; `total` one more
         assert ctx.get(u.total) == 6
         ctx.set(u.route_addr, 5)
         assert ctx.get(u.route_rdata) == 2
@@ -980,8 +982,8 @@ def test_route_clear():
         await ctx.tick()
         ctx.set(u.route_clear, 0)
         ctx.set(u.child_valid, 0)
-        await ctx.tick()
-        await ctx.tick()
+        for _ in range(3):              # the clear lands two cycles later; the checks one more
+            await ctx.tick()
         out.append((error_bits(ctx, u), ctx.get(u.total)))
 
     run_testbenches(dut, tb)
