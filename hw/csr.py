@@ -260,16 +260,17 @@ class CSRSlave(wiring.Component):
         return m
 
     def _read_path(self, m, regs):
-        """The read channel: a two-stage registered read multiplexer.
+        """The read channel: a register slice and three registered stages.
 
-        AR goes through a register slice first.  Stage 1, in the cycle the slice's address is
-        taken: the word is chosen within its group of :data:`_READ_GROUP` words and registered
-        per group, with a hit bit; a wide register's upper words are latched into its shadow
-        then, so the words a host reads one after the other all come from the same cycle.
-        Stage 2: the hit group's word goes to RDATA.  One flat multiplexer over every register
-        would put the whole map in one cycle.  A read takes two cycles more than with one
-        stage and no slice; reads still complete one per cycle, and RVALID stays up until
-        RREADY (IHI0022E, A3.2.1).
+        AR goes through a register slice.  Decode: the slice's address is compared with every
+        word's and the results registered, one select bit per word, grouped by
+        :data:`_READ_GROUP` words (each bit fans out only to its own word's 32 bits, where one
+        address would fan out to every word).  Gather: each group's selected word (an AND-OR
+        of its words) is registered, with a hit bit; a wide register's upper words are latched
+        into its shadow then, so the words a host reads one after the other all come from the
+        same cycle.  Out: the hit group's word goes to RDATA (a group that missed holds zero).
+        A read takes four cycles from AR to RVALID; reads still complete one per cycle, and
+        RVALID stays up until RREADY (IHI0022E, A3.2.1).
         """
         bus = self.bus
         words = []      # (word address, value, entry if it is the low word) in address order
@@ -281,35 +282,41 @@ class CSRSlave(wiring.Component):
         words.sort(key=lambda w: w[0])
         groups = [words[k:k + _READ_GROUP] for k in range(0, len(words), _READ_GROUP)]
 
-        s1_valid = Signal()
-        s1_hit = Signal(len(groups))
-        s1_data = [Signal(32, name=f"rd_group_{g}") for g in range(len(groups))]
         out_free = ~bus.rvalid | bus.rready
-        s1_free = ~s1_valid | out_free
-        # A register slice on AR: ARREADY is a flop, and stage 1 decodes a registered address.
+        g_valid = Signal()                      # gather stage
+        g_hit = Signal(len(groups))
+        g_data = [Signal(32, name=f"rd_group_{g}") for g in range(len(groups))]
+        g_free = ~g_valid | out_free
+        d_valid = Signal()                      # decode stage
+        d_sel = [Signal(len(group), name=f"rd_select_{g}") for g, group in enumerate(groups)]
+        d_free = ~d_valid | g_free
+
         m.submodules.ar_slice = ar = SkidBuffer(len(bus.araddr))
         m.d.comb += [ar.i.valid.eq(bus.arvalid), ar.i.payload.eq(bus.araddr),
-                     bus.arready.eq(ar.i.ready), ar.o.ready.eq(s1_free)]
-        with m.If(ar.o.valid & s1_free):
-            m.d.sync += s1_valid.eq(1)
+                     bus.arready.eq(ar.i.ready), ar.o.ready.eq(d_free)]
+        with m.If(d_free):
+            m.d.sync += d_valid.eq(ar.o.valid)
             for g, group in enumerate(groups):
-                with m.Switch(ar.o.payload[2:]):
-                    for address, source, entry in group:
-                        with m.Case(address):
-                            m.d.sync += [s1_hit[g].eq(1), s1_data[g].eq(source)]
-                            if entry is not None and entry["shadow"] is not None:
-                                m.d.sync += entry["shadow"].eq(entry["value"][32:])
-                    with m.Default():
-                        m.d.sync += [s1_hit[g].eq(0), s1_data[g].eq(0)]
-        with m.Elif(out_free):
-            m.d.sync += s1_valid.eq(0)
-
+                # Zero unless a read is decoded, so the later stages need no valid gate.
+                m.d.sync += d_sel[g].eq(Cat(ar.o.valid & (ar.o.payload[2:] == address)
+                                            for address, _, _ in group))
+        with m.If(g_free):
+            m.d.sync += g_valid.eq(d_valid)
+            for g, group in enumerate(groups):
+                m.d.sync += [
+                    g_hit[g].eq(d_sel[g].any()),
+                    g_data[g].eq(_or_all([Mux(d_sel[g][i], source, 0)
+                                          for i, (_, source, _) in enumerate(group)])),
+                ]
+                for i, (_, _, entry) in enumerate(group):
+                    if entry is not None and entry["shadow"] is not None:
+                        with m.If(d_sel[g][i]):
+                            m.d.sync += entry["shadow"].eq(entry["value"][32:])
         with m.If(out_free):
             m.d.sync += [
-                bus.rvalid.eq(s1_valid),
-                # A group that missed holds zero, so the hit word is the OR of all groups.
-                bus.rdata.eq(_or_all(s1_data)),
-                bus.rresp.eq(Mux(s1_hit.any(), BusResponse.OKAY, BusResponse.DECERR)),
+                bus.rvalid.eq(g_valid),
+                bus.rdata.eq(_or_all(g_data)),
+                bus.rresp.eq(Mux(g_hit.any(), BusResponse.OKAY, BusResponse.DECERR)),
             ]
 
     @staticmethod

@@ -48,16 +48,16 @@ async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
     assert await axil_read(ctx, bus, reg("MAX_NODES")) == (max_nodes, OKAY)
     assert await axil_read(ctx, bus, reg("NODE_ID")) == (node_id, OKAY)
     assert await axil_read(ctx, bus, reg("MEM_SIZE")) == (mem_size, OKAY)
-    # The counter is sampled when the read multiplexer takes the address.  One read by this
-    # bench's master takes four cycles (AR into the slice, the two multiplexer stages, the R
-    # handshake), so consecutive low-word reads sample it four cycles apart; eight apart
-    # across a 64-bit read (two reads).
+    # The counter is sampled when the read's word is gathered.  One read by this bench's
+    # master takes five cycles (AR into the slice, decode, gather, out, the R handshake), so
+    # consecutive low-word reads sample it five cycles apart; ten apart across a 64-bit
+    # read (two reads).
     c0, _ = await axil_read(ctx, bus, reg("CYCLES"))
     c1, _ = await axil_read(ctx, bus, reg("CYCLES"))
-    assert c1 - c0 == 4
+    assert c1 - c0 == 5
     c2 = await read64(ctx, bus, reg("CYCLES"))
     c3 = await read64(ctx, bus, reg("CYCLES"))
-    assert c2 - c1 == 4 and c3 - c2 == 8
+    assert c2 - c1 == 5 and c3 - c2 == 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,9 +155,10 @@ def test_cycles_start_at_zero():
     dut = NicCore(data_width=64, mem_size=1024)
 
     async def tb(ctx):
-        # The AR enters the slice at the first clock edge and the multiplexer takes it at the
-        # second, when the counter has counted one cycle from its reset value of zero.
-        assert await axil_read(ctx, dut.s_axil, reg("CYCLES")) == (1, OKAY)
+        # The AR enters the slice at the first clock edge, is decoded at the second and its
+        # word gathered at the third, when the counter has counted two cycles from its reset
+        # value of zero.
+        assert await axil_read(ctx, dut.s_axil, reg("CYCLES")) == (2, OKAY)
         assert await axil_read(ctx, dut.s_axil, reg("CYCLES") + 4) == (0, OKAY)
 
     run_testbenches(dut, tb, watchdog_cycles=50000)
