@@ -409,6 +409,24 @@ class RepackUnit(wiring.Component):
         depth = self._capacity // B
         AB = self._capacity.bit_length()        # byte addresses 0 .. capacity
 
+        # A register slice on cfg (ready from a flop), holding with each configuration its
+        # checks, made as it enters, so the idle state's decision on it reads flops.
+        m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({
+            "cfg": unit_config_layout(G), "bad": 1, "too_big": 1}))
+        p_in = self.cfg.payload
+        # dh * (B - 1) as a shift and a subtraction, not a multiplier.
+        need = Signal(40)
+        m.d.comb += need.eq(p_in.total_bytes + (p_in.dh << LB) - p_in.dh)
+        m.d.comb += [
+            cfg_slice.i.valid.eq(self.cfg.valid),
+            self.cfg.ready.eq(cfg_slice.i.ready),
+            cfg_slice.i.payload.cfg.eq(p_in),
+            cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
+                                       | (p_in.dv > G) | (p_in.timeout == 0)),
+            cfg_slice.i.payload.too_big.eq(need > self._capacity),
+        ]
+        cfg_in = cfg_slice.o
+
         # Data buffer: each source's data from a row boundary on (buffer_bytes_needed).
         m.submodules.buffer = buf = Memory(shape=W, depth=depth, init=[])
         wr = buf.write_port()
@@ -541,8 +559,8 @@ class RepackUnit(wiring.Component):
         # is exact: a configuration is taken only while idle with room for events, and then
         # the beat in this stage is parsed in that same cycle (as a stray), so no beat waits
         # here across a change of `c`.
-        cfg_take = self.cfg.valid & self.cfg.ready
-        p = self.cfg.payload
+        cfg_take = v.cfg_in.valid & v.cfg_in.ready
+        p = v.cfg_in.payload.cfg
         src_on = Signal(G)                      # entries of S in use: k < dh
         src_on_next = Cat(Mux(cfg_take, p.dh > k, src_on[k]) for k in range(G))
         with m.If(cfg_take):
@@ -611,6 +629,7 @@ class RepackUnit(wiring.Component):
             with m.Else():
                 m.d.sync += in_q.over.eq(sk.tsum > room_left)
         data_left = Signal(32)                  # bytes of the message not yet written
+        data_final = Signal()                   # data_left <= B: the next data row is the last
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
         tab_wbank = Signal(range(max(2, NB)))
@@ -642,6 +661,7 @@ class RepackUnit(wiring.Component):
             "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
             "room_left", "msg_zero", "in_q",
         ))
+        data_final = v.data_final
         with m.If(in_state == IN_TABLE):
             # For the data state, loaded in every table-state cycle as if this cycle's beat
             # were taken (so `take` does not gate them): the value loaded when the last
@@ -650,7 +670,7 @@ class RepackUnit(wiring.Component):
             # bits, no subtraction.
             table_bytes = Signal(32)
             m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
-            m.d.sync += [data_left.eq(table_bytes),
+            m.d.sync += [data_left.eq(table_bytes), data_final.eq(table_bytes <= B),
                          tail_keep.eq(Cat((table_bytes[:LB] == 0) | (table_bytes[:LB] > q)
                                           for q in range(B)))]
         with m.If(take):
@@ -745,11 +765,10 @@ class RepackUnit(wiring.Component):
                 with m.Case(IN_DATA):
                     # The next message starts on the row after this one (rows are allocated
                     # as they are written; OVER_BUDGET already bounds their number).
-                    final_row = Signal()
-                    m.d.comb += final_row.eq(data_left <= B)
+                    final_row = data_final
                     m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
                     m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
-                                 data_left.eq(data_left - B)]
+                                 data_left.eq(data_left - B), data_final.eq(data_left <= 2 * B)]
                     with m.If(beat.keep != Mux(final_row, tail_keep, (1 << B) - 1)):
                         # Ref: issue 5: a length table that disagrees with the message length.
                         m.d.comb += count(RepackError.LENGTH, True)
@@ -955,18 +974,15 @@ class RepackUnit(wiring.Component):
 
         with m.FSM(name="unit"):
             with m.State("IDLE"):
-                m.d.comb += [st_idle.eq(1), self.cfg.ready.eq(ev_free)]
-                p = self.cfg.payload
-                with m.If(self.cfg.valid & self.cfg.ready):
-                    bad = ((p.dh == 0) | (p.dh > G) | (p.dv == 0) | (p.dv > G) |
-                           (p.timeout == 0))
-                    # dh * (B - 1) as a shift and a subtraction, not a multiplier.
-                    need = p.total_bytes + (p.dh << LB) - p.dh
+                cfg_in = v.cfg_in
+                m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free)]
+                p = cfg_in.payload.cfg
+                with m.If(cfg_in.valid & cfg_in.ready):
                     m.d.sync += c.eq(p)
-                    with m.If(bad):
+                    with m.If(cfg_in.payload.bad):
                         m.d.comb += count(RepackError.BAD_CONFIG, False)
                         m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.BAD_CONFIG)
-                    with m.Elif(need > self._capacity):
+                    with m.Elif(cfg_in.payload.too_big):
                         # Ref: issue 5: a sub-matrix that does not fit is refused when it is
                         # configured, never overflowed.
                         m.d.comb += count(RepackError.CAPACITY, False)
