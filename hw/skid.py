@@ -54,7 +54,12 @@ class SkidBuffer(wiring.Component):
             with m.Else():
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(take)]
         with m.Elif(take):
-            m.d.sync += [skid_payload.eq(self.i.payload), skid_valid.eq(1)]
+            m.d.sync += skid_valid.eq(1)
+        # The second entry copies the input whenever it is free, so its enable is a flop and
+        # not the consumer's ready (which then drives only o.valid's, o.payload's and
+        # skid_valid's enables); the copy counts only from the cycle skid_valid is set.
+        with m.If(~skid_valid):
+            m.d.sync += skid_payload.eq(self.i.payload)
         return m
 
 
