@@ -760,16 +760,34 @@ class Engine(wiring.Component):
         # the packet's last by count: flops, so a beat's `last` is not a compare.
         p_left = Signal(16)
         p_last = Signal()
-        packet_bytes = Mux(remaining > tx_packet * beat_bytes, tx_packet * beat_bytes, remaining)
+        # The packet's bytes and whether it is the message's last, as flops loaded with
+        # `remaining`: from the command at a start, and at a packet's end from `rem_after`,
+        # what remains after the current packet, registered a cycle after `remaining` or
+        # `packet_bytes` change (a packet's end is at least a header beat and a payload beat
+        # after either changes).  No compare sits between them and the header or `offset`.
+        packet_bytes = Signal(32)
+        packet_final = Signal()
+        rem_after = Signal(32)
+        m.d.sync += rem_after.eq(remaining - packet_bytes)
+
+        def load_packet(length, limit):
+            return [remaining.eq(length), packet_final.eq(length <= limit),
+                    packet_bytes.eq(Mux(length > limit, limit, length))]
+
         m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
                      header.arg.eq(tx_unit),
-                     header.code.eq(remaining <= tx_packet * beat_bytes),   # the final packet
+                     header.code.eq(packet_final),
                      header.src.eq(self.node_id), header.dst.eq(tx_peer),
                      header.seq.eq(tx_tag), header.length.eq(packet_bytes),
                      header.addr.eq(offset)]
+        with m.If(agg_tx_start):
+            m.d.sync += load_packet(agg_length, 0xFFFF * beat_bytes)
+        with m.Elif(tx_start):
+            m.d.sync += load_packet(cur.send.length,
+                                    Mux(cur.packet_beats == 0, self._packet_beats,
+                                        cur.packet_beats) * beat_bytes)
         with m.If(tx_start | agg_tx_start):
-            m.d.sync += [remaining.eq(Mux(agg_tx_start, agg_length, cur.send.length)),
-                         offset.eq(0), in_header.eq(1), h_index.eq(0)]
+            m.d.sync += [offset.eq(0), in_header.eq(1), h_index.eq(0)]
         out = data_out.payload
         m.d.comb += [out.dest.eq(tx_peer), out.control.eq(0)]
         with m.If(in_header):
@@ -796,7 +814,7 @@ class Engine(wiring.Component):
             with m.If(data_out.valid & data_out.ready):
                 m.d.sync += [p_left.eq(p_left - 1), p_last.eq(p_left == 1)]
                 with m.If(end_of_packet):
-                    m.d.sync += [remaining.eq(remaining - packet_bytes),
+                    m.d.sync += [*load_packet(rem_after, tx_packet * beat_bytes),
                                  offset.eq(offset + packet_bytes), in_header.eq(1)]
                     with m.If(packer.beats.payload.last):
                         m.d.sync += tx_busy.eq(0)
