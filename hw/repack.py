@@ -483,9 +483,12 @@ class RepackUnit(wiring.Component):
             held_if_post.eq(ev_held + 1 - ev_pop),
             held_if_not.eq(ev_held - ev_pop),
         ]
+        # ev_free leaves this cycle's pop out (the pop is the control tree's ready, from its
+        # state, in another block): it may say full a cycle after an entry was freed, never
+        # free when full.
         m.d.sync += [
             ev_held.eq(Mux(ev_post, held_if_post, held_if_not)),
-            ev_free.eq(Mux(ev_post, held_if_post < EV_DEPTH, held_if_not < EV_DEPTH)),
+            ev_free.eq(Mux(ev_post, ev_held + 1 < EV_DEPTH, ev_held < EV_DEPTH)),
         ]
 
         def post(kind, rank, tag, code):
