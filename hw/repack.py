@@ -977,39 +977,8 @@ class RepackUnit(wiring.Component):
 
         with m.FSM(name="unit"):
             with m.State("IDLE"):
-                cfg_in = v.cfg_in
-                m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free)]
-                p = cfg_in.payload.cfg
-                with m.If(cfg_in.valid & cfg_in.ready):
-                    m.d.sync += c.eq(p)
-                    with m.If(cfg_in.payload.bad):
-                        m.d.comb += count(RepackError.BAD_CONFIG, False)
-                        m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.BAD_CONFIG)
-                    with m.Elif(cfg_in.payload.too_big):
-                        # Ref: issue 5: a sub-matrix that does not fit is refused when it is
-                        # configured, never overflowed.
-                        m.d.comb += count(RepackError.CAPACITY, False)
-                        m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
-                    with m.Else():
-                        m.d.sync += [
-                            tb_last.eq((p.dv - 1) >> LE),
-                            # (dv - 1) % E + 1 valid entries in the last table beat.
-                            tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
-                            received.eq(0),
-                            arrived.eq(0),
-                            failed.eq(0),
-                            fail_code.eq(RepackError.OK),
-                            room_bytes.eq(p.total_bytes),
-                            tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
-                            dv_last.eq(p.dv - 1),
-                            # (dh - 1) % NB + 1 valid entries in the last output table beat.
-                            tbo_mask.eq((Const(2, NB + 1) <<
-                                         (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
-                            alloc_row.eq(0),
-                            idle_left.eq(p.timeout),
-                            idle_out.eq(0),
-                        ]
-                        m.next = "COLLECT"
+                share(v, locals())
+                self._configure(m, v)
 
             with m.State("COLLECT"):
                 m.d.comb += st_collect.eq(1)
@@ -1077,6 +1046,52 @@ class RepackUnit(wiring.Component):
                 with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
                     m.next = "IDLE"
+
+    def _configure(self, m, v):
+        """IDLE state: take a configuration; refuse it (BAD_CONFIG, CAPACITY, checked as it
+        entered the cfg slice) with a DONE event, or set up the sub-matrix and collect."""
+        (
+            E, LE, NB, G, c, st_idle, ev_free, count, post, tb_last, tb_mask, received, arrived,
+            failed, fail_code, room_bytes, tbo_last, dv_last, tbo_mask, alloc_row, idle_left,
+            idle_out,
+        ) = (getattr(v, name) for name in (
+            "E", "LE", "NB", "G", "c", "st_idle", "ev_free", "count", "post", "tb_last", "tb_mask",
+            "received", "arrived", "failed", "fail_code", "room_bytes", "tbo_last", "dv_last",
+            "tbo_mask", "alloc_row", "idle_left", "idle_out",
+        ))
+        cfg_in = v.cfg_in
+        m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free)]
+        p = cfg_in.payload.cfg
+        with m.If(cfg_in.valid & cfg_in.ready):
+            m.d.sync += c.eq(p)
+            with m.If(cfg_in.payload.bad):
+                m.d.comb += count(RepackError.BAD_CONFIG, False)
+                m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.BAD_CONFIG)
+            with m.Elif(cfg_in.payload.too_big):
+                # Ref: issue 5: a sub-matrix that does not fit is refused when it is
+                # configured, never overflowed.
+                m.d.comb += count(RepackError.CAPACITY, False)
+                m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
+            with m.Else():
+                m.d.sync += [
+                    tb_last.eq((p.dv - 1) >> LE),
+                    # (dv - 1) % E + 1 valid entries in the last table beat.
+                    tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
+                    received.eq(0),
+                    arrived.eq(0),
+                    failed.eq(0),
+                    fail_code.eq(RepackError.OK),
+                    room_bytes.eq(p.total_bytes),
+                    tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
+                    dv_last.eq(p.dv - 1),
+                    # (dh - 1) % NB + 1 valid entries in the last output table beat.
+                    tbo_mask.eq((Const(2, NB + 1) <<
+                                 (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
+                    alloc_row.eq(0),
+                    idle_left.eq(p.timeout),
+                    idle_out.eq(0),
+                ]
+                m.next = "COLLECT"
 
     def _table_beat(self, m, v):
         """TABLE state: issue one output table beat; note empty blocks and the last one that
