@@ -53,7 +53,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .skid import SkidBuffer
+from .skid import CheckedSlice, SkidBuffer
 
 
 __all__ = [
@@ -585,31 +585,50 @@ def _unpacker_control_layout(data_width, row_bits):
     })
 
 
+def _placed_chunk_layout(data_width, row_bits):
+    """A chunk of :class:`RowUnpacker` with its place in the message worked out on the way
+    into the chunk buffer, so that the plan compares nothing wider than a beat's byte count:
+
+    - ``rot``: the rotation of the row, ``(position - lo) mod W``, ``position`` the
+      message's byte offset of the chunk's first byte, modulo ``W``;
+    - ``mask``: lanes ``lo .. lo+n-1``;
+    - ``below``: lanes below ``position``, whose bytes come from the beat after the one the
+      chunk starts in;
+    - ``cross``: the chunk runs on into that next beat (``position + n > W``);
+    - ``tail``: where the chunk ends in the beat it ends in, ``1 .. W``.
+    """
+    lanes = data_width // 8
+    return data.StructLayout({
+        "row": row_bits,
+        "last": 1,
+        "rot": _lane_bits(data_width),
+        "mask": lanes,
+        "below": lanes,
+        "tail": _lane_bits(data_width) + 1,
+        "cross": 1,
+    })
+
+
 class _UnpackerState:
     """The registers the parts of :class:`RowUnpacker` share (a namespace, no logic)."""
 
-    def __init__(self, width, lanes, lane_bits):
+    def __init__(self, width, lanes):
         slots = range(_UNPACKER_SLOTS)
         self.slot_data = [Signal(width, name=f"slot{k}_data", reset_less=True) for k in slots]
         # The beats' byte counts and last flags, oldest first (a shift register, so the
-        # plan reads them without a multiplexer): bytes a chunk may use, its count if the
-        # beat is a message's last, else a full beat.
+        # plan reads them without a multiplexer): ``W`` for a beat that is not a message's
+        # last, its ``keep`` count for one that is.
         self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
         self.last = [Signal(name=f"beat{k}_last") for k in slots]
-        self.full = [Signal(name=f"beat{k}_full") for k in slots]     # lim == W
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
         self.pops = Signal(range(3))                      # beats done with this cycle
-        # The plan's view of B0 and B1: how many of them it has taken in (a beat joins the
-        # view the cycle after it is in its slot), and the bytes left from the read position
-        # to the end of B0 and to the end of B1.  Kept up to date by subtractions and
-        # additions of registers, so a chunk is judged by comparing its ``n`` with them.
-        self.seen = Signal(range(3))
-        self.room0 = Signal(range(lanes + 1))
-        self.room1 = Signal(range(2 * lanes + 1))
-        self.pos = Signal(lane_bits)                      # read position in B0, mod W
-        self.below = Signal(lanes)                        # lanes below ``pos``, decoded
+        # B0 is a message's last beat whose bytes are all used, kept until the message's
+        # last chunk so that a chunk with no bytes left finds the message ended.
+        self.spent = Signal()
+        self.taken = Signal()                             # a beat goes into a slot
+        self.lim_in = Signal(range(lanes + 1))            # its byte count
 
 
 class RowUnpacker(wiring.Component):
@@ -718,10 +737,15 @@ class RowUnpacker(wiring.Component):
         m = Module()
         width = self._data_width
         lanes = width // 8
-        lane_bits = _lane_bits(width)
-        state = _UnpackerState(width, lanes, lane_bits)
-        m.submodules.chunk_in = chunk_in = SkidBuffer(self.chunks.payload.shape())
-        wiring.connect(m, wiring.flipped(self.chunks), chunk_in.i)
+        state = _UnpackerState(width, lanes)
+        placed = _placed_chunk_layout(width, self._row_bits)
+        # Chunks: placed on the way into a skid buffer, then a slice that keeps beside its
+        # chunk the compares of the chunk's tail with B0's and B1's byte counts, worked out
+        # a cycle ahead for the chunk and the beats it will see (see _tail_checks).
+        m.submodules.chunk_in = chunk_in = SkidBuffer(placed)
+        m.submodules.chunk_head = chunk_head = CheckedSlice(placed, checks=4)
+        wiring.connect(m, chunk_in.o, chunk_head.i)
+        self._place(m, chunk_in.i)
 
         # Every stage but the beat slots moves when the output register is free.
         advance = ~self.rows.valid | self.rows.ready
@@ -732,9 +756,10 @@ class RowUnpacker(wiring.Component):
 
         self._slots(m, state)
         with m.If(advance):
-            self._plan(m, state, chunk_in.o, control, overrun_now, underrun_now)
-            m.d.sync += picked.eq(self._pick(state))
-        stages = _rotation_stages(lane_bits)
+            self._plan(m, state, chunk_head, control, overrun_now, underrun_now)
+            m.d.sync += picked.eq(self._pick(state, chunk_head.o.payload.below))
+        self._tail_checks(m, state, chunk_head)
+        stages = _rotation_stages(_lane_bits(width))
         rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
         with m.If(advance):
             self._output(m, rotated, control, stages[-1])
@@ -746,6 +771,33 @@ class RowUnpacker(wiring.Component):
         with m.If(underrun_now):
             m.d.sync += self.underrun.eq(1)
         return m
+
+    def _place(self, m, placed):
+        """Chunks into the chunk buffer with their place in the message: the message's byte
+        offset modulo ``W`` is a register that every chunk moves on by its ``n`` (back to
+        zero after a message's last chunk), which holds because every beat but a message's
+        last is full.  Nothing here waits on the beats."""
+        lanes = self._data_width // 8
+        lane_bits = _lane_bits(self._data_width)
+        chunk = self.chunks.payload
+        position = Signal(lane_bits)
+        end = Signal(lane_bits + 1)
+        m.d.comb += end.eq(position + chunk.n)
+        cross = end[lane_bits] & (end[:lane_bits] != 0)
+        m.d.comb += [
+            placed.valid.eq(self.chunks.valid),
+            self.chunks.ready.eq(placed.ready),
+            placed.payload.row.eq(chunk.row),
+            placed.payload.last.eq(chunk.last),
+            placed.payload.rot.eq(position - chunk.lo),
+            placed.payload.mask.eq(_lanes_below(chunk.lo + chunk.n, lanes)
+                                   & ~_lanes_below(chunk.lo, lanes)),
+            placed.payload.below.eq(_lanes_below(position, lanes)),
+            placed.payload.tail.eq(Mux(cross, end[:lane_bits], end)),
+            placed.payload.cross.eq(cross),
+        ]
+        with m.If(self.chunks.valid & placed.ready):
+            m.d.sync += position.eq(Mux(chunk.last, 0, end[:lane_bits]))
 
     def _slots(self, m, s):
         """Beats into the slots, whenever one is free; ``s.pops`` frees the oldest."""
@@ -759,12 +811,15 @@ class RowUnpacker(wiring.Component):
                 with m.If(s.tail == k):
                     m.d.sync += s.slot_data[k].eq(beat.data)
             m.d.sync += s.tail.eq(s.tail + 1)
-        m.d.sync += [s.used.eq(s.used + taken - s.pops), s.head.eq(s.head + s.pops)]
+        # The count after each number of beats that may go, chosen by ``pops`` last.
+        m.d.sync += [s.used.eq(Array(s.used + taken - p for p in range(3))[s.pops]),
+                     s.head.eq(s.head + s.pops)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
-        lim_in = Signal.like(s.lim[0])
-        m.d.comb += lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes))
-        fields = (s.lim, s.last, s.full)
-        arriving = (lim_in, beat.last, ~beat.last | beat.keep[-1])
+        lim_in = s.lim_in
+        m.d.comb += [lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes)),
+                     s.taken.eq(taken)]
+        fields = (s.lim, s.last)
+        arriving = (lim_in, beat.last)
         for k in range(_UNPACKER_SLOTS):
             # For each number of beats that may go, the entry's next value; ``pops`` (from
             # the plan's decision) chooses last.  A new beat lands at ``used - pops``.
@@ -776,67 +831,62 @@ class RowUnpacker(wiring.Component):
             m.d.sync += [f[k].eq(Array(a[i] for a in after)[s.pops])
                          for i, f in enumerate(fields)]
 
-    def _pick(self, s):
-        """The chunk's bytes in stream order: lanes at and above the position from the oldest
-        beat, lanes below it from the next one.  A 4:1 choice per lane, by registers only."""
+    def _pick(self, s, below):
+        """The chunk's bytes in stream order: lanes at and above its position from the
+        oldest beat, lanes below it from the next one.  A 4:1 choice per lane, by registers
+        only."""
         lanes = self._data_width // 8
         after = (s.head + 1)[:len(s.head)]
         picked = []
         for lane in range(lanes):
-            slot = Mux(s.below[lane], after, s.head)
+            slot = Mux(below[lane], after, s.head)
             choices = [d[8 * lane:8 * (lane + 1)] for d in s.slot_data]
             picked.append(Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
                               Mux(slot[0], choices[1], choices[0])))
         return Cat(*picked)
 
-    def _plan(self, m, s, chunk_in, control, overrun_now, underrun_now):
-        """Stage 1: what the chunk at the head of the skid buffer does, and its control word.
+    def _plan(self, m, s, chunk_head, control, overrun_now, underrun_now):
+        """Stage 1: what the chunk at the head of the chunk buffer does, and its control word.
         Runs only in cycles the pipeline advances."""
-        lanes = self._data_width // 8
+        chunk_in = chunk_head.o
         chunk = chunk_in.payload
-        last0, last1 = s.last[0], s.last[1]
-        have0 = s.seen != 0
-        have1 = s.seen == 2
+        lim0, lim1, last0, last1 = s.lim[0], s.lim[1], s.last[0], s.last[1]
+        have0 = s.used != 0
+        have1 = s.used[1:] != 0
 
         dropping = Signal()           # the rest of a message's beats are dropped ...
         extra = Signal()              # ... and they are extra bytes (overrun)
         skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
 
-        # The chunk lies in B0, or runs on into B1, which then belongs to the same message
-        # because B0 is full and not last.
-        in_head = have0 & (chunk.n <= s.room0)
-        across = have0 & ~last0 & have1 & ~in_head & (chunk.n <= s.room1)
-        ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in view
+        # The chunk's end against the byte count of the beat it ends in (B0, or B1 when it
+        # crosses), from flops.
+        fits_b0, ends_b0, fits_b1, ends_b1 = chunk_head.o_blocked
+        # A chunk that crosses needs B0 full and not the message's last, and B1 in a slot.
+        fits = have0 & Mux(chunk.cross, ~last0 & have1 & (~last1 | fits_b1),
+                           ~s.spent & (~last0 | fits_b0))
+        ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in a slot
         normal = chunk_in.valid & ~dropping & ~skipping
-        serve = normal & (in_head | across)
-        short = normal & ~(in_head | across) & ended
+        serve = normal & fits
+        short = normal & ~fits & ended
         skip = chunk_in.valid & skipping
-        # The chunk uses B0 up exactly; with ``last`` it ends the message exactly.
-        fills0 = in_head & (chunk.n == s.room0)
-        exact = chunk.last & ((fills0 & last0) | (across & last1 & (chunk.n == s.room1)))
         m.d.comb += chunk_in.ready.eq(serve | short | skip)
-
-        # One case per way the view can change, each loading values computed from registers
-        # and ``n`` alone: the comparisons above only choose.
+        # The chunk ends the message's bytes exactly.
+        exact = chunk.last & Mux(chunk.cross, last1 & ends_b1, last0 & ends_b0)
+        # Where the chunk leaves the beat it ends in: used up (it goes, unless it is the
+        # message's last and the message has chunks to come), or spent (it stays).
+        ends_at = Mux(chunk.cross, last1 & ends_b1, last0 & ends_b0)
+        ended_beat_last = Mux(chunk.cross, last1, last0)
+        goes = Mux(ended_beat_last, chunk.last & ends_at, chunk.tail[-1])
         drop_beat = dropping & have0
-        with m.If(drop_beat):
-            m.d.comb += overrun_now.eq(extra & (s.room0 != 0))
+
+        with m.If(serve):
+            m.d.comb += s.pops.eq(chunk.cross + goes)
+            m.d.sync += s.spent.eq(ended_beat_last & ends_at & ~chunk.last)
+        with m.Elif(drop_beat):
+            m.d.comb += [s.pops.eq(1), overrun_now.eq(extra & (lim0 != 0))]
+            m.d.sync += s.spent.eq(0)
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
-        # A tree of choices with the comparisons (the late signals) nearest the registers.
-        # An exhausted B0 that is the message's last stays, until the message's last chunk
-        # or a chunk that does not fit.
-        restart1 = self._restart_view(s, pops=1)
-        in_head_view = _choose(fills0 & (~last0 | chunk.last), restart1,
-                               self._step_view(s, pops=0, step=chunk.n))
-        across_view = _choose(chunk.last & last1 & (chunk.n == s.room1),
-                              self._restart_view(s, pops=2),
-                              self._step_view(s, pops=1, step=chunk.n))
-        idle_view = _choose(drop_beat, restart1, self._step_view(s, pops=0, step=0))
-        view = _choose(normal & in_head, in_head_view,
-                       _choose(normal & across, across_view, idle_view))
-        m.d.comb += s.pops.eq(view.pop("pops"))
-        m.d.sync += [getattr(s, name).eq(value) for name, value in view.items()]
 
         with m.If(serve & chunk.last & ~exact):
             m.d.sync += [dropping.eq(1), extra.eq(1)]
@@ -847,66 +897,40 @@ class RowUnpacker(wiring.Component):
             m.d.sync += skipping.eq(0)
 
         # The row: served, or the mask-zero row of a dropped message's last chunk.
-        upto = _lanes_below(chunk.lo + chunk.n, lanes)
         m.d.sync += [
             control.valid.eq(serve | ((short | skip) & chunk.last)),
-            control.rot.eq(s.pos - chunk.lo),
-            control.mask.eq(Mux(serve, upto & ~_lanes_below(chunk.lo, lanes), 0)),
+            control.rot.eq(chunk.rot),
+            control.mask.eq(Mux(serve, chunk.mask, 0)),
             control.row.eq(chunk.row),
             control.last.eq(chunk.last),
         ]
 
-    def _restart_view(self, s, *, pops):
-        """The view after ``pops`` beats go, read from the start of the beat after them (the
-        registers' next values, by name)."""
-        lim = s.lim
-        after = s.used - pops         # beats in the slots from the new B0 on
-        return {
-            "pops": pops,
-            "seen": Mux(after >= 2, 2, after),
-            "pos": 0,
-            "below": 0,
-            "room0": lim[pops],
-            "room1": lim[pops] + lim[pops + 1],
-        }
+    def _tail_checks(self, m, s, chunk_head):
+        """The compares the plan needs, for the next cycle: the tail of the chunk the head
+        slice will hold (the one it keeps, or the one arriving) against the byte counts B0
+        and B1 will have.  Every compare is of registers or of the incoming beat's count,
+        computed for each number of beats that may go and each place a new beat may land;
+        the plan's ``pops`` only chooses among the results, the way it chooses the slots'
+        next contents."""
+        lims = s.lim + [None]
 
-    def _step_view(self, s, *, pops, step):
-        """The view after the read position moves on by ``step`` bytes, within B0
-        (``pops=0``) or into B1 (``pops=1``, B0 goes).  A beat that is in its slot but
-        not yet in view joins it, at the end of what is in view.
+        def checks(tail):
+            compares = {j: (tail <= lim, tail == lim)
+                        for j, lim in enumerate(s.lim)}
+            compares["in"] = (tail <= s.lim_in, tail == s.lim_in)
+            choices = []
+            for p in range(3):
+                result = []
+                for b in (0, 1):              # B0 and B1 after ``p`` beats go
+                    j = b + p
+                    lands = s.taken & (s.used == j)
+                    kept = compares[j] if lims[j] is not None else (Const(0), Const(0))
+                    result += [Mux(lands, new, old) for new, old in zip(compares["in"], kept)]
+                choices.append(Cat(*result))
+            return Array(choices)[s.pops]
 
-        Every value loaded is a register, or a register minus ``step``, or a sum of two
-        registers: the comparisons that chose this case are the only logic before the final
-        choice.  A beat joining as the read position moves would need a register plus its
-        count minus ``step``: a full beat adds ``W``, which only touches the top bits, but a
-        message's partial last beat waits for a cycle without a step (one per message at
-        most, and only when it arrives late)."""
-        lanes = self._data_width // 8
-        lim, full = s.lim, s.full
-        after = s.used - pops
-        pos = (s.pos + step)[:len(s.pos)]
-        if isinstance(step, int) and step == 0:
-            room0 = Mux(s.seen != 0, s.room0, lim[0])
-            room1 = Mux(s.seen == 2, s.room1,
-                        Mux(s.seen == 1, s.room0 + lim[1], lim[0] + lim[1]))
-            waits = 0
-        elif pops:
-            room0 = s.room1 - step
-            room1 = _plus_lanes(s.room1, lanes) - step
-            # The beat that would join as B1 is a partial one: it stays out of view.
-            waits = ~full[2]
-        else:
-            room0 = s.room0 - step
-            room1 = Mux(s.seen == 2, s.room1, _plus_lanes(s.room0, lanes)) - step
-            waits = (s.seen != 2) & ~full[1]
-        return {
-            "pops": pops,
-            "seen": Mux(after >= 2, Mux(waits, 1, 2), after),
-            "pos": pos,
-            "below": _lanes_below(pos, lanes),
-            "room0": room0,
-            "room1": room1,
-        }
+        m.d.comb += [chunk_head.block_new.eq(checks(chunk_head.i.payload.tail)),
+                     chunk_head.block_held.eq(checks(chunk_head.o.payload.tail))]
 
     def _output(self, m, rotated, control, stage):
         """Last stage: the last bit of the rotation and the lane mask, into the output

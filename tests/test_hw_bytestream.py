@@ -480,10 +480,9 @@ def test_unpacker_throughput(dst):
 
     async def chunks_in(ctx):
         for k, chunk in enumerate(chunks):
-            # The chunk input is a skid buffer: the first two chunks are taken at once, the
-            # third once the first beat has joined the plan's view (cycle 3), then one per
-            # clock.
-            assert await offer(ctx, dut.chunks, chunk) == (2 if k == 2 else 1), k
+            # The chunk input is a skid buffer and a slice: the first three chunks are taken
+            # at once, the rest one per clock as they are planned.
+            assert await offer(ctx, dut.chunks, chunk) == 1, k
 
     async def main(ctx):
         while len(got) < len(chunks):
@@ -494,10 +493,10 @@ def test_unpacker_throughput(dst):
     expected, _, _ = reference_unpack([(payload, chunks)])
     assert [row for _, row in got] == expected
     cycles = [cycle for cycle, _ in got]
-    # Beat 1 and chunk 1 are taken in cycle 1; the beat is in its slot in cycle 2 and in the
-    # plan's view in cycle 3, where the chunk is planned; its row passes the plan's
-    # register, two rotator stages and the output register (the last rotator stage) and is
-    # taken in cycle 7, one per cycle on.
+    # Beat 1 and chunk 1 are taken in cycle 1; the beat is in its slot in cycle 2, the chunk
+    # in the head slice (after the skid buffer) in cycle 3, where it is planned; its row
+    # passes the plan's register, two rotator stages and the output register (the last
+    # rotator stage) and is taken in cycle 7, one per cycle on.
     assert cycles == list(range(7, 7 + len(chunks))), cycles
 
 
