@@ -850,7 +850,7 @@ class RowUnpacker(wiring.Component):
         Runs only in cycles the pipeline advances."""
         chunk_in = chunk_head.o
         chunk = chunk_in.payload
-        lim0, lim1, last0, last1 = s.lim[0], s.lim[1], s.last[0], s.last[1]
+        lim0, last0, last1 = s.lim[0], s.last[0], s.last[1]
         have0 = s.used != 0
         have1 = s.used[1:] != 0
 
