@@ -628,7 +628,7 @@ class _UnpackerState:
         # last chunk so that a chunk with no bytes left finds the message ended.
         self.spent = Signal()
         self.taken = Signal()                             # a beat goes into a slot
-        self.lim_in = Signal(range(lanes + 1))            # its byte count
+        self.lim_in = Signal(range(lanes + 1))            # its byte count (a register)
 
 
 class RowUnpacker(wiring.Component):
@@ -742,10 +742,14 @@ class RowUnpacker(wiring.Component):
         # Chunks: placed on the way into a skid buffer, then a slice that keeps beside its
         # chunk the compares of the chunk's tail with B0's and B1's byte counts, worked out
         # a cycle ahead for the chunk and the beats it will see (see _tail_checks).
-        m.submodules.chunk_in = chunk_in = SkidBuffer(placed)
+        m.submodules.chunk_in = chunk_in = SkidBuffer(data.StructLayout({
+            "chunk": self.chunks.payload.shape(),
+            "position": _lane_bits(width),
+            "tail": _lane_bits(width) + 1,
+            "cross": 1,
+        }))
         m.submodules.chunk_head = chunk_head = CheckedSlice(placed, checks=4)
-        wiring.connect(m, chunk_in.o, chunk_head.i)
-        self._place(m, chunk_in.i)
+        self._place(m, chunk_in, chunk_head.i)
 
         # Every stage but the beat slots moves when the output register is free.
         advance = ~self.rows.valid | self.rows.ready
@@ -772,54 +776,75 @@ class RowUnpacker(wiring.Component):
             m.d.sync += self.underrun.eq(1)
         return m
 
-    def _place(self, m, placed):
-        """Chunks into the chunk buffer with their place in the message: the message's byte
-        offset modulo ``W`` is a register that every chunk moves on by its ``n`` (back to
-        zero after a message's last chunk), which holds because every beat but a message's
-        last is full.  Nothing here waits on the beats."""
+    def _place(self, m, chunk_in, placed):
+        """Chunks through the chunk buffer with their place in the message: the message's
+        byte offset modulo ``W`` is a register that every chunk moves on by its ``n`` (back
+        to zero after a message's last chunk), which holds because every beat but a
+        message's last is full.  Nothing here waits on the beats.  The buffer keeps the
+        chunk's offset, tail and crossing; the lane masks and the rotation are decoded from
+        its registers on the way into the head slice."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         chunk = self.chunks.payload
-        position = Signal(lane_bits)
+        position = Signal(lane_bits)          # the offset of the next chunk
         end = Signal(lane_bits + 1)
         m.d.comb += end.eq(position + chunk.n)
         cross = end[lane_bits] & (end[:lane_bits] != 0)
+        entry = chunk_in.i.payload
         m.d.comb += [
-            placed.valid.eq(self.chunks.valid),
-            self.chunks.ready.eq(placed.ready),
-            placed.payload.row.eq(chunk.row),
-            placed.payload.last.eq(chunk.last),
-            placed.payload.rot.eq(position - chunk.lo),
-            placed.payload.mask.eq(_lanes_below(chunk.lo + chunk.n, lanes)
-                                   & ~_lanes_below(chunk.lo, lanes)),
-            placed.payload.below.eq(_lanes_below(position, lanes)),
-            placed.payload.tail.eq(Mux(cross, end[:lane_bits], end)),
-            placed.payload.cross.eq(cross),
+            chunk_in.i.valid.eq(self.chunks.valid),
+            self.chunks.ready.eq(chunk_in.i.ready),
+            entry.chunk.eq(chunk),
+            entry.position.eq(position),
+            entry.tail.eq(Mux(cross, end[:lane_bits], end)),
+            entry.cross.eq(cross),
         ]
-        with m.If(self.chunks.valid & placed.ready):
+        with m.If(self.chunks.valid & chunk_in.i.ready):
             m.d.sync += position.eq(Mux(chunk.last, 0, end[:lane_bits]))
 
+        held = chunk_in.o.payload
+        m.d.comb += [
+            placed.valid.eq(chunk_in.o.valid),
+            chunk_in.o.ready.eq(placed.ready),
+            placed.payload.row.eq(held.chunk.row),
+            placed.payload.last.eq(held.chunk.last),
+            placed.payload.rot.eq(held.position - held.chunk.lo),
+            placed.payload.mask.eq(_lanes_below(held.chunk.lo + held.chunk.n, lanes)
+                                   & ~_lanes_below(held.chunk.lo, lanes)),
+            placed.payload.below.eq(_lanes_below(held.position, lanes)),
+            placed.payload.tail.eq(held.tail),
+            placed.payload.cross.eq(held.cross),
+        ]
+
     def _slots(self, m, s):
-        """Beats into the slots, whenever one is free; ``s.pops`` frees the oldest."""
+        """Beats into the slots through an input register (which counts the beat's bytes),
+        whenever a slot is free; ``s.pops`` frees the oldest."""
         lanes = self._data_width // 8
         beat = self.beats.payload
+        held_data = Signal(self._data_width, reset_less=True)
+        held_last = Signal()
+        held_valid = Signal()
+        free = s.used != _UNPACKER_SLOTS
+        taken = held_valid & free
         # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
-        m.d.comb += self.beats.ready.eq(s.used != _UNPACKER_SLOTS)
-        taken = self.beats.valid & self.beats.ready
+        m.d.comb += [self.beats.ready.eq(~held_valid | free), s.taken.eq(taken)]
+        with m.If(self.beats.valid & self.beats.ready):
+            m.d.sync += [held_data.eq(beat.data), held_last.eq(beat.last), held_valid.eq(1),
+                         s.lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes))]
+        with m.Elif(taken):
+            m.d.sync += held_valid.eq(0)
         with m.If(taken):
             for k in range(_UNPACKER_SLOTS):
                 with m.If(s.tail == k):
-                    m.d.sync += s.slot_data[k].eq(beat.data)
+                    m.d.sync += s.slot_data[k].eq(held_data)
             m.d.sync += s.tail.eq(s.tail + 1)
         # The count after each number of beats that may go, chosen by ``pops`` last.
         m.d.sync += [s.used.eq(Array(s.used + taken - p for p in range(3))[s.pops]),
                      s.head.eq(s.head + s.pops)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = s.lim_in
-        m.d.comb += [lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes)),
-                     s.taken.eq(taken)]
         fields = (s.lim, s.last)
-        arriving = (lim_in, beat.last)
+        arriving = (lim_in, held_last)
         for k in range(_UNPACKER_SLOTS):
             # For each number of beats that may go, the entry's next value; ``pops`` (from
             # the plan's decision) chooses last.  A new beat lands at ``used - pops``.

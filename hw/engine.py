@@ -561,6 +561,8 @@ class Engine(wiring.Component):
         cts_tags = Memory(shape=16, depth=self._max_nodes, init=[])
         m.submodules.cts_tags = cts_tags
         cts_wr = cts_tags.write_port()
+        # Read at the peer a send starts with (the tag it must match is checked as the send
+        # starts, see _tx_wait).
         cts_rd = cts_tags.read_port(domain="comb")
         # Which node a clear-to-send arrives from, and which one the sender takes.
         peer_bits = max(1, (self._max_nodes - 1).bit_length())
@@ -648,10 +650,11 @@ class Engine(wiring.Component):
     def _tx_wait(self, m, v):
         """The transmit half's start and its wait for the clear-to-send."""
         (
-            cts_rd, tx_peer, tx_busy, agg_tx_start, cur, agg_tag, agg_length, agg_unit, agg_slot,
+            cts_rd, cts_wr, tx_peer, tx_busy, agg_tx_start, cur, agg_tag, agg_length, agg_unit, agg_slot,
             beat_bytes, tx_start, cts_valid, peer_bits, any_error, raise_error, cts_take_valid, tx_walker,
         ) = (getattr(v, name) for name in (
-            "cts_rd", "tx_peer", "tx_busy", "agg_tx_start", "cur", "agg_tag", "agg_length", "agg_unit",
+            "cts_rd", "cts_wr", "tx_peer", "tx_busy", "agg_tx_start", "cur", "agg_tag", "agg_length",
+            "agg_unit",
             "agg_slot", "beat_bytes", "tx_start", "cts_valid", "peer_bits", "any_error", "raise_error",
             "cts_take_valid", "tx_walker",
         ))
@@ -664,7 +667,18 @@ class Engine(wiring.Component):
         tx_walk = Signal()              # the walker has not taken the region yet
         tx_repack = Signal()            # the message goes to a repack unit
         tx_unit = Signal(8)
-        m.d.comb += cts_rd.addr.eq(tx_peer)
+        # Whether the table's tag for tx_peer matches tx_tag, kept in a flop: computed as a
+        # send starts (from the table read at its peer), and again whenever a clear-to-send
+        # writes that peer's entry (from the written tag), so it is current in every cycle
+        # the wait below reads it, and no table read sits in front of the wait's decision.
+        tag_ok = Signal()
+        table_bits = len(cts_wr.addr)
+        m.d.comb += cts_rd.addr.eq(cur.send_to)
+        with m.If(tx_start):
+            written = cts_wr.en & (cts_wr.addr == cur.send_to[:table_bits])
+            m.d.sync += tag_ok.eq(Mux(written, cts_wr.data, cts_rd.data) == cur.send_tag)
+        with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
+            m.d.sync += tag_ok.eq(cts_wr.data == tx_tag)
         with m.If(self.clear):
             m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
         with m.Elif(agg_tx_start):
@@ -681,7 +695,7 @@ class Engine(wiring.Component):
                                           cur.packet_beats))]
         peer_ready = cts_valid.bit_select(tx_peer[:peer_bits], 1)
         with m.If(tx_wait & peer_ready & ~any_error):
-            with m.If(cts_rd.data != tx_tag):
+            with m.If(~tag_ok):
                 m.d.comb += raise_error.protocol.eq(1)
             with m.Else():
                 m.d.comb += cts_take_valid.eq(1)

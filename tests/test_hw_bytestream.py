@@ -710,21 +710,23 @@ def test_packer_rate_any_alignment():
 
 
 def test_unpacker_buffers_next_message():
-    """Beats are taken into the four slots before any chunk arrives, across a message
-    boundary; the chunks then run one per clock."""
+    """Beats are taken into the four slots and the input register before any chunk
+    arrives, across a message boundary; the chunks then run one per clock."""
     data_width, lanes = 64, 8
     rng = random.Random(61)
     first, second = rng.randbytes(2 * lanes), rng.randbytes(2 * lanes)
     beats = pack_beats(first, lanes) + pack_beats(second, lanes)
     chunks = reference_chunks(region(3, 2 * lanes), lanes) + \
         reference_chunks(region(100, 2 * lanes, 5, 7), lanes)
+    # The first beat of a third message, whose chunks never come.
+    extra = pack_beats(rng.randbytes(lanes), lanes)[0]
     dut = RowUnpacker(data_width)
     got = []
 
     async def main(ctx):
-        for k, beat in enumerate(beats):
+        for k, beat in enumerate(beats + [extra]):
             assert await offer(ctx, dut.beats, beat) == 1, k
-        # All four beats are in; a fifth would wait.
+        # Four beats fill the slots and a fifth the input register; a sixth would wait.
         ctx.set(dut.beats.valid, 1)
         assert not ctx.get(dut.beats.ready)
         ctx.set(dut.beats.valid, 0)
