@@ -357,7 +357,11 @@ class Engine(wiring.Component):
         m.submodules.tx_arbiter = arbiter = reset(PacketArbiter(2, width))
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         wiring.connect(m, clear_tx.packets, arbiter.i_0)     # clear-to-send first
-        data_out = arbiter.i_1
+        # The packetizer's beats reach the arbiter through a slice: the arbiter's grant
+        # (from both inputs' valid) would otherwise chain into the packer's ready.
+        m.submodules.tx_data = tx_data = reset(SkidBuffer(arbiter.i_1.payload.shape()))
+        wiring.connect(m, tx_data.o, arbiter.i_1)
+        data_out = tx_data.i
         share(v, locals())
 
     def _outside(self, row):
