@@ -679,31 +679,33 @@ class RowUnpacker(wiring.Component):
       with ``mask`` zero and ``last`` set, so that a consumer counting messages by ``last``
       stays in step.
 
-    Beats wait in four slots, which may hold the start of the next message; a chunk's bytes
-    lie in the two oldest, B0 and B1.  The chunk input goes through a
-    :class:`~nicoll.hw.skid.SkidBuffer`; register stages follow it:
+    Beats pass an input register, which counts a last beat's bytes, into four slots,
+    which may hold the start of the next message; a chunk's bytes lie in the two oldest,
+    B0 and B1.  Chunks are *placed* on the way into a :class:`~nicoll.hw.skid.SkidBuffer`:
+    the message's byte offset modulo ``W`` is a register every chunk moves on by its ``n``
+    (every beat but a message's last is full), so each chunk carries where it starts in B0,
+    whether it runs on into B1 and where it ends.  From the buffer's registers the lane
+    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedSlice`, which
+    keeps beside the chunk the compares of its end with B0's and B1's byte counts, made a
+    cycle ahead for the chunk and the beats the plan will see.  Register stages follow:
 
-    1. *Plan*: the chunk's ``n`` compared with two registers, the bytes left from the read
-       position to the end of B0 and to the end of B1, and the ``last`` flags of B0 and B1
-       decide whether the chunk is served, dropped or waits and how many beats it finishes;
-       those registers are then loaded with values computed from registers and ``n`` alone.
-       The control word of the row (rotation ``position - lo``, lane mask, row, last) is
-       registered, and so are the chunk's bytes in stream order, picked lane by lane from
-       B0 (at and above the read position) or B1 (below it) by a lane mask that is itself a
-       register.
+    1. *Plan*: those compare flags, the chunk's crossing flag and the ``last`` flags of B0
+       and B1 decide whether the chunk is served, dropped or waits and how many beats it
+       finishes; no chunk size meets a running count.  The control word of the row
+       (rotation, lane mask, row, last) is registered, and so are the chunk's bytes in
+       stream order, picked lane by lane from B0 (at and above the chunk's start) or B1
+       (below it) by a lane mask the chunk carries.
     2. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
        then one bit per stage; the last stage, with the lane mask, loads the output
        register (one stage at 64 bits, two at 128, three at 256, four at 512).
 
     One chunk per clock at any alignment and chunk size, and one beat per clock when the
-    chunks consume a full beat per clock; a beat joins the plan's view the cycle after it
-    is in its slot.  A message's last beat with fewer than ``W`` bytes that arrives while
-    chunks are being served joins the view only in a cycle without a chunk, which costs at
-    most one cycle per message.  A row is offered ``1 + s`` cycles after its chunk is
-    planned, ``s`` the number of rotator stages (``3 + s`` cycles after its chunk and its
-    first beat are taken together, on an idle unit).  ``rows.valid`` and the row come from
-    flops; ``chunks.ready`` and ``beats.ready`` come from flops too (a free skid entry, a
-    free slot).  Bytes of a message being dropped go at one beat per clock.
+    chunks consume a full beat per clock; a beat joins the plan's view as it lands in its
+    slot.  A row is offered ``1 + s`` cycles after its chunk is planned, ``s`` the number
+    of rotator stages (``3 + s`` cycles after its chunk and its first beat are taken
+    together, on an idle unit).  ``rows.valid`` and the row come from flops;
+    ``chunks.ready`` and ``beats.ready`` come from flops too (a free skid entry; a free
+    input register or slot).  Bytes of a message being dropped go at one beat per clock.
     """
 
     def __init__(self, data_width, addr_width=32):
