@@ -614,15 +614,18 @@ class Engine(wiring.Component):
         agg_product = Signal(48)
         agg_addressing = Signal()
         agg_checking = Signal()
+        agg_starting = Signal()
+        agg_fits = Signal()             # the length check's result, registered
         agg_room = Signal(33)           # the most bytes a slot's message may have
         m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
-        m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking)
+        m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking
+                                     | agg_starting)
         in_aggregate = state == AGGREGATE
         pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_in_flight & ~any_error
         m.d.comb += sends_fifo.r_en.eq(pop)
         with m.If(self.clear):
             m.d.sync += [agg_addressing.eq(0), agg_reading.eq(0), agg_len_valid.eq(0),
-                         agg_checking.eq(0)]
+                         agg_checking.eq(0), agg_starting.eq(0)]
         with m.Elif(pop):
             group = sends_fifo.r_data[24:40]
             with m.If(group >= cur.send_tag):
@@ -641,10 +644,15 @@ class Engine(wiring.Component):
             m.d.sync += [agg_length.eq(self.send_rd.data[:32]), agg_len_valid.eq(0),
                          agg_checking.eq(1)]
         with m.Elif(agg_checking):
-            m.d.sync += agg_checking.eq(0)
-            # A message must be non-empty, fit its slot and travel as one packet.
-            with m.If((agg_length == 0) | (agg_length > agg_room)
-                      | (agg_length > 0xFFFF * beat_bytes)):
+            # A message must be non-empty, fit its slot and travel as one packet; the
+            # compares are registered, and the start (which loads the transmit half) reads
+            # only their flag.
+            m.d.sync += [agg_checking.eq(0), agg_starting.eq(1),
+                         agg_fits.eq((agg_length != 0) & (agg_length <= agg_room)
+                                     & (agg_length <= 0xFFFF * beat_bytes))]
+        with m.Elif(agg_starting):
+            m.d.sync += agg_starting.eq(0)
+            with m.If(~agg_fits):
                 m.d.comb += raise_error.region.eq(1)
             with m.Else():
                 m.d.comb += agg_tx_start.eq(1)

@@ -543,18 +543,35 @@ class RepackUnit(wiring.Component):
         # beat's adder tree is not in the cycle that checks it.  The sum covers every entry:
         # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
         # of the valid ones whenever it is used.
+        # The adder tree is split: a first register stage (ready from the skid buffer's
+        # flop) holds the beat with its entries summed down to two partial sums, and the
+        # last addition is made on the way into the skid buffer, so no path runs through
+        # more than two of the tree's adders.
         in_entries = length_table_layout(W)(self.i.payload.data)
+        halves = [_tree_sum(in_entries[e] for e in range(k, E, 2)) for k in range(min(2, E))]
+        pre = Signal(data.StructLayout({
+            "beat": message_beat_layout(W),
+            "half": data.ArrayLayout(LENGTH_WIDTH + LE, len(halves)),
+            "nz": E,
+        }))
+        pre_valid = Signal()
         m.submodules.in_buffer = in_skid = SkidBuffer(data.StructLayout({
             "beat": message_beat_layout(W),
             "tsum": LENGTH_WIDTH + LE,
             "nz": E,
         }))
+        m.d.comb += self.i.ready.eq(~pre_valid | in_skid.i.ready)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [pre_valid.eq(1), pre.beat.eq(self.i.payload),
+                         pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E)))]
+            m.d.sync += [pre.half[k].eq(h) for k, h in enumerate(halves)]
+        with m.Elif(in_skid.i.ready):
+            m.d.sync += pre_valid.eq(0)
         m.d.comb += [
-            in_skid.i.valid.eq(self.i.valid),
-            self.i.ready.eq(in_skid.i.ready),
-            in_skid.i.payload.beat.eq(self.i.payload),
-            in_skid.i.payload.tsum.eq(_tree_sum(in_entries[e] for e in range(E))),
-            in_skid.i.payload.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
+            in_skid.i.valid.eq(pre_valid),
+            in_skid.i.payload.beat.eq(pre.beat),
+            in_skid.i.payload.tsum.eq(_tree_sum(pre.half[k] for k in range(len(halves)))),
+            in_skid.i.payload.nz.eq(pre.nz),
         ]
 
         # A second stage registers each beat with its header compares, made against the
