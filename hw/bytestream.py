@@ -328,6 +328,11 @@ class RegionWalker(wiring.Component):
         room = Signal(range(lanes + 1))       # lanes from the cursor to the end of its row
         fits = Signal()                       # run_left <= room: the run ends in this row
         rest_zero = Signal()                  # rest == 0: the run is the region's last
+        # And for the next run: the low bits of its start, its room in its first row, and
+        # whether it is short (rest < run: the region ends inside it).
+        ahead_low = Signal(lane_bits)
+        next_room = Signal(range(lanes + 1))
+        rest_short = Signal()
 
         def room_at(address):
             # Lanes from `address` to the end of its row: a subtraction of lane_bits bits.
@@ -348,19 +353,20 @@ class RegionWalker(wiring.Component):
                              room.eq(lanes), fits.eq(_at_most(run_left, room + lanes))]
             with m.Elif(~rest_zero):
                 next_start = (run_start + stride)[:self._addr_width]
-                # Only the low bits of the next run's start set its room.
-                next_room = Signal(range(lanes + 1))
-                m.d.comb += next_room.eq(room_at(run_start[:lane_bits] + stride[:lane_bits]))
+                # Only the low bits of a run's start set its room: they are kept a run
+                # ahead, so the room and the compares below read flops.
+                following = (ahead_low + stride[:lane_bits])[:lane_bits]
                 m.d.sync += [run_start.eq(next_start), cursor.eq(next_start),
-                             room.eq(next_room)]
-                # Compare and subtract side by side rather than min() then subtract, so the
-                # two 32-bit carry chains do not follow each other.
-                with m.If(rest < run):
+                             room.eq(next_room), ahead_low.eq(following),
+                             next_room.eq(room_at(following))]
+                with m.If(rest_short):
                     m.d.sync += [run_left.eq(rest), rest.eq(0), rest_zero.eq(1),
                                  fits.eq(_at_most(rest, next_room))]
                 with m.Else():
+                    # rest - run < run, for the run after this one, is rest < 2 * run.
                     m.d.sync += [run_left.eq(run), rest.eq(rest - run),
-                                 rest_zero.eq(rest == run), fits.eq(_at_most(run, next_room))]
+                                 rest_zero.eq(rest == run), fits.eq(_at_most(run, next_room)),
+                                 rest_short.eq(rest < Cat(Const(0, 1), run))]
             with m.Else():
                 m.d.sync += self.busy.eq(0)
 
@@ -369,6 +375,7 @@ class RegionWalker(wiring.Component):
         m.d.comb += self.command.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
         with m.If(self.command.valid & self.command.ready):
             first_room = Signal(range(lanes + 1))
+            second_low = (command.offset[:lane_bits] + command.stride[:lane_bits])[:lane_bits]
             m.d.comb += first_room.eq(room_at(command.offset))
             m.d.sync += [
                 cursor.eq(command.offset),
@@ -376,6 +383,10 @@ class RegionWalker(wiring.Component):
                 stride.eq(command.stride),
                 run.eq(command.run),
                 room.eq(first_room),
+                ahead_low.eq(second_low),
+                next_room.eq(room_at(second_low)),
+                # The second run is short when length - run < run.
+                rest_short.eq(command.length < Cat(Const(0, 1), command.run)),
             ]
             with m.If(command.length == 0):
                 m.d.sync += self.busy.eq(0)
