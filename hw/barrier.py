@@ -565,11 +565,17 @@ class BarrierUnit(wiring.Component):
         s.c_cur = s.x_complete & s.x_first.any() & seq_ok
         s.c_new = Signal()              # a COMPLETE that sets a new bit
         s.d_new = Signal()              # the host's done that sets the own bit
+        # The same without the release of this cycle, for the registers a release clears
+        # anyway (_leave's assignments come later and win): the count, its flags and the
+        # time flag then do not wait for the root's decision.
+        s.c_count = Signal()
+        s.d_count = Signal()
         s.d_stale = Signal()
         m.d.comb += [
-            s.c_new.eq(s.x_complete_ok & s.inside & seq_ok & new_bit & ~s.decide),
-            s.d_new.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx
-                       & ~s.rel_now),
+            s.c_count.eq(s.x_complete_ok & s.inside & seq_ok & new_bit),
+            s.d_count.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
+            s.c_new.eq(s.c_count & ~s.decide),
+            s.d_new.eq(s.d_count & ~s.rel_now),
             # A done for another barrier, for one this node is aborted in (or in the cycle
             # the KILL comes), or in the cycle its barrier is released, never counts.
             s.d_stale.eq(s.x_done & (~done_ok | s.aborted_cur | s.kill_rx | s.rel_now)),
@@ -599,8 +605,10 @@ class BarrierUnit(wiring.Component):
         for j in range(k):
             with m.If(c_new & s.x_first[j]):
                 m.d.sync += s.done_in[j].eq(s.done_in[j] + 1)
-        one = c_new ^ d_new
-        two = c_new & d_new
+        # The increments without the release of this cycle (see _decide): a release clears
+        # `ones` and the flags below in _leave, after these assignments.
+        one = s.c_count ^ s.d_count
+        two = s.c_count & s.d_count
         # The sums are made from flops; the late increments only choose one of them.
         m.d.sync += ones.eq(Mux(two, ones + 2, Mux(one, ones + 1, ones)))
 
@@ -612,11 +620,15 @@ class BarrierUnit(wiring.Component):
                 s.ge_m[i].eq(Mux(two, ge[i + 2], Mux(one, ge[i + 1], ge[i]))),
                 s.eq_total[i].eq(Mux(two, eq[i + 2], Mux(one, eq[i + 1], eq[i]))),
             ]
-        m.d.sync += s.nonzero.eq(s.nonzero | c_new | d_new)
-        # ones reaches m (m = 0: ge_m[0] is always set, no stamp) or N in this cycle.
+        m.d.sync += s.nonzero.eq(s.nonzero | s.c_count | s.d_count)
+        # ones reaches m (m = 0: ge_m[0] is always set, no stamp) or N in this cycle.  The
+        # stamps outlive a release, so they take the gated increments.
         first = ~s.nonzero & (c_new | d_new)
-        reach_m = ~s.ge_m[0] & Mux(two, s.ge_m[2], one & s.ge_m[1])
-        reach_n = ~s.eq_total[0] & Mux(two, s.eq_total[2], one & s.eq_total[1])
+        new_one = c_new ^ d_new
+        new_two = c_new & d_new
+        reach_m = ~s.ge_m[0] & Mux(new_two, s.ge_m[2], new_one & s.ge_m[1])
+        reach_n = ~s.eq_total[0] & Mux(new_two, s.eq_total[2], new_one & s.eq_total[1])
+        counted_first = ~s.nonzero & (s.c_count | s.d_count)
 
         # Stamps of the barrier in progress, written a cycle later from a registered copy of
         # `now` (the value of the counting cycle); copied to s/mt/e when it is released.  Kept
@@ -640,7 +652,7 @@ class BarrierUnit(wiring.Component):
         m.d.sync += now_inc.eq(now + 2)         # now + 1 in the next cycle
         deadline = Signal(TIME_WIDTH + 1)
         m.d.sync += deadline.eq(Mux(s.hit.s, s.now_last, s.cur_s) + s.c_q)
-        m.d.sync += s.time_hit.eq(Mux(first, s.c_le[0],
+        m.d.sync += s.time_hit.eq(Mux(counted_first, s.c_le[0],
                                       Mux(s.hit.s, s.c_le[1],
                                           s.cur_flags.s & (now_inc >= deadline))))
 
