@@ -350,7 +350,7 @@ class RegionWalker(wiring.Component):
             with m.If(~fits):
                 # On to the next row, whose room is a whole row.
                 m.d.sync += [cursor.eq(cursor + room), run_left.eq(run_left - room),
-                             room.eq(lanes), fits.eq(_at_most(run_left, room + lanes))]
+                             room.eq(lanes)]
             with m.Elif(~rest_zero):
                 next_start = (run_start + stride)[:self._addr_width]
                 # Only the low bits of a run's start set its room: they are kept a run
@@ -360,12 +360,11 @@ class RegionWalker(wiring.Component):
                              room.eq(next_room), ahead_low.eq(following),
                              next_room.eq(room_at(following))]
                 with m.If(rest_short):
-                    m.d.sync += [run_left.eq(rest), rest.eq(0), rest_zero.eq(1),
-                                 fits.eq(_at_most(rest, next_room))]
+                    m.d.sync += [run_left.eq(rest), rest.eq(0), rest_zero.eq(1)]
                 with m.Else():
                     # rest - run < run, for the run after this one, is rest < 2 * run.
                     m.d.sync += [run_left.eq(run), rest.eq(rest - run),
-                                 rest_zero.eq(rest == run), fits.eq(_at_most(run, next_room)),
+                                 rest_zero.eq(rest == run),
                                  rest_short.eq(rest < Cat(Const(0, 1), run))]
             with m.Else():
                 m.d.sync += self.busy.eq(0)
@@ -373,10 +372,10 @@ class RegionWalker(wiring.Component):
         # Taking the next command as the last chunk goes keeps back-to-back regions gapless;
         # these assignments come after the ones above and so win over them.
         m.d.comb += self.command.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
+        first_room = Signal(range(lanes + 1))
+        m.d.comb += first_room.eq(room_at(command.offset))
         with m.If(self.command.valid & self.command.ready):
-            first_room = Signal(range(lanes + 1))
             second_low = (command.offset[:lane_bits] + command.stride[:lane_bits])[:lane_bits]
-            m.d.comb += first_room.eq(room_at(command.offset))
             m.d.sync += [
                 cursor.eq(command.offset),
                 run_start.eq(command.offset),
@@ -392,12 +391,39 @@ class RegionWalker(wiring.Component):
                 m.d.sync += self.busy.eq(0)
             with m.Elif((command.run == 0) | (command.run >= command.length)):
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest.eq(0),
-                             rest_zero.eq(1), fits.eq(_at_most(command.length, first_room))]
+                             rest_zero.eq(1)]
             with m.Else():
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.run),
-                             rest.eq(command.length - command.run), rest_zero.eq(0),
-                             fits.eq(_at_most(command.run, first_room))]
+                             rest.eq(command.length - command.run), rest_zero.eq(0)]
+        self._fits_next(m, fits, first_room=first_room, run_left=run_left, room=room,
+                        rest=rest, run=run, next_room=next_room, rest_short=rest_short,
+                        rest_zero=rest_zero)
         return m
+
+    def _fits_next(self, m, fits, *, first_room, run_left, room, rest, run, next_room,
+                   rest_short, rest_zero):
+        """``fits`` for the next chunk: one compare per case, each of registers (or of the
+        command), and the case chosen by AND and OR.  Written as a multiplexer, yosys would
+        merge compares that share an operand and put the choice in front of one compare,
+        which puts the handshake before a carry chain."""
+        lanes = self._data_width // 8
+        command = self.command.payload
+        cases = {}
+        for name, value, small in (("row", run_left, room + lanes), ("rest", rest, next_room),
+                                   ("run", run, next_room), ("cmd_length", command.length,
+                                                             first_room),
+                                   ("cmd_run", command.run, first_room)):
+            cases[name] = Signal(name=f"fits_if_{name}")
+            m.d.comb += cases[name].eq(_at_most(value, small))
+        take = self.chunks.valid & self.chunks.ready
+        on_row = take & ~fits
+        on_run = take & fits & ~rest_zero
+        loads = self.command.valid & self.command.ready & (command.length != 0)
+        whole = (command.run == 0) | (command.run >= command.length)
+        m.d.sync += fits.eq(
+            (loads & whole & cases["cmd_length"]) | (loads & ~whole & cases["cmd_run"])
+            | (~loads & ((on_row & cases["row"]) | (on_run & rest_short & cases["rest"])
+                         | (on_run & ~rest_short & cases["run"]) | (~on_row & ~on_run & fits))))
 
 
 def _packer_plan_layout(data_width):
