@@ -796,9 +796,19 @@ class Engine(wiring.Component):
         rem_after = Signal(32)
         m.d.sync += rem_after.eq(remaining - packet_bytes)
 
-        def load_packet(length, limit):
-            return [remaining.eq(length), packet_final.eq(length <= limit),
-                    packet_bytes.eq(Mux(length > limit, limit, length))]
+        def load_packet(length, limit, fits=None):
+            fits = (length <= limit) if fits is None else fits
+            return [remaining.eq(length), packet_final.eq(fits),
+                    packet_bytes.eq(Mux(fits, length, limit))]
+
+        # A command's packet size in bytes and whether its message fits one packet, as
+        # flops: `cur` is loaded two cycles before DISPATCH can start a send (LOAD, then
+        # DECODE) and holds until the next LOAD, so both are current when the send starts.
+        cur_limit = Signal(32)
+        cur_fits = Signal()
+        m.d.sync += [cur_limit.eq(Mux(cur.packet_beats == 0, self._packet_beats,
+                                      cur.packet_beats) * beat_bytes),
+                     cur_fits.eq(cur.send.length <= cur_limit)]
 
         m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
                      header.arg.eq(tx_unit),
@@ -809,9 +819,7 @@ class Engine(wiring.Component):
         with m.If(agg_tx_start):
             m.d.sync += load_packet(agg_length, 0xFFFF * beat_bytes)
         with m.Elif(tx_start):
-            m.d.sync += load_packet(cur.send.length,
-                                    Mux(cur.packet_beats == 0, self._packet_beats,
-                                        cur.packet_beats) * beat_bytes)
+            m.d.sync += load_packet(cur.send.length, cur_limit, cur_fits)
         with m.If(tx_start | agg_tx_start):
             m.d.sync += [offset.eq(0), in_header.eq(1), h_index.eq(0)]
         out = data_out.payload
