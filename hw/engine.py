@@ -393,9 +393,12 @@ class Engine(wiring.Component):
         wr_addr = Signal(self.row_bits)
         wr_data = Signal(width)
         wr_en = Signal(beat_bytes)
+        # A write is issued (set beside wr_en): its mask may be empty, which only makes the
+        # scoreboard wait a cycle longer, and no OR over the mask precedes the flag.
+        wr_issue = Signal()
         wr_pending = Signal()           # self.wr holds a write landing this cycle
         m.d.sync += [self.wr.addr.eq(wr_addr), self.wr.data.eq(wr_data), self.wr.en.eq(wr_en),
-                     wr_pending.eq(wr_en.any())]
+                     wr_pending.eq(wr_issue)]
 
         def hazard(row):
             hit = (s1_valid & (s1_row == row)) | (wr_pending & (self.wr.addr == row))
@@ -1088,11 +1091,13 @@ class Engine(wiring.Component):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
         (
             reset, unpacker, raise_error, beat_bytes, width, room, depth, s1_valid, alu, rx_reduce,
-            any_error, wr_addr, wr_data, wr_en, hazard, blocks, rx_enter, rx_enter_row, s1_row,
+            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, blocks, rx_enter, rx_enter_row,
+            s1_row,
             rx_busy,
         ) = (getattr(v, name) for name in (
             "reset", "unpacker", "raise_error", "beat_bytes", "width", "room", "depth", "s1_valid",
-            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "hazard", "blocks",
+            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "wr_issue", "hazard",
+            "blocks",
             "rx_enter", "rx_enter_row", "s1_row", "rx_busy",
         ))
         # Rows out of the unpacker, through a register slice (the take below depends on the
@@ -1123,7 +1128,8 @@ class Engine(wiring.Component):
             copy_take = rows_in.valid & ~r_outside & ~any_error
             m.d.comb += [rows_in.ready.eq(copy_take)]
             with m.If(copy_take):
-                m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask)]
+                m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask),
+                             wr_issue.eq(1)]
         with m.Else():
             take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
                     & ~rx_checked.o_blocked[0])
@@ -1141,11 +1147,12 @@ class Engine(wiring.Component):
         """The ALU: operands in, results written back, the scoreboard kept."""
         (
             alu, s1_valid, room, rx_local_first, s1_data, alu_take, bump, pend_row, tail, s1_row,
-            pend_mask, s1_mask, depth, raise_error, wr_addr, head, wr_data, wr_en, pend_valid, count,
+            pend_mask, s1_mask, depth, raise_error, wr_addr, head, wr_data, wr_en, wr_issue,
+            pend_valid, count,
         ) = (getattr(v, name) for name in (
             "alu", "s1_valid", "room", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
             "tail", "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "head",
-            "wr_data", "wr_en", "pend_valid", "count",
+            "wr_data", "wr_en", "wr_issue", "pend_valid", "count",
         ))
         local = self.local_rd.data
         m.d.comb += [alu.a.valid.eq(s1_valid & room),
@@ -1164,7 +1171,7 @@ class Engine(wiring.Component):
                 m.d.comb += raise_error.alu.eq(1)
             with m.Else():
                 m.d.comb += [wr_addr.eq(pend_row[head]), wr_data.eq(result.payload.data),
-                             wr_en.eq(pend_mask[head])]
+                             wr_en.eq(pend_mask[head]), wr_issue.eq(1)]
             m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
         set_bits = Signal(depth)
         clr_bits = Signal(depth)
