@@ -876,15 +876,18 @@ class Engine(wiring.Component):
         cts_pending = Signal()
         agg_rx_start = Signal()
         got = Signal(packet_header_layout())
-        # An aggregate packet's slot offset, in two parts the parser registers a cycle ahead.
-        d_agg_product = Signal(40)
+        # An aggregate packet's slot offset, in parts the parser registers a cycle ahead: the
+        # slot × stride product as two partial products (one 8 × 16 multiplier each, no
+        # adder behind them in that cycle), and the base; summed as the packet starts.
+        d_agg_lo = Signal(24)
+        d_agg_hi = Signal(24)
         d_agg_base = Signal(33)
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
         with m.Elif(agg_rx_start):
             # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0),
-                         rx_region.offset.eq(d_agg_product + d_agg_base),
+                         rx_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16)),
                          rx_region.length.eq(got.length), rx_region.run.eq(0),
                          rx_region.stride.eq(0)]
         with m.Elif(rx_start):
@@ -957,7 +960,7 @@ class Engine(wiring.Component):
             "agg_ok", "slot_over")})
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
         d_left = Signal(32)
-        d_agg_product, d_agg_base = v.d_agg_product, v.d_agg_base
+        d_agg_lo, d_agg_hi, d_agg_base = v.d_agg_lo, v.d_agg_hi, v.d_agg_base
         m.d.sync += [
             d.stale.eq(rx_start | (state == LOAD)),
             d_after.eq(ahead.length + rx_bytes),
@@ -974,8 +977,9 @@ class Engine(wiring.Component):
             d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
             d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
             # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
-            # the product and the sum registered here, added by _rx_state.
-            d_agg_product.eq(ahead.seq[8:16] * cur.recv.stride),
+            # the partial products and the sum registered here, added by _rx_state.
+            d_agg_lo.eq(ahead.seq[8:16] * cur.recv.stride[:16]),
+            d_agg_hi.eq(ahead.seq[8:16] * cur.recv.stride[16:32]),
             d_agg_base.eq(cur.recv.offset + ahead.addr),
         ]
         share(v, locals())
