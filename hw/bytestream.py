@@ -221,18 +221,6 @@ def _at_most(value, small):
     return (value[bits:] == 0) & (value[:bits] <= small)
 
 
-def _plus_lanes(value, lanes):
-    """``value + lanes`` for a power-of-two ``lanes``: an increment of the bits above
-    ``log2(lanes)`` only, so no carry chain runs through the low bits."""
-    shift = lanes.bit_length() - 1
-    return Cat(value[:shift], value[shift:] + 1)
-
-
-def _choose(select, if_true, if_false):
-    """``Mux`` over dicts of next register values with the same keys."""
-    return {name: Mux(select, if_true[name], if_false[name]) for name in if_true}
-
-
 def _low_mask_count(mask):
     """The number of set bits of a low mask (bits ``0 .. c-1`` set), from where its ones
     end: bit ``b`` of the count is an OR of two-input terms, no adder tree."""
@@ -976,20 +964,15 @@ class RowUnpacker(wiring.Component):
         computed for each number of beats that may go and each place a new beat may land;
         the plan's ``pops`` only chooses among the results, the way it chooses the slots'
         next contents."""
-        lims = s.lim + [None]
-
         def checks(tail):
-            compares = {j: (tail <= lim, tail == lim)
-                        for j, lim in enumerate(s.lim)}
-            compares["in"] = (tail <= s.lim_in, tail == s.lim_in)
+            kept = [(tail <= lim, tail == lim) for lim in s.lim]
+            arriving = (tail <= s.lim_in, tail == s.lim_in)
             choices = []
             for p in range(3):
                 result = []
-                for b in (0, 1):              # B0 and B1 after ``p`` beats go
-                    j = b + p
-                    lands = s.taken & (s.used == j)
-                    kept = compares[j] if lims[j] is not None else (Const(0), Const(0))
-                    result += [Mux(lands, new, old) for new, old in zip(compares["in"], kept)]
+                for b in (0, 1):              # B0 and B1 after ``p`` beats go: slot b + p
+                    lands = s.taken & (s.used == b + p)
+                    result += [Mux(lands, new, old) for new, old in zip(arriving, kept[b + p])]
                 choices.append(Cat(*result))
             return Array(choices)[s.pops]
 

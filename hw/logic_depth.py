@@ -140,7 +140,7 @@ class _Graph:
                             self.driver[bit] = (name, port)
         self.arrival = {}                 # (cell, output port) -> (ns, luts, start, previous)
 
-    def _inputs(self, name):
+    def inputs(self, name):
         cell = self.cells[name]
         for port, bits in cell["connections"].items():
             if cell["port_directions"].get(port) == "input":
@@ -178,7 +178,7 @@ class _Graph:
                 continue
             pending = []
             best = None
-            for in_port, bit in self._inputs(cell_name):
+            for in_port, bit in self.inputs(cell_name):
                 arc = _cell_arc(cell_type, in_port, out_port)
                 if arc is None:
                     continue
@@ -236,10 +236,9 @@ def netlist_depth(netlist, top=None, *, count=20):
     worst = {}                            # endpoint signal -> DepthPath
     for name, cell in graph.cells.items():
         cell_type = cell["type"]
-        if cell_type not in _SEQUENTIAL and not (
-                cell_type == "TRELLIS_DPR16X4"):
+        if cell_type not in _SEQUENTIAL and cell_type != "TRELLIS_DPR16X4":
             continue
-        for port, bit in graph._inputs(name):
+        for port, bit in graph.inputs(name):
             if cell_type == "TRELLIS_DPR16X4" and _port_base(port) == "RAD":
                 continue                  # a read address is combinational, not an end
             if port in ("CLK", "CLKA", "CLKB", "WCK"):
@@ -260,21 +259,15 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
                         widelut=True, count=20):
     """Run yosys alone on ``component_factory()`` in the synthesis harness of
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
-    from amaranth.lib import wiring
     from nicoll.sim.toolchain import tool_env
-    from .synth import SynthHarness, SynthesisError, _check_board, _log_tail
+    from .synth import SynthesisError, _check_board, _log_tail, _harness_platform
 
     board_info = _check_board(board)
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
-    core = component_factory()
-    if not isinstance(core, wiring.Component):
-        raise TypeError(f"Component factory must return a wiring.Component, not {core!r}")
-    harness = SynthHarness(core, serial_in=board_info.serial_in,
-                           serial_out=board_info.serial_out)
-    plan = board_info.platform().build(harness, name=name, build_dir=str(build_dir),
-                                       do_build=False, do_program=False,
-                                       synth_opts="" if widelut else "-nowidelut")
+    harness, platform = _harness_platform(component_factory, board_info)
+    plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,
+                          do_program=False, synth_opts="" if widelut else "-nowidelut")
     plan.extract(str(build_dir))
     netlist = build_dir / f"{name}.json"
     netlist.unlink(missing_ok=True)

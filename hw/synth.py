@@ -620,6 +620,17 @@ def _constrain_default_clock(platform, target_mhz):
     platform.resources[key] = resource
 
 
+def _harness_platform(component_factory, board_info):
+    """The :class:`SynthHarness` around ``component_factory()`` and the board's platform,
+    as :func:`synthesize` and the logic-depth estimate build them."""
+    core = component_factory()
+    if not isinstance(core, wiring.Component):
+        raise TypeError(f"Component factory must return a wiring.Component, not {core!r}")
+    harness = SynthHarness(core, serial_in=board_info.serial_in,
+                           serial_out=board_info.serial_out)
+    return harness, board_info.platform()
+
+
 def _run_plan(plan, name, build_dir, files, report):
     """Run the tools of ``plan`` in a thread, calling ``report`` as each stage starts; return
     the exception that stopped them, or None."""
@@ -707,12 +718,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
 
     started = time.time()
     report(f"elaborating {name}")
-    core = component_factory()
-    if not isinstance(core, wiring.Component):
-        raise TypeError(f"Component factory must return a wiring.Component, not {core!r}")
-    harness = SynthHarness(core, serial_in=board_info.serial_in,
-                           serial_out=board_info.serial_out)
-    platform = board_info.platform()
+    harness, platform = _harness_platform(component_factory, board_info)
     if target_mhz is not None:
         _constrain_default_clock(platform, target_mhz)
     clock_hz = platform.default_clk_frequency

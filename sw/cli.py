@@ -187,6 +187,8 @@ def _synth(args):
     if args.estimate:
         if args.record:
             raise NicollError("--estimate gives no placed figure to record; drop --record")
+        if args.paths < 1:
+            raise NicollError(f"--paths must be at least 1, not {args.paths}")
         from nicoll.hw.logic_depth import measure_logic_depth
         with console.status(f"yosys on {name} for {args.board}"):
             depth = measure_logic_depth(factory, name=name, board=args.board,

