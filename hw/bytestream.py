@@ -515,8 +515,11 @@ class RowPacker(wiring.Component):
         self._decode(m, planned.o, control)
         rotated, control = _rotation_pipeline(m, advance, planned.o.payload.data, control,
                                               _rotation_stages(lane_bits))
+        # The output payload has no reset (its valid has): no load on the clear net.
+        beat = Signal(self.beats.payload.shape(), reset_less=True)
+        m.d.comb += self.beats.payload.eq(beat)
         with m.If(advance):
-            self._merge(m, rotated, control)
+            self._merge(m, rotated, control, beat)
         return m
 
     def _plan(self, m, planned):
@@ -575,9 +578,9 @@ class RowPacker(wiring.Component):
                 control.emit.eq(plan.emit),
             ]
 
-    def _merge(self, m, rotated, control):
-        """Last stage: merge the rotated row into the holding register, send a beat."""
-        beat = self.beats.payload
+    def _merge(self, m, rotated, control, beat):
+        """Last stage: merge the rotated row into the holding register, send a beat (into
+        ``beat``, the register behind ``beats.payload``)."""
         # Bytes of the beat being built, at their final lanes; lanes at and above the fill
         # level are zero, so merging is an OR and a leaving beat has zeros past its keep.
         hold = Signal(self._data_width)
@@ -792,8 +795,11 @@ class RowUnpacker(wiring.Component):
         self._tail_checks(m, state, chunk_head)
         stages = _rotation_stages(_lane_bits(width))
         rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
+        # The output payload has no reset (its valid has): no load on the clear net.
+        out = Signal(self.rows.payload.shape(), reset_less=True)
+        m.d.comb += self.rows.payload.eq(out)
         with m.If(advance):
-            self._output(m, rotated, control, stages[-1])
+            self._output(m, rotated, control, stages[-1], out)
 
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
@@ -979,11 +985,10 @@ class RowUnpacker(wiring.Component):
         m.d.comb += [chunk_head.block_new.eq(checks(chunk_head.i.payload.tail)),
                      chunk_head.block_held.eq(checks(chunk_head.o.payload.tail))]
 
-    def _output(self, m, rotated, control, stage):
+    def _output(self, m, rotated, control, stage, out):
         """Last stage: the last bit of the rotation and the lane mask, into the output
-        register."""
+        register ``out`` (behind ``rows.payload``)."""
         lo, hi = stage
-        out = self.rows.payload
         m.d.sync += [
             self.rows.valid.eq(control.valid),
             out.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)

@@ -397,7 +397,10 @@ class Engine(wiring.Component):
         # scoreboard wait a cycle longer, and no OR over the mask precedes the flag.
         wr_issue = Signal()
         wr_pending = Signal()           # self.wr holds a write landing this cycle
-        m.d.sync += [self.wr.addr.eq(wr_addr), self.wr.data.eq(wr_data), self.wr.en.eq(wr_en),
+        # The written data has no reset (the byte enables have): no load on the clear net.
+        wr_data_q = Signal(width, reset_less=True)
+        m.d.comb += self.wr.data.eq(wr_data_q)
+        m.d.sync += [self.wr.addr.eq(wr_addr), wr_data_q.eq(wr_data), self.wr.en.eq(wr_en),
                      wr_pending.eq(wr_issue)]
 
         def hazard(row):
@@ -1125,7 +1128,7 @@ class Engine(wiring.Component):
         with m.If(rows_in.valid & r_outside):
             m.d.comb += raise_error.region.eq(1)
         s1_mask = Signal(beat_bytes)
-        s1_data = Signal(width)
+        s1_data = Signal(width, reset_less=True)      # meaningful only while s1_valid
         alu_take = s1_valid & room & alu.a.ready     # the ALU takes both operands at once
         s1_advance = ~s1_valid | alu_take
         with m.If(~rx_reduce):

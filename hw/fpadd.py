@@ -147,7 +147,10 @@ class FloatAdder(wiring.Component):
             stage_count[0] += 1
             registered = {}
             for key, value in values.items():
-                reg = Signal(len(value), name=f"s{stage_count[0]}_{name}_{key}")
+                # No reset: the unit's valid travels beside it in the caller, and a data
+                # pipeline this wide would otherwise load the reset (or clear) net.
+                reg = Signal(len(value), name=f"s{stage_count[0]}_{name}_{key}",
+                             reset_less=True)
                 loads.append(reg.eq(value))
                 registered[key] = reg
             return registered
@@ -330,8 +333,10 @@ class FloatAdder(wiring.Component):
 
         # 8. pack --------------------------------------------------------------------------
         rounded = (s7["packed"] + s7["increment"])[:width - 1]
-        loads.append(self.result.eq(Cat(Mux(s7["special"], s7["special_mag"], rounded),
-                                        s7["sign"])))
+        result = Signal(width, reset_less=True)
+        m.d.comb += self.result.eq(result)
+        loads.append(result.eq(Cat(Mux(s7["special"], s7["special_mag"], rounded),
+                                   s7["sign"])))
         assert stage_count[0] + 1 == self.latency
 
         with m.If(self.en):

@@ -35,9 +35,14 @@ class SkidBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The second entry; the first is o.payload / o.valid themselves.
+        # The second entry; the first is o.payload / o.valid themselves.  Payload flops carry
+        # no reset (a payload means nothing without its valid, and valid is reset), so a
+        # wide slice puts no load on the reset or clear net: those are the widest nets of a
+        # core otherwise.
         skid_valid = Signal()
-        skid_payload = Signal(self._shape)
+        skid_payload = Signal(self._shape, reset_less=True)
+        out_payload = Signal(self._shape, reset_less=True)
+        m.d.comb += self.o.payload.eq(out_payload)
 
         m.d.comb += self.i.ready.eq(~skid_valid)
         take = self.i.valid & self.i.ready
@@ -46,13 +51,13 @@ class SkidBuffer(wiring.Component):
         with m.If(out_free):
             with m.If(skid_valid):
                 m.d.sync += [
-                    self.o.payload.eq(skid_payload),
+                    out_payload.eq(skid_payload),
                     self.o.valid.eq(1),
                     skid_valid.eq(0),
                 ]
                 # i.ready is low while the second entry is full: nothing is taken now.
             with m.Else():
-                m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(take)]
+                m.d.sync += [out_payload.eq(self.i.payload), self.o.valid.eq(take)]
         with m.Elif(take):
             m.d.sync += skid_valid.eq(1)
         # The second entry copies the input whenever it is free, so its enable is a flop and
@@ -114,8 +119,10 @@ class CheckedSlice(wiring.Component):
         m = Module()
         advance = ~self.o.valid | self.o.ready
         m.d.comb += self.i.ready.eq(advance)
+        out_payload = Signal(self._shape, reset_less=True)    # no reset, as in SkidBuffer
+        m.d.comb += self.o.payload.eq(out_payload)
         with m.If(advance):
-            m.d.sync += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
+            m.d.sync += [self.o.valid.eq(self.i.valid), out_payload.eq(self.i.payload),
                          self.o_blocked.eq(self.block_new)]
         with m.Else():
             m.d.sync += self.o_blocked.eq(self.block_held)
