@@ -221,7 +221,7 @@ def _at_most(value, small):
     return (value[bits:] == 0) & (value[:bits] <= small)
 
 
-def _low_mask_count(mask):
+def low_mask_count(mask):
     """The number of set bits of a low mask (bits ``0 .. c-1`` set), from where its ones
     end: bit ``b`` of the count is an OR of two-input terms, no adder tree."""
     width = len(mask)
@@ -863,7 +863,7 @@ class RowUnpacker(wiring.Component):
         m.d.comb += [self.beats.ready.eq(~held_valid | free), s.taken.eq(taken)]
         with m.If(self.beats.valid & self.beats.ready):
             m.d.sync += [held_data.eq(beat.data), held_last.eq(beat.last), held_valid.eq(1),
-                         s.lim_in.eq(Mux(beat.last, _low_mask_count(beat.keep), lanes))]
+                         s.lim_in.eq(Mux(beat.last, low_mask_count(beat.keep), lanes))]
         with m.Elif(taken):
             m.d.sync += held_valid.eq(0)
         with m.If(taken):

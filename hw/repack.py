@@ -48,6 +48,7 @@ from amaranth.lib.wiring import In, Out
 
 from ._builder import share
 from .packet import DEST_WIDTH
+from .bytestream import low_mask_count
 from .skid import SkidBuffer
 
 
@@ -535,6 +536,7 @@ class RepackUnit(wiring.Component):
             "W", "B", "E", "LE", "G", "TBMAX", "depth", "AB", "NB", "BROWS", "c", "ev_free",
             "post", "st_idle", "st_collect",
         ))
+        LB = v.LB
         # ---- Input: parse, check and store source messages ----------------------------------
         IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
         in_state = Signal(2)
@@ -591,6 +593,10 @@ class RepackUnit(wiring.Component):
             "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
             "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
             "over": 1,
+            # keep is a low mask of at least one byte, and its byte count mod B: the final
+            # data beat's keep is checked against the message's byte count with these, a
+            # compare of LB bits rather than of B.
+            "keep_low": 1, "keep_n": LB,
         }))
         in_q_valid = Signal()
         in_ready = Signal()
@@ -604,6 +610,8 @@ class RepackUnit(wiring.Component):
                 in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
                 in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
                 in_q.full_keep.eq(sk.beat.keep == (1 << B) - 1),
+                in_q.keep_low.eq(sk.beat.keep[0] & ~(sk.beat.keep[1:] & ~sk.beat.keep[:-1]).any()),
+                in_q.keep_n.eq(low_mask_count(sk.beat.keep)[:LB]),
                 in_q.hit.eq(src_on_next & Cat(Mux(cfg_take, p.src[k], c.src[k]) == sk_hdr.rank
                                               for k in range(G))),
             ]
@@ -658,7 +666,7 @@ class RepackUnit(wiring.Component):
             return in_state.eq(Mux(beat.last, IN_HEAD, IN_DROP))
 
         full_keep = in_q.full_keep
-        tail_keep = Signal(B)                   # keep of the final data beat
+        tail_bytes = Signal(LB)                 # bytes of the final data beat, mod B
 
         def taken():
             # Ref: seed 003, step 7.5: each source is told its data was taken.
@@ -671,14 +679,14 @@ class RepackUnit(wiring.Component):
             B, LB, E, LE, G, TBMAX, wr, NB, bank_w, c, count, st_collect, IN_HEAD, IN_TABLE,
             IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
             room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
-            data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_keep, taken,
+            data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_bytes, taken,
             room_left, msg_zero, in_q,
         ) = (getattr(v, name) for name in (
             "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
             "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
             "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
             "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
-            "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_keep", "taken",
+            "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_bytes", "taken",
             "room_left", "msg_zero", "in_q",
         ))
         data_final = v.data_final
@@ -689,10 +697,10 @@ class RepackUnit(wiring.Component):
             # beat is kept if q < its byte count (B when it is whole): a decode of a few
             # bits, no subtraction.
             table_bytes = Signal(32)
+            # The final beat's byte count mod B from an adder of its own, LB bits wide.
             m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(table_bytes <= B),
-                         tail_keep.eq(Cat((table_bytes[:LB] == 0) | (table_bytes[:LB] > q)
-                                          for q in range(B)))]
+                         tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB])]
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -789,7 +797,8 @@ class RepackUnit(wiring.Component):
                     m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
                     m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
                                  data_left.eq(data_left - B), data_final.eq(data_left <= 2 * B)]
-                    with m.If(beat.keep != Mux(final_row, tail_keep, (1 << B) - 1)):
+                    tail_ok = in_q.keep_low & (in_q.keep_n == tail_bytes)
+                    with m.If(~Mux(final_row, tail_ok, full_keep)):
                         # Ref: issue 5: a length table that disagrees with the message length.
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
@@ -862,6 +871,9 @@ class RepackUnit(wiring.Component):
             rd.en.eq(advance),
         ]
         emit_rank = Signal(RANK_WIDTH)
+        low_bytes = Signal(B)                   # p4: bytes below p4.p (from the accumulator)
+        p4_lit = Signal()                       # p4.kind == KIND_LIT
+        p4_flush = Signal()                     # p4.kind == KIND_FLUSH
         SH = (LB + 1) // 2                      # shift bits the first rotator stage uses
         with m.If(advance):
             m.d.sync += [
@@ -880,12 +892,15 @@ class RepackUnit(wiring.Component):
                 rot_lo.eq(_rotate_bytes(row, p2.shift[:SH], 0)),
                 p4.eq(p3),
                 rot.eq(_rotate_bytes(rot_lo, p3.shift[SH:], SH)),
+                # The merge's byte mask and kind decoded beside the rotator's last stage, so
+                # the merge is a multiplexer on flops (no compare before the output slice).
+                low_bytes.eq(Cat(p3.p > q for q in range(B))),
+                p4_lit.eq(p3.kind == KIND_LIT),
+                p4_flush.eq(p3.kind == KIND_FLUSH),
             ]
 
         # Merge: the rotated row has its byte `off` at byte `p`; bytes below `p` come from
         # the accumulator.  A full beat leaves; the rotated row's later bytes stay behind.
-        low_bytes = Signal(B)
-        m.d.comb += low_bytes.eq(Cat(p4.p > q for q in range(B)))
         low_mask = Cat(low_bytes[q].replicate(8) for q in range(B))
         merged = Signal(W)
         m.d.comb += merged.eq((acc & low_mask) | (rot & ~low_mask))
@@ -894,13 +909,12 @@ class RepackUnit(wiring.Component):
 
         out_data = Signal(W)
         out_keep = Signal(B)
-        with m.Switch(p4.kind):
-            with m.Case(KIND_LIT):
-                m.d.comb += [out_data.eq(rot), out_keep.eq(~0)]
-            with m.Case(KIND_FLUSH):
-                m.d.comb += [out_data.eq(acc & low_mask), out_keep.eq(low_bytes)]
-            with m.Default():
-                m.d.comb += [out_data.eq(merged), out_keep.eq(~0)]
+        with m.If(p4_lit):
+            m.d.comb += [out_data.eq(rot), out_keep.eq(~0)]
+        with m.Elif(p4_flush):
+            m.d.comb += [out_data.eq(acc & low_mask), out_keep.eq(low_bytes)]
+        with m.Else():
+            m.d.comb += [out_data.eq(merged), out_keep.eq(~0)]
         m.d.comb += [
             skid.i.valid.eq(p4.valid & p4.emit),
             skid.i.payload.data.eq(out_data),
