@@ -75,6 +75,23 @@ REGION_LAYOUT = data.StructLayout({
 })
 
 
+def _walker_command_layout(data_width):
+    """A region as :class:`RegionWalker`'s input slice holds it: the region and what its
+    first chunk needs, computed as the command enters the slice (no 32-bit compare or
+    subtraction in the cycle the walker takes it)."""
+    lane_bits = _lane_bits(data_width)
+    return data.StructLayout({
+        "region": REGION_LAYOUT,
+        "empty": 1,                     # length == 0
+        "whole": 1,                     # one run (run == 0 or run >= length)
+        "rest": 32,                     # length - run: bytes after the first run
+        "rest_short": 1,                # length - run < run: the second run is the last
+        "first_room": lane_bits + 1,    # lanes from offset to the end of its row
+        "first_fits": 1,                # the first run ends in its first row
+        "second_low": lane_bits,        # low bits of the second run's start
+    })
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -265,10 +282,14 @@ class RegionWalker(wiring.Component):
     busy : ``Out(1)``
         A region was taken and not all its chunks have been taken yet.
 
-    One chunk per clock while ``chunks.ready`` is high.  The next command is taken in the
-    cycle the previous region's last chunk is taken, so regions follow each other without a
-    gap (an empty region costs one cycle); ``chunks.valid`` comes from a flop.  A region's
-    first chunk is offered the cycle after its command is taken.  Addresses advance by
+    One chunk per clock while ``chunks.ready`` is high.  Commands enter an input slice
+    (:class:`~nicoll.hw.skid.SkidBuffer`) that also holds the checks of the region's first
+    chunk, so ``command.ready`` is a flop and no 32-bit compare or subtraction is in the
+    cycle a region starts.  The walker takes the next region from the slice in the cycle the
+    previous region's last chunk is taken, so regions follow each other without a gap (an
+    empty region costs one cycle); ``chunks.valid`` comes from a flop.  A region's first
+    chunk is offered two cycles after its command is accepted into an empty slice.
+    ``busy`` does not count a region still waiting in the slice.  Addresses advance by
     additions only: no multiplier, no divider.
     """
 
@@ -300,7 +321,12 @@ class RegionWalker(wiring.Component):
         m = Module()
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
-        command = self.command.payload
+        m.submodules.command_in = command_in = SkidBuffer(
+            _walker_command_layout(self._data_width))
+        self._check_command(m, command_in.i)
+        taken = command_in.o              # the command the walker takes next
+        checked = taken.payload
+        command = checked.region
         chunk = self.chunks.payload
 
         cursor = Signal(self._addr_width)     # address of the next byte of the stream
@@ -359,57 +385,74 @@ class RegionWalker(wiring.Component):
 
         # Taking the next command as the last chunk goes keeps back-to-back regions gapless;
         # these assignments come after the ones above and so win over them.
-        m.d.comb += self.command.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
-        first_room = Signal(range(lanes + 1))
-        m.d.comb += first_room.eq(room_at(command.offset))
-        with m.If(self.command.valid & self.command.ready):
-            second_low = (command.offset[:lane_bits] + command.stride[:lane_bits])[:lane_bits]
+        m.d.comb += taken.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
+        with m.If(taken.valid & taken.ready):
             m.d.sync += [
                 cursor.eq(command.offset),
                 run_start.eq(command.offset),
                 stride.eq(command.stride),
                 run.eq(command.run),
-                room.eq(first_room),
-                ahead_low.eq(second_low),
-                next_room.eq(room_at(second_low)),
-                # The second run is short when length - run < run.
-                rest_short.eq(command.length < Cat(Const(0, 1), command.run)),
+                room.eq(checked.first_room),
+                ahead_low.eq(checked.second_low),
+                next_room.eq(room_at(checked.second_low)),
+                rest_short.eq(checked.rest_short),
             ]
-            with m.If(command.length == 0):
+            with m.If(checked.empty):
                 m.d.sync += self.busy.eq(0)
-            with m.Elif((command.run == 0) | (command.run >= command.length)):
+            with m.Elif(checked.whole):
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest.eq(0),
                              rest_zero.eq(1)]
             with m.Else():
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.run),
-                             rest.eq(command.length - command.run), rest_zero.eq(0)]
-        self._fits_next(m, fits, first_room=first_room, run_left=run_left, room=room,
-                        rest=rest, run=run, next_room=next_room, rest_short=rest_short,
+                             rest.eq(checked.rest), rest_zero.eq(0)]
+        self._fits_next(m, fits, taken=taken, run_left=run_left, room=room, rest=rest,
+                        run=run, next_room=next_room, rest_short=rest_short,
                         rest_zero=rest_zero)
         return m
 
-    def _fits_next(self, m, fits, *, first_room, run_left, room, rest, run, next_room,
-                   rest_short, rest_zero):
-        """``fits`` for the next chunk: one compare per case, each of registers (or of the
-        command), and the case chosen by AND and OR.  Written as a multiplexer, yosys would
-        merge compares that share an operand and put the choice in front of one compare,
-        which puts the handshake before a carry chain."""
+    def _check_command(self, m, entry):
+        """The input slice's entry: the command with its first chunk's checks."""
         lanes = self._data_width // 8
+        lane_bits = _lane_bits(self._data_width)
         command = self.command.payload
+        whole = (command.run == 0) | (command.run >= command.length)
+        first_room = Signal(range(lanes + 1))
+        second_low = Signal(lane_bits)
+        m.d.comb += [
+            first_room.eq(lanes - command.offset[:lane_bits]),
+            second_low.eq(command.offset[:lane_bits] + command.stride[:lane_bits]),
+            entry.valid.eq(self.command.valid),
+            self.command.ready.eq(entry.ready),
+            entry.payload.region.eq(command),
+            entry.payload.empty.eq(command.length == 0),
+            entry.payload.whole.eq(whole),
+            entry.payload.rest.eq(command.length - command.run),
+            # The second run is short when length - run < run.
+            entry.payload.rest_short.eq(command.length < Cat(Const(0, 1), command.run)),
+            entry.payload.first_room.eq(first_room),
+            entry.payload.first_fits.eq(_at_most(Mux(whole, command.length, command.run),
+                                                 first_room)),
+            entry.payload.second_low.eq(second_low),
+        ]
+
+    def _fits_next(self, m, fits, *, taken, run_left, room, rest, run, next_room,
+                   rest_short, rest_zero):
+        """``fits`` for the next chunk: one compare per case, each of registers, and the
+        case chosen by AND and OR.  Written as a multiplexer, yosys would merge compares
+        that share an operand and put the choice in front of one compare, which puts the
+        handshake before a carry chain."""
+        lanes = self._data_width // 8
         cases = {}
         for name, value, small in (("row", run_left, room + lanes), ("rest", rest, next_room),
-                                   ("run", run, next_room), ("cmd_length", command.length,
-                                                             first_room),
-                                   ("cmd_run", command.run, first_room)):
+                                   ("run", run, next_room)):
             cases[name] = Signal(name=f"fits_if_{name}")
             m.d.comb += cases[name].eq(_at_most(value, small))
         take = self.chunks.valid & self.chunks.ready
         on_row = take & ~fits
         on_run = take & fits & ~rest_zero
-        loads = self.command.valid & self.command.ready & (command.length != 0)
-        whole = (command.run == 0) | (command.run >= command.length)
+        loads = taken.valid & taken.ready & ~taken.payload.empty
         m.d.sync += fits.eq(
-            (loads & whole & cases["cmd_length"]) | (loads & ~whole & cases["cmd_run"])
+            (loads & taken.payload.first_fits)
             | (~loads & ((on_row & cases["row"]) | (on_run & rest_short & cases["rest"])
                          | (on_run & ~rest_short & cases["run"]) | (~on_row & ~on_run & fits))))
 

@@ -325,13 +325,15 @@ def test_walker_full_rate():
         feed(dut.command, deque(regions), None, 0),
         collect(dut.chunks, CHUNK_FIELDS, None, 0, got)])
     assert [c for _, c in got] == expected
-    # The first command is taken in cycle 1, its first chunk in cycle 2, one per cycle on:
-    # the 65 chunks of the first region (64 rows' worth, unaligned) take cycles 2 .. 66.  The
-    # empty region is taken with the last chunk before it and costs one idle cycle.
+    # The first command enters the input slice in cycle 1, the walker takes it in cycle 2 and
+    # offers its first chunk in cycle 3, one per cycle on: the 65 chunks of the first region
+    # (64 rows' worth, unaligned) take cycles 3 .. 67.  The empty region is taken with the
+    # last chunk before it and costs one idle cycle.
     before_empty = sum(len(reference_chunks(r, lanes)) for r in regions[:3])
     assert [cycle for cycle, _ in got] == \
-        list(range(2, 2 + before_empty)) + list(range(3 + before_empty, 3 + len(expected)))
-    assert busy == [0] + [1] * before_empty + [0] + [1] * (len(expected) - before_empty) + [0]
+        list(range(3, 3 + before_empty)) + list(range(4 + before_empty, 4 + len(expected)))
+    assert busy == ([0, 0] + [1] * before_empty + [0] + [1] * (len(expected) - before_empty)
+                    + [0])
 
 
 # ---- RowPacker -> RowUnpacker round trip -----------------------------------------------------
