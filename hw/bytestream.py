@@ -213,11 +213,12 @@ def _rotation_stages(lane_bits):
     return [(0, first)] + [(b, b + 1) for b in range(first, lane_bits)]
 
 
-def _rotation_pipeline(m, advance, value, control, stages):
+def _rotation_pipeline(m, advance, value, control, stages, refine=None):
     """``value`` through one register stage per entry of ``stages``, stage ``(lo, hi)``
     rotating it by bits ``lo .. hi-1`` of ``control.rot``; ``control`` (a view whose layout
     has ``rot``) travels alongside.  Every stage moves when ``advance`` is high.  Returns the
-    last stage's (data, control)."""
+    last stage's (data, control).  ``refine``, if given, maps the first stage's registered
+    control to what travels on (a decode split over two register stages)."""
     for k, (lo, hi) in enumerate(stages):
         data_reg = Signal(len(value), name=f"rotate{k}_data", reset_less=True)
         control_reg = Signal(control.shape(), name=f"rotate{k}_control")
@@ -225,6 +226,8 @@ def _rotation_pipeline(m, advance, value, control, stages):
             m.d.sync += [data_reg.eq(_rotate_lanes(value, control.rot[lo:hi], 1 << lo)),
                          control_reg.eq(control)]
         value, control = data_reg, control_reg
+        if k == 0 and refine is not None:
+            control = refine(control)
     return value, control
 
 
@@ -484,7 +487,12 @@ def _packer_control_layout(data_width):
     ``cur``: lanes of the rotated row that join the beat being built; ``take``: lanes that
     the holding register keeps afterwards (the spill-over when a beat leaves, else ``cur``);
     ``keep``: the ``keep`` of the beat that leaves.  A bubble has ``valid``, ``emit``,
-    ``cur`` and ``take`` clear, so the merge stage needs no enable of its own."""
+    ``cur`` and ``take`` clear, so the merge stage needs no enable of its own.
+
+    The first rotator stage registers the thermometer decodes of the plan's fill levels
+    (``below``: lanes under the fill level, all set for a bubble; ``spill``: the lanes a
+    leaving beat's row leaves behind); ``cur`` and ``take`` are one LUT from those, formed
+    after that register (:meth:`RowPacker._masks`)."""
     lanes = data_width // 8
     return data.StructLayout({
         "valid": 1,
@@ -492,6 +500,8 @@ def _packer_control_layout(data_width):
         "cur": lanes,
         "take": lanes,
         "keep": lanes,
+        "below": lanes,
+        "spill": lanes,
         "emit": 1,
         "final": 1,
     })
@@ -557,7 +567,8 @@ class RowPacker(wiring.Component):
         control = Signal(_packer_control_layout(self._data_width))
         self._decode(m, planned.o, control)
         rotated, control = _rotation_pipeline(m, advance, planned.o.payload.data, control,
-                                              _rotation_stages(lane_bits))
+                                              _rotation_stages(lane_bits),
+                                              refine=lambda c: self._masks(m, c))
         # The output payload has no reset (its valid has): no load on the clear net.
         beat = Signal(self.beats.payload.shape(), reset_less=True)
         m.d.comb += self.beats.payload.eq(beat)
@@ -601,25 +612,36 @@ class RowPacker(wiring.Component):
                 m.d.sync += fill.eq(end[:lane_bits])
 
     def _decode(self, m, planned, control):
-        """The plan's fill levels as lane masks, into the first rotator stage with the row."""
+        """The plan's fill levels as thermometer masks, into the first rotator stage with the
+        row."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         plan = planned.payload
-        upto = _lanes_below(plan.end, lanes)
-        cur = upto & ~_lanes_below(plan.fill, lanes)
-        spill = Mux(plan.end[lane_bits], _lanes_below(plan.end[:lane_bits], lanes), 0)
         m.d.comb += [
             control.valid.eq(planned.valid),
             control.rot.eq(plan.rot),
-            control.keep.eq(upto),
+            control.keep.eq(_lanes_below(plan.end, lanes)),
             control.final.eq(plan.final),
+            control.below.eq(~0),
         ]
         with m.If(planned.valid):
             m.d.comb += [
-                control.cur.eq(cur),
-                control.take.eq(Mux(plan.emit, spill, cur)),
+                control.below.eq(_lanes_below(plan.fill, lanes)),
                 control.emit.eq(plan.emit),
             ]
+            with m.If(plan.emit & plan.end[lane_bits]):
+                m.d.comb += control.spill.eq(_lanes_below(plan.end[:lane_bits], lanes))
+
+    def _masks(self, m, first):
+        """The merge's lane masks from the first stage's thermometers: one LUT each."""
+        control = Signal.like(first, name="masks_control")
+        cur = first.keep & ~first.below
+        m.d.comb += [
+            control.eq(first),
+            control.cur.eq(cur),
+            control.take.eq(Mux(first.emit, first.spill, cur)),
+        ]
+        return control
 
     def _merge(self, m, rotated, control, beat):
         """Last stage: merge the rotated row into the holding register, send a beat (into
