@@ -961,6 +961,8 @@ class Engine(wiring.Component):
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
             "stale", "too_long", "ends_message", "matches", "from_hub", "empty", "src_ok",
             "agg_ok", "slot_over")})
+        d_slot_end = Signal(33)         # addr + length of an aggregate packet
+        decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
         d_left = Signal(32)
         d_agg_lo, d_agg_hi, d_agg_base = v.d_agg_lo, v.d_agg_hi, v.d_agg_base
@@ -978,7 +980,11 @@ class Engine(wiring.Component):
             d.empty.eq(ahead.length == 0),
             d.src_ok.eq(ahead.src < self._max_nodes),
             d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
-            d.slot_over.eq((ahead.addr + ahead.length)[:33] > cur.recv.stride),
+            # An aggregate packet's end in its slot, registered; compared with the stride a
+            # cycle later (no adder in front of the compare), so P_DECIDE waits its first
+            # cycle on an aggregate packet.
+            d_slot_end.eq(ahead.addr + ahead.length),
+            d.slot_over.eq(d_slot_end > cur.recv.stride),
             # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
             # the partial products and the sum registered here, added by _rx_state.
             d_agg_lo.eq(ahead.seq[8:16] * cur.recv.stride[:16]),
@@ -1001,6 +1007,7 @@ class Engine(wiring.Component):
             "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
             "P_PASS", "P_DROP",
         ))
+        decide_first = v.decide_first
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
         with m.Else():
@@ -1014,13 +1021,14 @@ class Engine(wiring.Component):
                                     m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
                         with m.If(r_index == hbeats - 1):
                             m.d.sync += [r_index.eq(0), got_last.eq(beat.last),
-                                         p_state.eq(P_DECIDE)]
+                                         p_state.eq(P_DECIDE), decide_first.eq(1)]
                         with m.Elif(beat.last):     # shorter than a header: dropped
                             m.d.sync += r_index.eq(0)
                             m.d.comb += raise_error.unexpected.eq(1)
                         with m.Else():
                             m.d.sync += r_index.eq(r_index + 1)
                 with m.Case(P_DECIDE):
+                    m.d.sync += decide_first.eq(0)
                     m.d.comb += bump["packets_received"].eq(~d.stale)
                     from_hub = in_aggregate & d.from_hub
                     expected = rx_busy & d.matches & ~cts_pending
@@ -1042,7 +1050,10 @@ class Engine(wiring.Component):
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif((got.kind == PacketKind.REPACK_OUT) & from_hub & ~got_last
                                 & ~d.empty & d.agg_ok):
-                        with m.If(d.slot_over):
+                        with m.If(decide_first):
+                            # d.slot_over is computed from this packet from the next cycle.
+                            m.d.comb += bump["packets_received"].eq(0)
+                        with m.Elif(d.slot_over):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Elif(~rx_busy):
