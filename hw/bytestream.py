@@ -433,8 +433,10 @@ class RegionWalker(wiring.Component):
             # The second run is short when length - run < run.
             entry.payload.rest_short.eq(command.length < Cat(Const(0, 1), command.run)),
             entry.payload.first_room.eq(first_room),
-            entry.payload.first_fits.eq(_at_most(Mux(whole, command.length, command.run),
-                                                 first_room)),
+            # Both compares side by side, chosen by AND and OR (a multiplexer in front of one
+            # compare would put the 32-bit run >= length chain before it).
+            entry.payload.first_fits.eq((whole & _at_most(command.length, first_room))
+                                        | (~whole & _at_most(command.run, first_room))),
             entry.payload.second_low.eq(second_low),
         ]
 
