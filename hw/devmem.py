@@ -39,6 +39,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..regmap import BusResponse
 from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
+from .memattrs import COLLISIONS_DONT_CARE
 from .skid import SkidBuffer
 
 
@@ -163,7 +164,9 @@ class DeviceMemory(wiring.Component):
         offset_bits = self._beat_bytes.bit_length() - 1     # byte-in-row bits
         size_bits = self._size.bit_length() - 1             # bits of an in-range address
 
-        m.submodules.mem = mem = Memory(data=self.data)
+        # No read port meets a write of the same row in one cycle where it matters (the two
+        # comments below), so synthesis may leave such collisions undefined.
+        m.submodules.mem = mem = Memory(data=self.data, attrs=COLLISIONS_DONT_CARE)
         wr_port = mem.write_port(granularity=8)
         # Reads and writes are unordered AXI channels, so a read racing a write to the same
         # row may see either value: no bypass logic is needed.

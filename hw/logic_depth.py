@@ -260,14 +260,15 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
     """Run yosys alone on ``component_factory()`` in the synthesis harness of
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
     from nicoll.sim.toolchain import tool_env
-    from .synth import SynthesisError, _check_board, _log_tail, _harness_platform
+    from .synth import (SynthesisError, _check_board, _log_tail, _harness_platform,
+                        _yosys_overrides)
 
     board_info = _check_board(board)
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
     harness, platform = _harness_platform(component_factory, board_info)
     plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,
-                          do_program=False, synth_opts="" if widelut else "-nowidelut")
+                          do_program=False, **_yosys_overrides(widelut))
     plan.extract(str(build_dir))
     netlist = build_dir / f"{name}.json"
     netlist.unlink(missing_ok=True)

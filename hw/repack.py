@@ -49,6 +49,7 @@ from amaranth.lib.wiring import In, Out
 from ._builder import share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
+from .memattrs import COLLISIONS_DONT_CARE
 from .skid import SkidBuffer
 
 
@@ -429,12 +430,13 @@ class RepackUnit(wiring.Component):
         cfg_in = cfg_slice.o
 
         # Data buffer: each source's data from a row boundary on (buffer_bytes_needed).
-        m.submodules.buffer = buf = Memory(shape=W, depth=depth, init=[])
-        wr = buf.write_port()
         # Collecting (the only writer) and sending (the only reader) never overlap: the unit
         # sends only in HEADER .. DRAIN, after its last message is written, and collects only
-        # in COLLECT.  A read and a write of one row in one cycle is impossible, so the
-        # read-first collision logic yosys adds for `transparent_for=()` never acts.
+        # in COLLECT.  A read and a write of one row in one cycle is impossible, so synthesis
+        # may leave such collisions undefined (no read-first emulation in front of the port).
+        m.submodules.buffer = buf = Memory(shape=W, depth=depth, init=[],
+                                           attrs=COLLISIONS_DONT_CARE)
+        wr = buf.write_port()
         rd = buf.read_port(domain="sync", transparent_for=())
         # Length tables, stored as they arrive, in NB banks so that one output table beat (the
         # lengths of NB consecutive sources for one destination) is read in one cycle: table

@@ -31,6 +31,8 @@ from amaranth.hdl import Elaboratable, Module, Signal, Cat, Value
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
+from .memattrs import yosys_collision_commands
+
 
 __all__ = [
     "BOARDS", "HarnessCost", "SynthHarness",
@@ -620,6 +622,14 @@ def _constrain_default_clock(platform, target_mhz):
     platform.resources[key] = resource
 
 
+def _yosys_overrides(widelut):
+    """The build options that set yosys's flow, shared by :func:`synthesize` and the
+    logic-depth estimate: ``-nowidelut`` if asked, and read collisions left undefined where a
+    memory says they cannot happen (:mod:`~nicoll.hw.memattrs`)."""
+    return {"synth_opts": "" if widelut else "-nowidelut",
+            "script_after_read": "\n".join(yosys_collision_commands())}
+
+
 def _harness_platform(component_factory, board_info):
     """The :class:`SynthHarness` around ``component_factory()`` and the board's platform,
     as :func:`synthesize` and the logic-depth estimate build them."""
@@ -736,7 +746,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     # build() run it keeps the YoWASP tool variables out of this process's environment.
     plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,
                           do_program=False, nextpnr_opts=" ".join(nextpnr_opts),
-                          synth_opts="" if widelut else "-nowidelut")
+                          **_yosys_overrides(widelut))
     elaborated = time.time()
 
     error = _run_plan(plan, name, build_dir, files, report)

