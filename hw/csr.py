@@ -20,7 +20,7 @@ Any other combination is refused with :exc:`ValueError` when the slave is built.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..regmap import BusResponse, RegisterMap
@@ -78,8 +78,9 @@ class CSRSlave(wiring.Component):
         The register bus.  AW and W are accepted independently and in either order; one
         write and one read can complete every cycle; a response is held until it is taken.
         Read data comes two cycles after AR is taken (a two-stage registered multiplexer;
-        hardware-driven fields are sampled in the first cycle), a write response one cycle
-        after both AW and W are.
+        hardware-driven fields are sampled in the first cycle); AW and W each wait in a
+        two-entry register slice, and a write commits the cycle after both AW and W are taken (the address is decoded as AW
+        is taken) and its response shows the cycle after that.
     <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
         One input per hardware-driven field and one output per hardware-readable storage field,
         named by :meth:`port_name`.  A ``singlepulse`` field's output is high for the one
@@ -207,54 +208,50 @@ class CSRSlave(wiring.Component):
                 self._pulses.setdefault(reg.address, []).append((field, pulse))
 
         # ---- Write path -------------------------------------------------------------------
-        # AW and W each have a one-entry holding register, so either may arrive first
-        # (IHI0022E, A3.3.1: the slave may accept them in any order).  A write commits in the
-        # cycle both are available and the B channel can take a new response; a held channel
-        # refuses a second beat until then.
-        aw_held = Signal()
-        aw_addr = Signal(self._addr_width)
-        w_held  = Signal()
-        w_data  = Signal(32)
-        w_strb  = Signal(4)
-
-        wr_addr = Mux(aw_held, aw_addr, bus.awaddr)
-        wr_data = Mux(w_held, w_data, bus.wdata)
-        wr_strb = Mux(w_held, w_strb, bus.wstrb)
-        b_free  = ~bus.bvalid | bus.bready
-        commit  = (aw_held | bus.awvalid) & (w_held | bus.wvalid) & b_free
-
+        # AW and W each go through a register slice, so either may arrive first (IHI0022E,
+        # A3.3.1: the slave may accept them in any order) and their ready signals are flops.
+        # The address is decoded as it enters its slice, into one select bit per word, so the
+        # write itself reads flops only.  It commits in a cycle both slices hold an entry and
+        # the B channel can take a new response: the cycle after the later of the two was
+        # taken; one write a cycle when both keep coming.
+        words = [(entry, word, (entry["reg"].address >> 2) + word)
+                 for entry in regs.values() for word in range(entry["reg"].words)]
+        m.submodules.aw_slice = aw_slice = SkidBuffer(data.StructLayout({
+            "sel": len(words),                  # the word the address names, one-hot
+            "hit": 1,                           # it names a register
+        }))
+        m.submodules.w_slice = w_slice = SkidBuffer(data.StructLayout({"data": 32, "strb": 4}))
+        sel = Cat(bus.awaddr[2:] == number for _, _, number in words)
         m.d.comb += [
-            bus.awready.eq(~aw_held),
-            bus.wready.eq(~w_held),
+            aw_slice.i.valid.eq(bus.awvalid),
+            bus.awready.eq(aw_slice.i.ready),
+            aw_slice.i.payload.sel.eq(sel),
+            aw_slice.i.payload.hit.eq(sel.any()),
+            w_slice.i.valid.eq(bus.wvalid),
+            bus.wready.eq(w_slice.i.ready),
+            w_slice.i.payload.data.eq(bus.wdata),
+            w_slice.i.payload.strb.eq(bus.wstrb),
         ]
-
+        aw_sel, aw_hit = aw_slice.o.payload.sel, aw_slice.o.payload.hit
+        w_data, w_strb = w_slice.o.payload.data, w_slice.o.payload.strb
+        commit = aw_slice.o.valid & w_slice.o.valid & (~bus.bvalid | bus.bready)
+        m.d.comb += [aw_slice.o.ready.eq(commit), w_slice.o.ready.eq(commit)]
+        with m.If(bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
         with m.If(commit):
             m.d.sync += [
-                aw_held.eq(0),
-                w_held.eq(0),
                 bus.bvalid.eq(1),
-                bus.bresp.eq(BusResponse.DECERR),
+                # A write to a read-only word is accepted and changes nothing.
+                bus.bresp.eq(Mux(aw_hit, BusResponse.OKAY, BusResponse.DECERR)),
             ]
-            with m.Switch(wr_addr[2:]):
-                for entry in regs.values():
-                    reg = entry["reg"]
-                    for word in range(reg.words):
-                        with m.Case((reg.address >> 2) + word):
-                            # A write to a read-only word is accepted and changes nothing.
-                            m.d.sync += bus.bresp.eq(BusResponse.OKAY)
-                            self._write_word(m, entry, word, wr_data, wr_strb)
-                            for field, pulse in self._pulses.get(reg.address, ()):
-                                lanes = [lane for lane in range(_WORD_BYTES)
-                                         if (field.mask >> (32 * word + 8 * lane)) & 0xff]
-                                if lanes:
-                                    m.d.sync += pulse.eq(Cat(wr_strb[k] for k in lanes).any())
-        with m.Else():
-            with m.If(bus.bready):
-                m.d.sync += bus.bvalid.eq(0)
-            with m.If(~aw_held & bus.awvalid):
-                m.d.sync += [aw_held.eq(1), aw_addr.eq(bus.awaddr)]
-            with m.If(~w_held & bus.wvalid):
-                m.d.sync += [w_held.eq(1), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb)]
+            for k, (entry, word, _) in enumerate(words):
+                with m.If(aw_sel[k]):
+                    self._write_word(m, entry, word, w_data, w_strb)
+                    for field, pulse in self._pulses.get(entry["reg"].address, ()):
+                        lanes = [lane for lane in range(_WORD_BYTES)
+                                 if (field.mask >> (32 * word + 8 * lane)) & 0xff]
+                        if lanes:
+                            m.d.sync += pulse.eq(Cat(w_strb[lane] for lane in lanes).any())
 
         self._read_path(m, regs)
         return m

@@ -360,42 +360,49 @@ def test_write_channel_order(aw_delay, w_delay):
                 if bvalid:
                     assert got_b is None
                     got_b = (cycle, bresp)
-            # The response comes the cycle after the later of the two channels.
-            assert got_b == (max(aw_delay, w_delay) + 1, OKAY)
+            # The write commits the cycle after the later of the two channels is taken (its
+            # address decoded as it was taken), and the response shows the cycle after that.
+            assert got_b == (max(aw_delay, w_delay) + 2, OKAY)
             assert await axil_read(ctx, bus, SCRATCH.address) == (value, OKAY)
 
     run_testbenches(dut, tb)
 
 
-def test_held_channel_refuses_second_beat():
+def test_slices_hold_two_beats_and_pair_in_order():
+    """AW and W each wait in a two-entry slice: two addresses are taken before any data, a
+    third waits; the data pair with them in order, each write committing the cycle after its
+    pair is complete and answering the cycle after that."""
     dut = CSRSlave()
     bus = dut.bus
 
     async def tb(ctx):
+        ctx.set(bus.bready, 1)
         ctx.set(bus.awaddr, SCRATCH.address)
         ctx.set(bus.awvalid, 1)
-        await ctx.tick()                       # AW taken and held, W has not come
-        assert not ctx.get(bus.awready)
-        ctx.set(bus.awaddr, 0)                 # a second AW must wait
+        *_, awready = await ctx.tick().sample(bus.awready)
+        assert awready                         # first AW taken
+        ctx.set(bus.awaddr, 0)                 # the second names the read-only ID register
+        *_, awready = await ctx.tick().sample(bus.awready)
+        assert awready                         # second AW taken: the slice is full
+        ctx.set(bus.awvalid, 0)
         for _ in range(3):
+            assert not ctx.get(bus.awready) and not ctx.get(bus.bvalid)
             await ctx.tick()
-            assert not ctx.get(bus.bvalid)
         ctx.set(bus.wdata, 0xabcd_ef01)
         ctx.set(bus.wstrb, 0xf)
         ctx.set(bus.wvalid, 1)
-        ctx.set(bus.bready, 1)
         *_, wready = await ctx.tick().sample(bus.wready)
-        assert wready
-        ctx.set(bus.wdata, 0x7777_7777)        # second W pairs with the second AW (ID reg)
+        assert wready and not ctx.get(bus.bvalid)   # first pair complete: commits now
+        ctx.set(bus.wdata, 0x7777_7777)
+        *_, wready = await ctx.tick().sample(bus.wready)
+        assert wready                          # second W taken as the first write commits
         assert ctx.get(bus.bvalid) and ctx.get(bus.bresp) == OKAY
-        assert ctx.get(bus.awready)
-        await ctx.tick()
-        ctx.set(bus.awvalid, 0)
         ctx.set(bus.wvalid, 0)
+        await ctx.tick()                       # the second pair commits
         assert ctx.get(bus.bvalid) and ctx.get(bus.bresp) == OKAY
         await ctx.tick()
-        ctx.set(bus.bready, 0)
         assert not ctx.get(bus.bvalid)
+        assert ctx.get(bus.awready) and ctx.get(bus.wready)
         assert await axil_read(ctx, bus, SCRATCH.address) == (0xabcd_ef01, OKAY)
 
     run_testbenches(dut, tb)
