@@ -79,8 +79,8 @@ class CSRSlave(wiring.Component):
         write and one read can complete every cycle; a response is held until it is taken.
         Read data comes two cycles after AR is taken (a two-stage registered multiplexer;
         hardware-driven fields are sampled in the first cycle); AW and W each wait in a
-        two-entry register slice, and a write commits the cycle after both AW and W are taken (the address is decoded as AW
-        is taken) and its response shows the cycle after that.
+        two-entry register slice, and a write commits the cycle after both AW and W are taken
+        (the address is decoded as AW is taken) and its response shows the cycle after that.
     <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
         One input per hardware-driven field and one output per hardware-readable storage field,
         named by :meth:`port_name`.  A ``singlepulse`` field's output is high for the one
