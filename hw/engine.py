@@ -460,6 +460,11 @@ class Engine(wiring.Component):
         tx_start = Signal()
         rx_start = Signal()
         barrier_seq = Signal(16)
+        # The barrier unit moved on from the sequence number the BARRIER state waits on:
+        # registered (a 16-bit compare of another block's register, not in front of the state
+        # machine), from BARRIER cycles only, so the state leaves a cycle after the release.
+        barrier_moved = Signal()
+        m.d.sync += barrier_moved.eq((state == BARRIER) & (self.barrier_seq != barrier_seq))
 
         with m.If(self.clear):
             m.d.sync += armed.eq(0)
@@ -519,7 +524,7 @@ class Engine(wiring.Component):
                             m.d.sync += state.eq(Mux(idx + 1 == queued, FINISH, FETCH))
                 with m.Case(BARRIER):
                     # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
-                    with m.If(self.barrier_seq != barrier_seq):
+                    with m.If(barrier_moved):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(AGGREGATE):
