@@ -253,6 +253,12 @@ class DeviceMemory(wiring.Component):
             with m.If(w_count == 0):
                 m.d.sync += [w_busy.eq(0), axi.bvalid.eq(1)]
 
+        self._read_channel(m, rd_port, row, in_range, next_address, burst_error)
+        return m
+
+    def _read_channel(self, m, rd_port, row, in_range, next_address, burst_error):
+        """The AXI read channel: an address phase, the memory read, a two-entry slice to R."""
+        axi = self.axi
         # ---- Read channel -------------------------------------------------------------------
         r_busy  = Signal()                      # an AR has been taken; beats are being issued
         r_addr  = Signal(self._addr_width)
@@ -324,4 +330,3 @@ class DeviceMemory(wiring.Component):
             axi.rid.eq(r_buffer.o.payload.id),
             r_buffer.o.ready.eq(axi.rready),
         ]
-        return m
