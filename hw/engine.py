@@ -284,9 +284,10 @@ class Engine(wiring.Component):
             m.d.sync += errors.eq(errors.as_value() | raise_error.as_value())
         # any_error fans out to every issue decision; from its own flop, set with the same
         # value errors.any() has in the next cycle, it leaves the OR tree out of them.
+        # errors.any() is any_error itself (both clear together), so only this cycle's bits
+        # are ORed.
         any_error = Signal()
-        m.d.sync += any_error.eq(~self.clear
-                                 & (errors.as_value() | raise_error.as_value()).any())
+        m.d.sync += any_error.eq(~self.clear & (any_error | raise_error.as_value().any()))
 
         state = Signal(range(10))
         IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE = range(10)
@@ -440,7 +441,9 @@ class Engine(wiring.Component):
         finished = Signal(16)           # commands finished (STEP)
         counted = Signal()              # the last data command dispatched is not yet counted
         cur = Signal(COMMAND_LAYOUT)
-        drain = Signal()                # cur waits for every earlier write (set in DECODE)
+        # cur waits for every earlier write (cur is a flop, loaded in LOAD).
+        drain = (cur.fence | cur.barrier | cur.aggregate
+                 | (cur.has_recv & (cur.action == StepAction.COPY)))
         armed = Signal()
         m.d.comb += [self.armed.eq(armed), self.busy.eq(running), self.done.eq(state == DONE),
                      self.step.eq(finished)]
@@ -465,6 +468,24 @@ class Engine(wiring.Component):
         # machine), from BARRIER cycles only, so the state leaves a cycle after the release.
         barrier_moved = Signal()
         m.d.sync += barrier_moved.eq((state == BARRIER) & (self.barrier_seq != barrier_seq))
+        # What DISPATCH, AGGREGATE and FINISH wait for, likewise registered from their own
+        # state's cycles (and DECODE's, before DISPATCH), so the decisions read one flop each
+        # and not a tree over the transmit arbiter, the scoreboard and 16-bit counts.  A flag
+        # is a cycle old when read; each is safe because what it waits on, once true in these
+        # states, stays true until the state acts: only DISPATCH starts a send or a receive
+        # (tx_busy rises two cycles later, before the next DECODE), rows enter the write
+        # pipeline only while rx_busy, and an aggregate's counts only fall.
+        dispatch_ok = Signal()
+        aggregate_ok = Signal()
+        finish_ok = Signal()
+        m.d.sync += [
+            dispatch_ok.eq(((state == DECODE) | (state == DISPATCH)) & ~tx_busy & ~rx_busy
+                           & (~drain | pipeline_empty)),
+            aggregate_ok.eq((state == AGGREGATE) & (agg_sends == 0) & (agg_finals == 0)
+                            & agg_done & ~tx_busy & ~rx_busy & ~reg_pending & ~agg_in_flight),
+            finish_ok.eq((state == FINISH) & ~tx_busy & ~rx_busy & ~tx_start & ~rx_start
+                         & pipeline_empty & ~clear_tx.header.valid & ~self.tx.valid),
+        ]
 
         with m.If(self.clear):
             m.d.sync += armed.eq(0)
@@ -498,14 +519,11 @@ class Engine(wiring.Component):
                 with m.Case(LOAD):
                     m.d.sync += [cur.eq(q_rd.data), state.eq(DECODE)]
                 with m.Case(DECODE):
-                    # What DISPATCH waits for, registered from the command (not from the
-                    # queue's block-RAM output, and not in the cycle that acts on it).
-                    m.d.sync += [drain.eq(cur.fence | cur.barrier | cur.aggregate
-                                          | (cur.has_recv & (cur.action == StepAction.COPY))),
-                                 state.eq(DISPATCH)]
+                    # dispatch_ok is first computed in this cycle (from cur, not from the
+                    # queue's block-RAM output).
+                    m.d.sync += state.eq(DISPATCH)
                 with m.Case(DISPATCH):
-                    ready = ~tx_busy & ~rx_busy & (~drain | pipeline_empty)
-                    with m.If(ready):
+                    with m.If(dispatch_ok):
                         # The previous data command finished: every beat sent and taken.
                         m.d.sync += [idx.eq(idx + 1), finished.eq(finished + counted),
                                      counted.eq(~cur.barrier & ~cur.aggregate)]
@@ -530,14 +548,11 @@ class Engine(wiring.Component):
                 with m.Case(AGGREGATE):
                     # Ref: seed 003, step 7.6: complete once every message is sent, every
                     # message received and the control tree has said DONE.
-                    with m.If((agg_sends == 0) & (agg_finals == 0) & agg_done & ~tx_busy
-                              & ~rx_busy & ~reg_pending & ~agg_in_flight):
+                    with m.If(aggregate_ok):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(FINISH):
-                    with m.If(~tx_busy & ~rx_busy & ~tx_start & ~rx_start & pipeline_empty
-                              & ~clear_tx.header.valid
-                              & ~self.tx.valid):
+                    with m.If(finish_ok):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
@@ -627,6 +642,7 @@ class Engine(wiring.Component):
         agg_checking = Signal()
         agg_starting = Signal()
         agg_fits = Signal()             # the length check's result, registered
+        agg_group_bad = Signal()        # the notice names a group this rank has no slot for
         agg_room = Signal(33)           # the most bytes a slot's message may have
         m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
         m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking
@@ -639,16 +655,18 @@ class Engine(wiring.Component):
                          agg_checking.eq(0), agg_starting.eq(0)]
         with m.Elif(pop):
             group = sends_fifo.r_data[24:40]
-            with m.If(group >= cur.send_tag):
+            m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
+                         agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
+                         agg_group_bad.eq(group >= cur.send_tag),
+                         agg_product.eq(group * cur.send.stride),
+                         agg_addressing.eq(1)]
+        with m.Elif(agg_addressing):
+            m.d.sync += agg_addressing.eq(0)
+            # The group's check, registered at the pop (not in front of the error register).
+            with m.If(agg_group_bad):
                 m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
             with m.Else():
-                m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
-                             agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
-                             agg_product.eq(group * cur.send.stride),
-                             agg_addressing.eq(1)]
-        with m.Elif(agg_addressing):
-            m.d.sync += [agg_slot.eq(cur.send.offset + agg_product), agg_addressing.eq(0),
-                         agg_reading.eq(1)]
+                m.d.sync += [agg_slot.eq(cur.send.offset + agg_product), agg_reading.eq(1)]
         with m.Elif(agg_reading):
             m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(1)]
         with m.Elif(agg_len_valid):
@@ -964,8 +982,12 @@ class Engine(wiring.Component):
             arriving = Cat(collected[:(hbeats - 1) * width], beat.data)[:header_size]
         m.d.comb += ahead.eq(Mux(p_state == P_HEADER, arriving, got))
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
-            "stale", "too_long", "ends_message", "matches", "from_hub", "empty", "src_ok",
-            "agg_ok", "slot_over")})
+            "stale", "too_long", "ends_message", "src_ok", "slot_over",
+            "notice", "agg_out", "clear", "data")})
+        # Whether the header's last beat ends the packet (got_last once it is stored).
+        ahead_last = Mux(p_state == P_HEADER, beat.last, got_last)
+        from_hub = ahead.src == cur.send_to
+        empty = ahead.length == 0
         d_slot_end = Signal(33)         # addr + length of an aggregate packet
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
@@ -979,12 +1001,17 @@ class Engine(wiring.Component):
             # left, so no compare follows the sum.
             d.too_long.eq(ahead.length > rx_left),
             d.ends_message.eq(ahead.length == rx_left),
-            d.matches.eq((ahead.src == rx_peer) & (ahead.seq == rx_tag)
-                         & (ahead.addr == rx_bytes)),
-            d.from_hub.eq(ahead.src == cur.send_to),
-            d.empty.eq(ahead.length == 0),
+            # The packet's class, one flag each (the kinds exclude one another), with every
+            # header-only condition of its branch in P_DECIDE folded in; P_DECIDE adds only
+            # the live state (aggregate command running, receive busy, clear-to-send sent).
+            d.notice.eq((ahead.kind == PacketKind.REPACK_NOTICE) & from_hub),
+            d.agg_out.eq((ahead.kind == PacketKind.REPACK_OUT) & from_hub & ~ahead_last
+                         & ~empty & (ahead.seq[8:16] < cur.recv_tag)),
+            d.clear.eq(ahead.kind == PacketKind.CLEAR),
+            d.data.eq((ahead.kind == PacketKind.DATA) & ~ahead_last & ~empty
+                      & (ahead.src == rx_peer) & (ahead.seq == rx_tag)
+                      & (ahead.addr == rx_bytes)),
             d.src_ok.eq(ahead.src < self._max_nodes),
-            d.agg_ok.eq(ahead.seq[8:16] < cur.recv_tag),
             # An aggregate packet's end in its slot, registered; compared with the stride a
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
             # cycle on an aggregate packet.
@@ -1035,11 +1062,9 @@ class Engine(wiring.Component):
                 with m.Case(P_DECIDE):
                     m.d.sync += decide_first.eq(0)
                     m.d.comb += bump["packets_received"].eq(~d.stale)
-                    from_hub = in_aggregate & d.from_hub
-                    expected = rx_busy & d.matches & ~cts_pending
                     with m.If(d.stale):
                         pass                        # the checks are being redone
-                    with m.Elif((got.kind == PacketKind.REPACK_NOTICE) & from_hub):
+                    with m.Elif(d.notice & in_aggregate):
                         # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
                         # destination group, so the queue never fills), TAKEN, DELIVERED
                         # (nothing to do), DONE.
@@ -1053,8 +1078,7 @@ class Engine(wiring.Component):
                         with m.If(got.code == NoticeKind.DONE.value):
                             m.d.sync += agg_done.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
-                    with m.Elif((got.kind == PacketKind.REPACK_OUT) & from_hub & ~got_last
-                                & ~d.empty & d.agg_ok):
+                    with m.Elif(d.agg_out & in_aggregate):
                         with m.If(decide_first):
                             # d.slot_over is computed from this packet from the next cycle.
                             m.d.comb += bump["packets_received"].eq(0)
@@ -1070,7 +1094,7 @@ class Engine(wiring.Component):
                         with m.Else():
                             # Wait for the previous packet's bytes to be written.
                             m.d.comb += bump["packets_received"].eq(0)
-                    with m.Elif(got.kind == PacketKind.CLEAR):
+                    with m.Elif(d.clear):
                         with m.If(d.src_ok):
                             m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
                                          cts_wr.en.eq(1), cts_set_valid.eq(1),
@@ -1078,8 +1102,7 @@ class Engine(wiring.Component):
                         with m.Else():
                             m.d.comb += raise_error.unexpected.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
-                    with m.Elif((got.kind == PacketKind.DATA) & expected & ~got_last
-                                & ~d.empty):
+                    with m.Elif(d.data & rx_busy & ~cts_pending):
                         # More bytes than the region, or the message's final packet
                         # leaving it short, or a packet filling it with more to come.
                         with m.If(d.too_long | (got.code[0] != d.ends_message)):
