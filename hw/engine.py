@@ -38,7 +38,7 @@ one reduced (or the reverse) wait for every earlier write instead.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -376,14 +376,14 @@ class Engine(wiring.Component):
         # ---- Write pipeline and its scoreboard ---------------------------------------------
         # Rows whose reduced value is on its way to memory: the beat read for the local
         # operand (stage 1) and every beat inside the ALU.  A read of such a row waits.
-        depth = self.alu.latency + 4
-        pend_row = Array(Signal(self.row_bits, name=f"pend_row{k}") for k in range(depth))
+        # The ALU's result is always taken, so it comes a fixed `latency` cycles after its
+        # operands (tests/test_hw_alu.py::test_one_beat_per_clock_and_fixed_latency): the
+        # rows in it travel beside it in a delay line, and the row a result is written to
+        # is the line's last stage, a flop (no read of a FIFO at a moving head).
+        depth = self.alu.latency
+        pend_row = [Signal(self.row_bits, name=f"pend_row{k}") for k in range(depth)]
         pend_valid = Signal(depth)
-        pend_mask = Array(Signal(beat_bytes, name=f"pend_mask{k}") for k in range(depth))
-        head = Signal(range(depth))        # oldest entry
-        tail = Signal(range(depth))        # next free
-        count = Signal(range(depth + 1))
-        room = Signal(init=1)           # count < depth, from a flop (kept by _alu_write)
+        pend_mask = [Signal(beat_bytes, name=f"pend_mask{k}") for k in range(depth)]
         s1_valid = Signal()
         s1_row = Signal(self.row_bits)
 
@@ -423,7 +423,7 @@ class Engine(wiring.Component):
         # No write in flight, from a flop: last cycle's rows, and none entering last cycle
         # (rows only enter through rx_enter), so it is never true too early.
         pipeline_empty = Signal(init=1)
-        m.d.sync += pipeline_empty.eq(~s1_valid & (count == 0) & ~wr_pending & ~rx_enter)
+        m.d.sync += pipeline_empty.eq(~s1_valid & ~pend_valid.any() & ~wr_pending & ~rx_enter)
         share(v, locals())
 
     def _control(self, m, v):
@@ -982,7 +982,7 @@ class Engine(wiring.Component):
             arriving = Cat(collected[:(hbeats - 1) * width], beat.data)[:header_size]
         m.d.comb += ahead.eq(Mux(p_state == P_HEADER, arriving, got))
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
-            "stale", "too_long", "ends_message", "src_ok", "slot_over",
+            "stale", "data_bad", "ends_message", "src_ok", "slot_over",
             "notice", "agg_out", "clear", "data")})
         # Whether the header's last beat ends the packet (got_last once it is stored).
         ahead_last = Mux(p_state == P_HEADER, beat.last, got_last)
@@ -997,9 +997,12 @@ class Engine(wiring.Component):
             d.stale.eq(rx_start | (state == LOAD)),
             d_after.eq(ahead.length + rx_bytes),
             d_left.eq(rx_left - ahead.length),
-            # after > rx_total and after == rx_total, as compares of the length with what is
-            # left, so no compare follows the sum.
-            d.too_long.eq(ahead.length > rx_left),
+            # A data packet is bad with more bytes than the region, or as the message's
+            # final packet leaving it short, or filling it with more to come: after > total
+            # and after == total as compares of the length with what is left, so no compare
+            # follows the sum.
+            d.data_bad.eq((ahead.length > rx_left)
+                          | (ahead.code[0] != (ahead.length == rx_left))),
             d.ends_message.eq(ahead.length == rx_left),
             # The packet's class, one flag each (the kinds exclude one another), with every
             # header-only condition of its branch in P_DECIDE folded in; P_DECIDE adds only
@@ -1064,6 +1067,16 @@ class Engine(wiring.Component):
                     m.d.comb += bump["packets_received"].eq(~d.stale)
                     with m.If(d.stale):
                         pass                        # the checks are being redone
+                    with m.Elif(d.clear):
+                        # First: the classes exclude one another, and a clear-to-send
+                        # depends on no live state, so its table write decodes from flops.
+                        with m.If(d.src_ok):
+                            m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
+                                         cts_wr.en.eq(1), cts_set_valid.eq(1),
+                                         cts_set_peer.eq(got.src)]
+                        with m.Else():
+                            m.d.comb += raise_error.unexpected.eq(1)
+                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif(d.notice & in_aggregate):
                         # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
                         # destination group, so the queue never fills), TAKEN, DELIVERED
@@ -1094,18 +1107,8 @@ class Engine(wiring.Component):
                         with m.Else():
                             # Wait for the previous packet's bytes to be written.
                             m.d.comb += bump["packets_received"].eq(0)
-                    with m.Elif(d.clear):
-                        with m.If(d.src_ok):
-                            m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
-                                         cts_wr.en.eq(1), cts_set_valid.eq(1),
-                                         cts_set_peer.eq(got.src)]
-                        with m.Else():
-                            m.d.comb += raise_error.unexpected.eq(1)
-                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif(d.data & rx_busy & ~cts_pending):
-                        # More bytes than the region, or the message's final packet
-                        # leaving it short, or a packet filling it with more to come.
-                        with m.If(d.too_long | (got.code[0] != d.ends_message)):
+                        with m.If(d.data_bad):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Else():
@@ -1136,12 +1139,12 @@ class Engine(wiring.Component):
     def _rx_rows(self, m, v):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
         (
-            reset, unpacker, raise_error, beat_bytes, width, room, depth, s1_valid, alu, rx_reduce,
+            reset, unpacker, raise_error, beat_bytes, width, depth, s1_valid, alu, rx_reduce,
             any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, blocks, rx_enter, rx_enter_row,
             s1_row,
             rx_busy,
         ) = (getattr(v, name) for name in (
-            "reset", "unpacker", "raise_error", "beat_bytes", "width", "room", "depth", "s1_valid",
+            "reset", "unpacker", "raise_error", "beat_bytes", "width", "depth", "s1_valid",
             "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "wr_issue", "hazard",
             "blocks",
             "rx_enter", "rx_enter_row", "s1_row", "rx_busy",
@@ -1168,7 +1171,7 @@ class Engine(wiring.Component):
             m.d.comb += raise_error.region.eq(1)
         s1_mask = Signal(beat_bytes)
         s1_data = Signal(width, reset_less=True)      # meaningful only while s1_valid
-        alu_take = s1_valid & room & alu.a.ready     # the ALU takes both operands at once
+        alu_take = s1_valid & alu.a.ready     # the ALU takes both operands at once
         s1_advance = ~s1_valid | alu_take
         with m.If(~rx_reduce):
             copy_take = rows_in.valid & ~r_outside & ~any_error
@@ -1192,44 +1195,36 @@ class Engine(wiring.Component):
     def _alu_write(self, m, v):
         """The ALU: operands in, results written back, the scoreboard kept."""
         (
-            alu, s1_valid, room, rx_local_first, s1_data, alu_take, bump, pend_row, tail, s1_row,
-            pend_mask, s1_mask, depth, raise_error, wr_addr, head, wr_data, wr_en, wr_issue,
-            pend_valid, count,
+            alu, s1_valid, rx_local_first, s1_data, alu_take, bump, pend_row, s1_row,
+            pend_mask, s1_mask, depth, raise_error, wr_addr, wr_data, wr_en, wr_issue,
+            pend_valid,
         ) = (getattr(v, name) for name in (
-            "alu", "s1_valid", "room", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
-            "tail", "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "head",
-            "wr_data", "wr_en", "wr_issue", "pend_valid", "count",
+            "alu", "s1_valid", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
+            "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "wr_data",
+            "wr_en", "wr_issue", "pend_valid",
         ))
         local = self.local_rd.data
-        m.d.comb += [alu.a.valid.eq(s1_valid & room),
-                     alu.b.valid.eq(s1_valid & room),
+        m.d.comb += [alu.a.valid.eq(s1_valid),
+                     alu.b.valid.eq(s1_valid),
                      alu.a.payload.data.eq(Mux(rx_local_first, local, s1_data)),
                      alu.b.payload.data.eq(Mux(rx_local_first, s1_data, local)),
                      alu.a.payload.op.eq(self.op), alu.a.payload.dtype.eq(self.dtype),
                      alu.result.ready.eq(1)]
         with m.If(alu_take):
             m.d.comb += bump["alu_beats"].eq(1)
-            m.d.sync += [pend_row[tail].eq(s1_row), pend_mask[tail].eq(s1_mask),
-                         tail.eq(Mux(tail == depth - 1, 0, tail + 1))]
+        # The delay line: stage 0 takes the row the ALU takes, the last stage is the row of
+        # the result coming out.
+        m.d.sync += [pend_valid.eq(Cat(alu_take, pend_valid[:-1])),
+                     pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask)]
+        for k in range(1, depth):
+            m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
         result = alu.result
         with m.If(result.valid):
             with m.If(result.payload.error):
                 m.d.comb += raise_error.alu.eq(1)
             with m.Else():
-                m.d.comb += [wr_addr.eq(pend_row[head]), wr_data.eq(result.payload.data),
-                             wr_en.eq(pend_mask[head]), wr_issue.eq(1)]
-            m.d.sync += head.eq(Mux(head == depth - 1, 0, head + 1))
-        set_bits = Signal(depth)
-        clr_bits = Signal(depth)
-        with m.If(alu_take):
-            m.d.comb += set_bits.eq(1 << tail)
-        with m.If(result.valid):
-            m.d.comb += clr_bits.eq(1 << head)
-        count_next = Signal.like(count)
-        m.d.comb += count_next.eq(count + alu_take - result.valid)
-        m.d.sync += [pend_valid.eq((pend_valid & ~clr_bits) | set_bits),
-                     count.eq(count_next), room.eq(count_next < depth)]
+                m.d.comb += [wr_addr.eq(pend_row[-1]), wr_data.eq(result.payload.data),
+                             wr_en.eq(pend_mask[-1]), wr_issue.eq(1)]
         with m.If(self.clear):
-            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), count.eq(0), room.eq(1), head.eq(0),
-                         tail.eq(0)]
+            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0)]
         share(v, locals())
