@@ -9,7 +9,7 @@ stalls.  It is built from plain flops rather than a memory-backed FIFO, which ke
 in hardware and cheap in simulation.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,20 +20,37 @@ __all__ = ["SkidBuffer", "CheckedSlice"]
 class SkidBuffer(wiring.Component):
     """Register slice for a stream of ``shape`` payloads.
 
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload.
+    mux_output : bool
+        Keep both entries in place, written in turn, and give ``o.payload`` through a 2:1
+        mux at a read pointer.  The consumer's ``o.ready`` then loads only the pointers and
+        the count (four flops) and never the enable of a payload flop: for a wide payload
+        whose consumer decides ``ready`` late, the ready no longer fans out to hundreds of
+        flops at the end of its path.  Costs one LUT level on ``o.payload``.
+
     Members
     -------
     i : ``In(stream.Signature(shape))``
     o : ``Out(stream.Signature(shape))``
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, *, mux_output=False):
+        if not isinstance(mux_output, bool):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise TypeError(f"mux_output must be a bool, not {mux_output!r}")
         self._shape = shape
+        self._mux_output = mux_output
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
         })
 
     def elaborate(self, platform):
+        if self._mux_output:
+            return self._elaborate_ring()
         m = Module()
         # The second entry; the first is o.payload / o.valid themselves.  Payload flops carry
         # no reset (a payload means nothing without its valid, and valid is reset), so a
@@ -65,6 +82,32 @@ class SkidBuffer(wiring.Component):
         # skid_valid's enables); the copy counts only from the cycle skid_valid is set.
         with m.If(~skid_valid):
             m.d.sync += skid_payload.eq(self.i.payload)
+        return m
+
+    def _elaborate_ring(self):
+        m = Module()
+        entries = [Signal(self._shape, reset_less=True, name=f"entry{k}") for k in range(2)]
+        wr_ptr = Signal()
+        rd_ptr = Signal()
+        full = Signal()                 # both entries hold a transfer
+        m.d.comb += [self.i.ready.eq(~full),
+                     self.o.payload.eq(Mux(rd_ptr, entries[1], entries[0]))]
+        # The entry at the write pointer is free whenever the slice is not full: it copies
+        # the input in every such cycle (its enable is flops only), and counts from the
+        # cycle a transfer is taken.
+        for k, entry in enumerate(entries):
+            with m.If(~full & (wr_ptr == k)):
+                m.d.sync += entry.eq(self.i.payload)
+        take = self.i.valid & ~full
+        give = self.o.valid & self.o.ready
+        with m.If(take):
+            m.d.sync += wr_ptr.eq(~wr_ptr)
+        with m.If(give):
+            m.d.sync += rd_ptr.eq(~rd_ptr)
+        # o.valid: an entry stays, or one arrives; full: both stay, or one stays and one
+        # arrives.  Two entries held means o.valid, so `full & ~give` keeps both.
+        m.d.sync += [self.o.valid.eq(take | (self.o.valid & ~give) | full),
+                     full.eq((full & ~give) | (take & self.o.valid & ~give))]
         return m
 
 

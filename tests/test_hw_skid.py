@@ -27,10 +27,11 @@ def simulate(dut, *testbenches, background=()):
     sim.run()
 
 
+@pytest.mark.parametrize("mux_output", [False, True])
 @pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
-def test_order_and_loss(in_stall, out_stall):
+def test_order_and_loss(in_stall, out_stall, mux_output):
     layout = data.StructLayout({"a": 12, "b": 1})
-    dut = SkidBuffer(layout)
+    dut = SkidBuffer(layout, mux_output=mux_output)
     rng = random.Random(f"{in_stall}{out_stall}")
     items = [{"a": rng.getrandbits(12), "b": rng.getrandbits(1)} for _ in range(300)]
     got = []
@@ -64,8 +65,9 @@ def test_order_and_loss(in_stall, out_stall):
         assert cycles["n"] == len(items) + 1
 
 
-def test_ready_is_registered():
-    dut = SkidBuffer(8)
+@pytest.mark.parametrize("mux_output", [False, True])
+def test_ready_is_registered(mux_output):
+    dut = SkidBuffer(8, mux_output=mux_output)
 
     async def tb(ctx):
         ctx.set(dut.i.valid, 1)
@@ -85,6 +87,11 @@ def test_ready_is_registered():
         assert not ctx.get(dut.o.valid)
 
     simulate(dut, tb)
+
+
+def test_mux_output_must_be_a_bool():
+    with pytest.raises(TypeError, match="mux_output must be a bool, not 1"):
+        SkidBuffer(8, mux_output=1)
 
 
 @pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
