@@ -195,13 +195,25 @@ def _synth(args):
                                         build_dir=build_dir, widelut=not args.nowidelut)
         console.print(depth.to_text(args.paths))
         return 0
-    with console.status(f"synthesizing {name} for {args.board}") as status:
-        result = synthesize(factory, name=name, board=args.board, build_dir=build_dir,
-                            seed=args.seed, target_mhz=target_mhz, router=args.router,
-                            widelut=not args.nowidelut,
-                            progress=lambda message: status.update(
-                                f"{name}: {message} (nextpnr takes minutes)"))
+    results = []
+    for number, seed in enumerate(args.seed, 1):
+        # One folder per seed of a sweep, so each run's files stay to be read.
+        seed_dir = build_dir if len(args.seed) == 1 else build_dir / f"seed{seed}"
+        run = f"{name}" if len(args.seed) == 1 else f"{name}, seed {seed} ({number}/{len(args.seed)})"
+        with console.status(f"synthesizing {run} for {args.board}") as status:
+            results.append(synthesize(factory, name=name, board=args.board, build_dir=seed_dir,
+                                      seed=seed, target_mhz=target_mhz, router=args.router,
+                                      widelut=not args.nowidelut,
+                                      progress=lambda message: status.update(
+                                          f"{run}: {message} (nextpnr takes minutes)")))
+        if len(args.seed) > 1:
+            console.print(f"seed {seed}: {results[-1].fmax_mhz:.2f} MHz "
+                          f"({'met' if results[-1].timing_met else 'missed'})")
+    result = max(results, key=lambda r: r.fmax_mhz)
     text = result.to_text()
+    if len(results) > 1:
+        text += "\n  seed sweep: " + ", ".join(f"seed {r.seed} {r.fmax_mhz:.2f} MHz"
+                                               for r in results) + f" (best: seed {result.seed})"
     report = build_root() / "synth" / f"{args.board}_{name}.txt"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text + "\n")
@@ -211,7 +223,8 @@ def _synth(args):
         from . import synthesis
         command = ".venv/bin/nicoll " + " ".join(a for a in args.argv if a != "--record")
         synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
-                                         command=command, parameters=parameters))
+                                         command=command, parameters=parameters,
+                                         sweep=results if len(results) > 1 else None))
         console.print(f"recorded in {synthesis.RECORD_PATH} and {synthesis.TABLE_PATH}")
     return 0
 
@@ -334,6 +347,19 @@ def _bench(args):
     return 0 if all(row.correct for row in rows) else 1
 
 
+def _seeds(text):
+    """``--seed``: one or more distinct non-negative integers, comma-separated."""
+    try:
+        seeds = [int(item, 10) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a seed list is integers separated by commas, such as 1,2,3, not {text!r}") from None
+    if any(seed < 0 for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(
+            f"seeds must be distinct and non-negative, not {text!r}")
+    return seeds
+
+
 def _size(text):
     units = {"k": 1 << 10, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     if text and text[-1] in units:
@@ -372,7 +398,10 @@ def _parser():
     synth.add_argument("--block", choices=SYNTH_BLOCKS,
                        default="niccore",
                        help="what to synthesize: the whole NIC core, or one unit alone")
-    synth.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    synth.add_argument("--seed", type=_seeds, default=[1], metavar="N[,N...]",
+                       help="nextpnr placement seed; a list (1,2,3) runs one place and route "
+                            "per seed, reports each and keeps the best (every seed's Fmax "
+                            "goes into the record)")
     synth.add_argument("--target-mhz", type=float, default=None,
                        help="clock to time the design against (default: "
                             + ", ".join(f"{k} {v:g}" for k, v in SYNTH_TARGETS_MHZ.items())

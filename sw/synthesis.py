@@ -19,13 +19,18 @@ TABLE_PATH = _DOCS / "synthesis.md"
 NOMINAL_MHZ = 125.0
 
 
-def entry(result, *, block, data_width, command, parameters):
-    """One record of a :class:`~nicoll.hw.synth.SynthResult`."""
+def entry(result, *, block, data_width, command, parameters, sweep=None):
+    """One record of a :class:`~nicoll.hw.synth.SynthResult`; with ``sweep`` (the results of
+    every seed of a sweep, ``result`` among them) each seed's Fmax is kept beside it."""
     path = result.critical_path
+    seeds = None if sweep is None else [
+        {"seed": r.seed, "fmax_mhz": round(r.fmax_mhz, 2), "timing_met": r.timing_met}
+        for r in sweep]
     return {
         "name": result.name, "block": block, "data_width": data_width,
         "parameters": parameters, "board": result.board, "device": result.device,
         "seed": result.seed,
+        **({} if seeds is None else {"seeds": seeds}),
         "lut4": result.lut4, "lut4_core": max(result.lut4 - result.harness_lut4, 0),
         "ff": result.ff, "ff_core": max(result.ff - result.harness_ff, 0),
         "dp16kd": result.dp16kd, "mult18x18d": result.mult18x18d,
@@ -94,7 +99,9 @@ def markdown(entries):
         "\"target\" is the clock nextpnr was constrained at (`--target-mhz`; by default 150 MHz for",
         "the NIC core on the Versa, 125 MHz on the ECPIX-5, 200 MHz for a block alone; a target",
         "of 100 is a run made before the flow took one, at the board's oscillator). \"met\" means the",
-        "routed Fmax reaches it. Placement varies with nextpnr's seed by several percent.",
+        "routed Fmax reaches it. Placement varies with nextpnr's seed by several percent: a row",
+        "from a seed sweep (`--seed 1,2,3`) is its best seed's run, and the list below gives",
+        "every seed's Fmax.",
         "",
         "| block | configuration | part | LUT4 (core) | FF (core) | DP16KD | MULT18X18D "
         "| Fmax MHz | target | date | tools |",
@@ -109,7 +116,11 @@ def markdown(entries):
                      f"{'met' if e['timing_met'] else 'missed'} | {e['date']} | {tools} |")
     lines += ["", "Critical paths and the command that reproduces each row:", ""]
     for e in entries:
-        lines.append(f"- **{e['name']}** ({e['wall_time_s'] / 60:.1f} min): "
+        lines.append(f"- **{e['name']}** ({e['wall_time_s'] / 60:.1f} min, seed {e['seed']}): "
                      f"{e['critical_path'] or 'no path reported'}")
+        if e.get("seeds"):
+            lines.append("  seeds: " + ", ".join(
+                f"{s['seed']}: {s['fmax_mhz']:.1f} MHz ({'met' if s['timing_met'] else 'missed'})"
+                for s in e["seeds"]))
         lines.append(f"  `{e['command']}`")
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ import json
 import os
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from amaranth.hdl import Module, Signal
@@ -394,3 +395,39 @@ def test_synthesize_niccore_small(tmp_path):
     assert result.dp16kd > 0
     assert result.fmax_mhz > 0
     assert parse_nextpnr_report(result.report_path).used("TRELLIS_COMB") == result.lut4
+
+
+def _fake_result(seed, fmax_mhz):
+    """A SynthResult's fields as the record reads them (no tool run)."""
+    return SimpleNamespace(
+        name="packer_w64", board="versa_ecp5", device="LFE5UM-45F-8BG381", seed=seed,
+        lut4=600, harness_lut4=50, ff=590, harness_ff=200, dp16kd=0, mult18x18d=0,
+        fmax_mhz=fmax_mhz, clock_constraint_mhz=200.0, timing_met=fmax_mhz >= 200.0,
+        critical_path=None, wall_time_s=60.0, tool_versions={"amaranth": "0.5"})
+
+
+def test_seed_sweep_is_recorded_seed_by_seed(tmp_path):
+    from nicoll import synthesis
+    sweep = [_fake_result(1, 198.4), _fake_result(2, 205.1), _fake_result(3, 190.0)]
+    best = max(sweep, key=lambda r: r.fmax_mhz)
+    entry = synthesis.entry(best, block="packer", data_width=64, command="nicoll synth",
+                            parameters={"data_width": 64}, sweep=sweep)
+    assert entry["seed"] == 2 and entry["fmax_mhz"] == 205.1 and entry["timing_met"]
+    assert [s["seed"] for s in entry["seeds"]] == [1, 2, 3]
+    assert [s["timing_met"] for s in entry["seeds"]] == [False, True, False]
+    table = synthesis.markdown(synthesis.record(entry, tmp_path / "s.json", tmp_path / "s.md"))
+    assert "seeds: 1: 198.4 MHz (missed), 2: 205.1 MHz (met), 3: 190.0 MHz (missed)" in table
+    single = synthesis.entry(sweep[0], block="packer", data_width=64, command="nicoll synth",
+                             parameters={})
+    assert "seeds" not in single
+
+
+@pytest.mark.parametrize("text,message", [("1,x", "integers separated by commas"),
+                                          ("1,1", "distinct and non-negative"),
+                                          ("-2", "distinct and non-negative")])
+def test_seed_list_errors(text, message, capsys):
+    from nicoll.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(["synth", "--block", "packer", "--estimate", "--seed", text])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
