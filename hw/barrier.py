@@ -836,11 +836,16 @@ class BarrierUnit(wiring.Component):
             self.errors.eq(s.cfg_reg.as_value() | sticky.as_value()),
             self.error.eq(self.errors.as_value().any()),
         ]
-        # The sums are made from the flop; the late drop signals only choose one of them.
-        one = s.rx_stale | s.late
+        # What is dropped in a cycle is registered first and added a cycle later (the count
+        # runs a cycle behind), so the late drop signals, which follow the root's decision,
+        # end at two flops and not at a 32-bit counter's enable.  `start` drops what was
+        # counted in its cycle.
+        s.stale_one = one = Signal()
+        s.stale_two = two = Signal()
+        drops = Cat(s.rx_stale | s.late, s.d_stale)
+        m.d.sync += [one.eq((drops == 0b01) | (drops == 0b10)), two.eq(drops == 0b11)]
         stale = self.stale
-        m.d.sync += stale.eq(Mux(one & s.d_stale, stale + 2,
-                                 Mux(one | s.d_stale, stale + 1, stale)))
+        m.d.sync += stale.eq(Mux(two, stale + 2, Mux(one, stale + 1, stale)))
         # A bad route write stays flagged across `start` (the table it left is still wrong)
         # until the table is cleared.
         with m.If(s.write_bad):
@@ -866,7 +871,7 @@ class BarrierUnit(wiring.Component):
                 self.aborted.eq(0), self.abort_seq.eq(0), self.abort_estimate.eq(0),
                 self.s.eq(0), self.mt.eq(0), self.e.eq(0), self.stamp_valid.eq(0),
                 self.stamp_seq.eq(0), self.release_ones.eq(0),
-                self.stale.eq(0),
+                self.stale.eq(0), s.stale_one.eq(0), s.stale_two.eq(0),
                 s.sticky.outside.eq(0), s.sticky.notice.eq(0),
                 s.log_ptr.eq(0), self.log_count.eq(0), self.log_overflow.eq(0),
             ]
