@@ -599,7 +599,12 @@ class RepackUnit(wiring.Component):
             # data beat's keep is checked against the message's byte count with these, a
             # compare of LB bits rather than of B.
             "keep_low": 1, "keep_n": LB,
+            # A table beat's entries all zero, and any nonzero entry past the last valid one
+            # of a final table beat (tb_mask is current: a configuration is taken only while
+            # idle, and a table beat counts only after its header was taken while collecting).
+            "zero": 1, "pad_nz": 1,
         }))
+        tb_mask = Signal(E)                     # valid entries of the last table beat
         in_q_valid = Signal()
         in_ready = Signal()
         load = ~in_q_valid | in_ready
@@ -608,6 +613,7 @@ class RepackUnit(wiring.Component):
             m.d.sync += [
                 in_q_valid.eq(in_skid.o.valid),
                 in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
+                in_q.zero.eq(~sk.nz.any()), in_q.pad_nz.eq((sk.nz & ~tb_mask).any()),
                 in_q.tag_ok.eq(sk_hdr.tag == Mux(cfg_take, p.tag, c.tag)),
                 in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
                 in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
@@ -639,7 +645,7 @@ class RepackUnit(wiring.Component):
         cur_rank = Signal(RANK_WIDTH)
         t = Signal(range(TBMAX + 1))
         tb_last = Signal(range(TBMAX + 1))      # tb - 1, set with the configuration
-        tb_mask = Signal(E)                     # valid entries of the last table beat
+        t_last = Signal()                       # t == tb_last, kept beside t
         msg_bytes = Signal(32)
         # The budget check and the empty-message check of a message's last table beat compare
         # that beat's (precomputed) sum with registers: `room_left` is room_bytes less the
@@ -691,7 +697,7 @@ class RepackUnit(wiring.Component):
             "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_bytes", "taken",
             "room_left", "msg_zero", "in_q",
         ))
-        data_final = v.data_final
+        data_final, t_last = v.data_final, v.t_last
         with m.If(in_state == IN_TABLE):
             # For the data state, loaded in every table-state cycle as if this cycle's beat
             # were taken (so `take` does not gate them): the value loaded when the last
@@ -734,7 +740,7 @@ class RepackUnit(wiring.Component):
                             m.d.sync += [
                                 cur.eq(idx),
                                 cur_rank.eq(hdr.rank),
-                                t.eq(0),
+                                t.eq(0), t_last.eq(tb_last == 0),
                                 msg_bytes.eq(0),
                                 room_left.eq(room_bytes),
                                 msg_zero.eq(1),
@@ -744,10 +750,9 @@ class RepackUnit(wiring.Component):
                             ]
 
                 with m.Case(IN_TABLE):
-                    valid_e = Mux(t == tb_last, tb_mask, (1 << E) - 1)
-                    pad_bad = (in_q.nz & ~valid_e).any()
+                    pad_bad = t_last & in_q.pad_nz
                     tsum = in_q.tsum
-                    beat_zero = ~in_q.nz.any()
+                    beat_zero = in_q.zero
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
                     for b in range(NB):
@@ -755,7 +760,7 @@ class RepackUnit(wiring.Component):
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
                         tab_wrow.eq(tab_wrow + 1),
-                        t.eq(t + 1),
+                        t.eq(t + 1), t_last.eq(t + 1 == tb_last),
                         msg_bytes.eq(new_bytes),
                         room_left.eq(room_left - tsum),
                         msg_zero.eq(msg_zero & beat_zero),
@@ -766,7 +771,7 @@ class RepackUnit(wiring.Component):
                     with m.Elif(~full_keep):
                         m.d.comb += count(RepackError.LENGTH, True)
                         m.d.sync += head_or_drop()
-                    with m.Elif(t == tb_last):
+                    with m.Elif(t_last):
                         with m.If(in_q.over):       # tsum > room_left, registered
                             # Never written: the buffer holds only what was reserved.
                             m.d.comb += count(RepackError.OVER_BUDGET, True)
