@@ -601,6 +601,11 @@ class Engine(wiring.Component):
         cts_take_valid = Signal()
         cts_set = Signal(self._max_nodes)
         cts_take = Signal(self._max_nodes)
+        # A clear-to-send lands in the table and its valid bit a cycle after the parser
+        # decides it, from flops (the parser's branch is set in _parser_fsm, later, and wins
+        # over this default): the tag check in _tx_wait compares the written tag from a
+        # flop, not from the parser's decision.
+        m.d.sync += [cts_wr.en.eq(0), cts_set_valid.eq(0)]
         for k in range(self._max_nodes):
             m.d.comb += [cts_set[k].eq(cts_set_valid & (cts_set_peer == k)),
                          cts_take[k].eq(cts_take_valid & (tx_peer[:peer_bits] == k))]
@@ -1071,7 +1076,8 @@ class Engine(wiring.Component):
                         # First: the classes exclude one another, and a clear-to-send
                         # depends on no live state, so its table write decodes from flops.
                         with m.If(d.src_ok):
-                            m.d.comb += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
+                            # Written from flops a cycle later (see _cts_table).
+                            m.d.sync += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
                                          cts_wr.en.eq(1), cts_set_valid.eq(1),
                                          cts_set_peer.eq(got.src)]
                         with m.Else():
