@@ -412,14 +412,19 @@ class Engine(wiring.Component):
 
         # The row reads check the scoreboard a cycle ahead (CheckedSlice): the flag a read
         # stage acts on was computed against last cycle's rows, plus the row the receive
-        # side took last cycle (``rx_enter``: it is in s1 or the write register now).
-        # Rows only leave the scoreboard between those two moments, so the flag errs on
-        # the safe side by at most a cycle.
+        # side took last cycle (it is in s1 or the write register now).  Rows only leave
+        # the scoreboard between those two moments, so the flag errs on the safe side by at
+        # most a cycle.  The row the receive side offers (``rx_offer``, valid at the
+        # receive slice's output) stands for the row it takes: for the receive slice's own
+        # new entry the two are the same (a new entry is loaded only when the offered row
+        # is taken, or none is offered), for the transmit side it is a superset; either
+        # way the flag does not wait for the take, which itself reads the flag.
         rx_enter = Signal()
+        rx_offer = Signal()
         rx_enter_row = Signal(self.row_bits)
 
         def blocks(row):
-            return hazard(row) | (rx_enter & (rx_enter_row == row))
+            return hazard(row) | (rx_offer & (rx_enter_row == row))
         # No write in flight, from a flop: last cycle's rows, and none entering last cycle
         # (rows only enter through rx_enter), so it is never true too early.
         pipeline_empty = Signal(init=1)
@@ -1146,14 +1151,15 @@ class Engine(wiring.Component):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
         (
             reset, unpacker, raise_error, beat_bytes, width, depth, s1_valid, alu, rx_reduce,
-            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, blocks, rx_enter, rx_enter_row,
+            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, blocks, rx_enter, rx_offer,
+            rx_enter_row,
             s1_row,
             rx_busy,
         ) = (getattr(v, name) for name in (
             "reset", "unpacker", "raise_error", "beat_bytes", "width", "depth", "s1_valid",
             "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "wr_issue", "hazard",
             "blocks",
-            "rx_enter", "rx_enter_row", "s1_row", "rx_busy",
+            "rx_enter", "rx_offer", "rx_enter_row", "s1_row", "rx_busy",
         ))
         # Rows out of the unpacker, through a register slice (the take below depends on the
         # ALU's ready) and a stage whose scoreboard check is made a cycle ahead: stored at
@@ -1170,7 +1176,7 @@ class Engine(wiring.Component):
         wiring.connect(m, rx_rows.o, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload
-        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready),
+        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready), rx_offer.eq(rows_in.valid),
                      rx_enter_row.eq(row.row[:self.row_bits]),
                      rx_checked.block_new.eq(Cat(blocks(rx_checked.i.payload.row[:self.row_bits]),
                                                  self._outside(rx_checked.i.payload.row))),
