@@ -25,7 +25,7 @@ demo: venv
 	$(VENV)/bin/nicoll demo
 
 synth: venv
-	$(VENV)/bin/nicoll synth --board ecpix5_85 --data-width 256 --max-nodes 8 --alu-pairs sum:float32 --router router2 --nowidelut
+	$(VENV)/bin/nicoll synth --board ecpix5_85 --data-width 256 --max-nodes 8 --alu-pairs sum:float32 --nowidelut
 
 docs: venv
 	$(VENV)/bin/nicoll regmap --write
