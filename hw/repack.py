@@ -1098,18 +1098,25 @@ class RepackUnit(wiring.Component):
             "tbo_mask", "alloc_row", "idle_left", "idle_out",
         ))
         cfg_in = v.cfg_in
-        m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free)]
+        # A refused configuration posts its DONE (and counts its error) in the next cycle,
+        # from flops: the refusal is not decided in the cycle the event's data is chosen.
+        # The unit stays idle meanwhile and takes no configuration; the event's place was
+        # checked (ev_free) as the configuration was taken, and nothing else posts while idle.
+        refuse = Signal()
+        refuse_code = Signal(RepackError)
+        m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free & ~refuse)]
+        with m.If(refuse):
+            m.d.comb += [*count(refuse_code, False), *post(UnitEvent.DONE, 0, c.tag, refuse_code)]
+            m.d.sync += refuse.eq(0)
         p = cfg_in.payload.cfg
         with m.If(cfg_in.valid & cfg_in.ready):
             m.d.sync += c.eq(p)
             with m.If(cfg_in.payload.bad):
-                m.d.comb += count(RepackError.BAD_CONFIG, False)
-                m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.BAD_CONFIG)
+                m.d.sync += [refuse.eq(1), refuse_code.eq(RepackError.BAD_CONFIG)]
             with m.Elif(cfg_in.payload.too_big):
                 # Ref: issue 5: a sub-matrix that does not fit is refused when it is
                 # configured, never overflowed.
-                m.d.comb += count(RepackError.CAPACITY, False)
-                m.d.comb += post(UnitEvent.DONE, 0, p.tag, RepackError.CAPACITY)
+                m.d.sync += [refuse.eq(1), refuse_code.eq(RepackError.CAPACITY)]
             with m.Else():
                 m.d.sync += [
                     tb_last.eq((p.dv - 1) >> LE),
