@@ -405,10 +405,10 @@ class Engine(wiring.Component):
                      wr_pending.eq(wr_issue)]
 
         def hazard(row):
-            hit = (s1_valid & (s1_row == row)) | (wr_pending & (self.wr.addr == row))
-            for k in range(depth):
-                hit |= pend_valid[k] & (pend_row[k] == row)
-            return hit
+            # One wide OR (yosys maps $reduce_or as a balanced tree; a chain of `|=` stays a
+            # chain, and the routed core's critical path ran down it).
+            return Cat((s1_valid & (s1_row == row)), (wr_pending & (self.wr.addr == row)),
+                       *(pend_valid[k] & (pend_row[k] == row) for k in range(depth))).any()
 
         # The row reads check the scoreboard a cycle ahead (CheckedSlice): the flag a read
         # stage acts on was computed against last cycle's rows, plus the row the receive
@@ -424,7 +424,7 @@ class Engine(wiring.Component):
         rx_enter_row = Signal(self.row_bits)
 
         def blocks(row):
-            return hazard(row) | (rx_offer & (rx_enter_row == row))
+            return Cat(hazard(row), rx_offer & (rx_enter_row == row)).any()
         # No write in flight, from a flop: last cycle's rows, and none entering last cycle
         # (rows only enter through rx_enter), so it is never true too early.
         pipeline_empty = Signal(init=1)
