@@ -364,7 +364,7 @@ class NicCore(wiring.Component):
             ("repack", "LIMITS", "max_ranks"): hub.max_ranks,
             ("repack", "LIMITS", "packet_beats"): DEFAULT_HUB_PACKET_BEATS,
             ("repack", "STATUS", "busy"): hub.busy,
-            ("repack", "STATUS", "pending"): order_valid | start_valid,
+            ("repack", "STATUS", "pending"): order_valid | start_valid | hub.held,
             ("repack", "STATUS", "code"): hub.status,
             ("repack", "STATUS", "last_error"): hub.last_error,
             ("repack", "ERRORS", "count"): hub.errors,
