@@ -31,6 +31,11 @@ fans out to the thousands of stage registers, and one beat per clock flows while
 inputs are valid and ``result`` is ready.  Latency is :attr:`ReductionALU.latency` clock
 edges from taking an input beat to its result being taken, whatever op and type.
 
+A consumer that takes every result in the cycle it is offered (the engine writes each one
+back at once) builds the ALU with ``output_fifo=False``: no FIFO and no count, the inputs are
+ready whenever both are valid, ``result.ready`` is ignored, and the latency is two edges
+shorter.
+
 A pair (op, type) that MPI leaves undefined (bitwise or logical ops on floats) or that the
 build leaves out gives ``error = 1`` with data 0 for that beat: never a computed value.
 """
@@ -221,12 +226,18 @@ class ReductionALU(wiring.Component):
     :param data_width: bits per beat, one of 64, 128, 256, 512.
     :param capabilities: the (ReduceOp, DType) pairs this build computes; default all
         pairs MPI defines.  A float sum or prod left out saves its adders or multipliers.
+    :param output_fifo: keep results in a FIFO until ``result`` is ready (default).  With
+        ``False`` the result register drives ``result`` directly and ``result.ready`` is
+        ignored: only for a consumer that takes every result the cycle it is offered.
     """
 
-    def __init__(self, data_width=256, *, capabilities=None):
+    def __init__(self, data_width=256, *, capabilities=None, output_fifo=True):
         if not isinstance(data_width, int) or data_width not in _DATA_WIDTHS:
             raise ValueError(f"data_width must be one of 64, 128, 256, 512, not {data_width!r}")
+        if not isinstance(output_fifo, bool):
+            raise TypeError(f"output_fifo must be a bool, not {output_fifo!r}")
         capabilities = check_capabilities(capabilities)
+        self.output_fifo = output_fifo
         self.data_width = data_width
         self.capabilities = capabilities
         self.lanes = data_width // LANE_BITS
@@ -248,8 +259,8 @@ class ReductionALU(wiring.Component):
         self.unit_latency = max(self._sources.values())
         #: Clock edges from the edge that takes an input beat to the edge at which its result
         #: is taken from ``result`` (output always ready): operand register, units, result
-        #: register, then two through the output FIFO (write, read register).
-        self.latency = 1 + self.unit_latency + 1 + 2
+        #: register, then (with the output FIFO) two through it (write, read register).
+        self.latency = 1 + self.unit_latency + 1 + (2 if output_fifo else 0)
         #: Beats the output FIFO holds: every beat in flight fits, and one per clock flows
         #: while ``result`` is ready (a beat occupies a place from acceptance until taken).
         self.fifo_depth = self.latency + 2
@@ -424,10 +435,8 @@ class ReductionALU(wiring.Component):
             out.append(unit.result)
         return Cat(*out)
 
-    def elaborate(self, platform):
-        m = Module()
-        depth = self.unit_latency
-
+    def _flow_fifo(self, m):
+        """The output FIFO and the count that keeps a place in it for every beat taken."""
         # Ref: module docstring, "flow control".  A beat is accepted only while the output
         # FIFO has room for it and for every beat before it that has not left yet, so the
         # pipeline itself never has to stop: no enable fans out to its registers.
@@ -441,6 +450,20 @@ class ReductionALU(wiring.Component):
         m.d.comb += [self.a.ready.eq(room & self.b.valid), self.b.ready.eq(room & self.a.valid),
                      in_flight_next.eq(in_flight + take - pop)]
         m.d.sync += [in_flight.eq(in_flight_next), room.eq(in_flight_next < self.fifo_depth)]
+        return take, fifo
+
+    def elaborate(self, platform):
+        m = Module()
+        depth = self.unit_latency
+
+        if self.output_fifo:
+            take, fifo = self._flow_fifo(m)
+        else:
+            # Every result is taken as it comes out, so nothing can fill: both inputs are
+            # taken whenever both are valid.
+            take = self.a.valid & self.b.valid
+            m.d.comb += [self.a.ready.eq(self.b.valid), self.b.ready.eq(self.a.valid)]
+            fifo = None
 
         # Stage 0: operand registers.
         supported = Signal()
@@ -496,11 +519,17 @@ class ReductionALU(wiring.Component):
                     acc = _stage(m, acc, f"lane{lane}_s{t + 1}")
             lanes_out.append(acc)
 
-        # Result register, then the FIFO.
+        # Result register, then the FIFO (or the result stream itself).
         v_out = _delay(m, v0, depth + 1, "v", reset_less=False)
         last_out = _delay(m, last0, depth + 1, "last")
         err_out = _delay(m, err0, depth + 1, "err")
         data_out = _stage(m, Cat(*lanes_out), "out_data")
+        if fifo is None:
+            m.d.comb += [self.result.valid.eq(v_out),
+                         self.result.payload.data.eq(data_out),
+                         self.result.payload.last.eq(last_out),
+                         self.result.payload.error.eq(err_out)]
+            return m
         m.d.comb += [
             fifo.w_data.eq(Cat(data_out, last_out, err_out)),
             fifo.w_en.eq(v_out),

@@ -51,7 +51,7 @@ from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ._builder import share
 from .repack import NoticeKind
-from .skid import CheckedSlice, SkidBuffer
+from .skid import CheckedRing, SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
            "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
@@ -214,7 +214,9 @@ class Engine(wiring.Component):
         """The reduction ALU (built on first use)."""
         if self._alu is None:
             from .alu import ReductionALU
-            self._alu = ReductionALU(self._data_width, capabilities=self._caps)
+            # Every result is written back the cycle it comes out: no output FIFO.
+            self._alu = ReductionALU(self._data_width, capabilities=self._caps,
+                                     output_fifo=False)
         return self._alu
 
     @property
@@ -347,9 +349,9 @@ class Engine(wiring.Component):
         m.submodules.rx_walker = rx_walker = reset(RegionWalker(width))
         m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
         # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
-        # parser's state would otherwise chain into the packer's or unpacker's ready logic.
+        # parser's state would otherwise chain into the unpacker's ready logic (the transmit
+        # walker's chunks go into a CheckedRing, itself a slice: _tx_read).
         chunk_shape = rx_walker.chunks.payload.shape()
-        m.submodules.tx_chunks = tx_chunks = reset(SkidBuffer(chunk_shape))
         m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_shape))
         m.submodules.rx_beats = rx_beats = reset(SkidBuffer(unpacker.beats.payload.shape()))
         wiring.connect(m, rx_beats.o, unpacker.beats)
@@ -644,10 +646,12 @@ class Engine(wiring.Component):
         agg_slot = Signal(32)
         agg_length = Signal(32)
         # A SEND notice goes through registered steps, so no multiply, sum or compare
-        # shares a cycle with the next: the slot's offset as a product (pop), then as a sum
-        # (addressing); the length word read (reading), registered (len_valid), checked
-        # (checking), and the message started.
-        agg_product = Signal(48)
+        # shares a cycle with the next: the slot's offset as two 16 x 16 partial products
+        # (pop: one MULT18X18D each, straight into flops, with no adder behind the
+        # multiplier), then as a sum (addressing); the length word read (reading),
+        # registered (len_valid), checked (checking), and the message started.
+        agg_product_lo = Signal(32)     # group * stride[:16]
+        agg_product_hi = Signal(16)     # group * stride[16:], the bits below 2**32 only
         agg_addressing = Signal()
         agg_checking = Signal()
         agg_starting = Signal()
@@ -668,7 +672,8 @@ class Engine(wiring.Component):
             m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
                          agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
                          agg_group_bad.eq(group >= cur.send_tag),
-                         agg_product.eq(group * cur.send.stride),
+                         agg_product_lo.eq(group * cur.send.stride[:16]),
+                         agg_product_hi.eq(group * cur.send.stride[16:32]),
                          agg_addressing.eq(1)]
         with m.Elif(agg_addressing):
             m.d.sync += agg_addressing.eq(0)
@@ -676,7 +681,9 @@ class Engine(wiring.Component):
             with m.If(agg_group_bad):
                 m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
             with m.Else():
-                m.d.sync += [agg_slot.eq(cur.send.offset + agg_product), agg_reading.eq(1)]
+                # The slot's offset modulo 2**32, as the 32-bit address it becomes.
+                m.d.sync += [agg_slot.eq(cur.send.offset + agg_product_lo
+                                         + (agg_product_hi << 16)), agg_reading.eq(1)]
         with m.Elif(agg_reading):
             m.d.sync += [agg_reading.eq(0), agg_len_valid.eq(1)]
         with m.Elif(agg_len_valid):
@@ -760,10 +767,10 @@ class Engine(wiring.Component):
     def _tx_read(self, m, v):
         """The transmit read stage: device memory rows into the packer."""
         (
-            lane_bits, tx_walker, tx_chunks, packer, blocks, any_error, raise_error, agg_reading,
+            lane_bits, tx_walker, packer, blocks, any_error, raise_error, agg_reading,
             agg_slot,
         ) = (getattr(v, name) for name in (
-            "lane_bits", "tx_walker", "tx_chunks", "packer", "blocks", "any_error", "raise_error",
+            "lane_bits", "tx_walker", "packer", "blocks", "any_error", "raise_error",
             "agg_reading", "agg_slot",
         ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
@@ -771,28 +778,35 @@ class Engine(wiring.Component):
         t_lo = Signal(lane_bits)
         t_n = Signal(lane_bits + 1)
         t_last = Signal()
-        wiring.connect(m, tx_walker.chunks, tx_chunks.i)
-        # Checks made a cycle ahead: bit 0 the scoreboard, bit 1 the row outside memory.
+        # The walker's chunks into a two-entry slice whose entries carry their checks, made
+        # a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory); its input
+        # ready is a flop, so the walker's chunk decision does not chain into the issue.
         m.submodules.tx_checked = tx_checked = v.reset(
-            CheckedSlice(tx_chunks.o.payload.shape(), checks=2))
-        wiring.connect(m, tx_chunks.o, tx_checked.i)
-        m.d.comb += [tx_checked.block_new.eq(Cat(blocks(tx_checked.i.payload.row[:self.row_bits]),
-                                                 self._outside(tx_checked.i.payload.row))),
-                     tx_checked.block_held.eq(Cat(blocks(tx_checked.o.payload.row[:self.row_bits]),
-                                                  self._outside(tx_checked.o.payload.row)))]
+            CheckedRing(tx_walker.chunks.payload.shape(), checks=2))
+        wiring.connect(m, tx_walker.chunks, tx_checked.i)
+        m.d.comb += tx_checked.block_new.eq(Cat(blocks(tx_checked.i.payload.row[:self.row_bits]),
+                                                self._outside(tx_checked.i.payload.row)))
+        for k in range(2):
+            # Rows enter the pipeline only from the receive side, which `blocks` includes.
+            entry_row = tx_checked.entries[k].row
+            m.d.comb += tx_checked.block_entry[k].eq(Cat(blocks(entry_row[:self.row_bits]),
+                                                         self._outside(entry_row)))
         chunk = tx_checked.o.payload
         t_advance = ~t_valid | packer.rows.ready
         t_outside = tx_checked.o_blocked[1]
         t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~any_error
         with m.If(tx_checked.o.valid & t_outside):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
+        # The row is read, and the stage's fields load, whenever the stage advances: what
+        # is read or loaded without an issue is never used (t_valid stays low), and the
+        # issue, with its checks, then drives only the slice's pointers and t_valid rather
+        # than the enable of every block RAM of the read port.
         m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
                      self.send_rd.addr.eq(chunk.row),
-                     self.send_rd.en.eq(t_issue & ~t_outside)]
+                     self.send_rd.en.eq(t_advance)]
         with m.If(t_advance):
-            m.d.sync += t_valid.eq(t_issue & ~t_outside)
-        with m.If(t_issue):
-            m.d.sync += [t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last)]
+            m.d.sync += [t_valid.eq(t_issue & ~t_outside),
+                         t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last)]
         with m.If(agg_reading):
             m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
         m.d.comb += [packer.rows.valid.eq(t_valid),
@@ -1161,45 +1175,54 @@ class Engine(wiring.Component):
             "blocks",
             "rx_enter", "rx_offer", "rx_enter_row", "s1_row", "rx_busy",
         ))
-        # Rows out of the unpacker, through a register slice (the take below depends on the
-        # ALU's ready) and a stage whose scoreboard check is made a cycle ahead: stored at
-        # once (copy) or reduced with the local row.
-        # The take's ready loads only the slice's pointers (mux_output), not its 256-bit
-        # entries: the routed 256-bit core's critical path was that ready as the enable of
-        # every payload flop here (11.2 ns, 10.2 of it routing).
-        m.submodules.rx_rows = rx_rows = reset(SkidBuffer(unpacker.rows.payload.shape(),
-                                                          mux_output=True))
-        # Checks made a cycle ahead: bit 0 the scoreboard, bit 1 the row outside memory.
+        # Rows out of the unpacker into a two-entry slice whose entries carry their checks,
+        # made a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory): stored at
+        # once (copy) or reduced with the local row.  The take reads the head's flags and
+        # loads only the slice's pointers, not its 256-bit entries (CheckedRing): the routed
+        # 256-bit core's critical path was that take as the enable of every payload flop of
+        # a one-entry slice (11.2 ns, 10.2 of it routing).
         m.submodules.rx_checked = rx_checked = reset(
-            CheckedSlice(unpacker.rows.payload.shape(), checks=2))
-        wiring.connect(m, unpacker.rows, rx_rows.i)
-        wiring.connect(m, rx_rows.o, rx_checked.i)
+            CheckedRing(unpacker.rows.payload.shape(), checks=2))
+        wiring.connect(m, unpacker.rows, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload
         m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready), rx_offer.eq(rows_in.valid),
                      rx_enter_row.eq(row.row[:self.row_bits]),
                      rx_checked.block_new.eq(Cat(blocks(rx_checked.i.payload.row[:self.row_bits]),
-                                                 self._outside(rx_checked.i.payload.row))),
-                     rx_checked.block_held.eq(Cat(hazard(row.row[:self.row_bits]),
-                                                  self._outside(row.row)))]
+                                                 self._outside(rx_checked.i.payload.row)))]
+        for k in range(2):
+            # The head stays the head unless taken (then its flags mean nothing): the row it
+            # offers is its own, so only the scoreboard counts.  The entry behind it may be
+            # the head next cycle, after the head's row entered the pipeline.
+            entry_row = rx_checked.entries[k].row
+            m.d.comb += rx_checked.block_entry[k].eq(Cat(
+                Mux(rx_checked.head == k, hazard(entry_row[:self.row_bits]),
+                    blocks(entry_row[:self.row_bits])),
+                self._outside(entry_row)))
         r_outside = rx_checked.o_blocked[1]
         with m.If(rows_in.valid & r_outside):
             m.d.comb += raise_error.region.eq(1)
         s1_mask = Signal(beat_bytes)
         s1_data = Signal(width, reset_less=True)      # meaningful only while s1_valid
         alu_take = s1_valid & alu.a.ready     # the ALU takes both operands at once
+        # Always true with the engine's ALU (no output FIFO: its inputs are ready whenever
+        # valid); kept so the stage stays right with any ALU.
         s1_advance = ~s1_valid | alu_take
+        # The write's address and data select by mode, not by the take: the take then
+        # drives the byte enables and the issue flag only, not a 256-bit mux.
         with m.If(~rx_reduce):
             copy_take = rows_in.valid & ~r_outside & ~any_error
-            m.d.comb += [rows_in.ready.eq(copy_take)]
+            m.d.comb += [rows_in.ready.eq(copy_take), wr_addr.eq(row.row), wr_data.eq(row.data)]
             with m.If(copy_take):
-                m.d.comb += [wr_addr.eq(row.row), wr_data.eq(row.data), wr_en.eq(row.mask),
-                             wr_issue.eq(1)]
+                m.d.comb += [wr_en.eq(row.mask), wr_issue.eq(1)]
         with m.Else():
             take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
                     & ~rx_checked.o_blocked[0])
+            # The local row is read whenever s1 advances: a row read without a take is
+            # never used (s1_valid stays low), and the enable of every block RAM of the
+            # read port is then not the take.
             m.d.comb += [rows_in.ready.eq(take),
-                         self.local_rd.addr.eq(row.row), self.local_rd.en.eq(take)]
+                         self.local_rd.addr.eq(row.row), self.local_rd.en.eq(s1_advance)]
             # s1's payload loads whenever s1 advances (it means nothing without s1_valid),
             # so its enable is not the take with its scoreboard and error terms.
             with m.If(s1_advance):

@@ -10,11 +10,26 @@ in hardware and cheap in simulation.
 """
 
 from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer", "CheckedSlice"]
+__all__ = ["SkidBuffer", "CheckedSlice", "CheckedRing"]
+
+
+def _ring_pointers(m, i, o, wr_ptr, rd_ptr, full):
+    """The pointers and flags of a two-entry ring: a transfer in moves ``wr_ptr``, one out
+    moves ``rd_ptr``; ``o.valid`` and ``full`` follow."""
+    take = i.valid & ~full
+    give = o.valid & o.ready
+    with m.If(take):
+        m.d.sync += wr_ptr.eq(~wr_ptr)
+    with m.If(give):
+        m.d.sync += rd_ptr.eq(~rd_ptr)
+    # o.valid: an entry stays, or one arrives; full: both stay, or one stays and one
+    # arrives.  Two entries held means o.valid, so `full & ~give` keeps both.
+    m.d.sync += [o.valid.eq(take | (o.valid & ~give) | full),
+                 full.eq((full & ~give) | (take & o.valid & ~give))]
 
 
 class SkidBuffer(wiring.Component):
@@ -98,16 +113,7 @@ class SkidBuffer(wiring.Component):
         for k, entry in enumerate(entries):
             with m.If(~full & (wr_ptr == k)):
                 m.d.sync += entry.eq(self.i.payload)
-        take = self.i.valid & ~full
-        give = self.o.valid & self.o.ready
-        with m.If(take):
-            m.d.sync += wr_ptr.eq(~wr_ptr)
-        with m.If(give):
-            m.d.sync += rd_ptr.eq(~rd_ptr)
-        # o.valid: an entry stays, or one arrives; full: both stay, or one stays and one
-        # arrives.  Two entries held means o.valid, so `full & ~give` keeps both.
-        m.d.sync += [self.o.valid.eq(take | (self.o.valid & ~give) | full),
-                     full.eq((full & ~give) | (take & self.o.valid & ~give))]
+        _ring_pointers(m, self.i, self.o, wr_ptr, rd_ptr, full)
         return m
 
 
@@ -148,6 +154,7 @@ class CheckedSlice(wiring.Component):
 
     def __init__(self, shape, checks=1):
         if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
+            self._MustUse__silence = True       # never built: no "unused" warning
             raise ValueError(f"checks must be a positive integer, not {checks!r}")
         self._shape = shape
         super().__init__({
@@ -169,4 +176,81 @@ class CheckedSlice(wiring.Component):
                          self.o_blocked.eq(self.block_new)]
         with m.Else():
             m.d.sync += self.o_blocked.eq(self.block_held)
+        return m
+
+
+class CheckedRing(wiring.Component):
+    """Two-entry register slice, read through a mux, whose entries carry flags computed a
+    cycle ahead.
+
+    :class:`CheckedSlice` with :class:`SkidBuffer`'s ``mux_output`` shape, in one block: the
+    entries stay in place behind a read pointer, so the consumer's ``o.ready`` — which
+    reads ``o_blocked`` — loads the pointers and the valid flags only, never the enable of
+    a payload or flag flop; and ``i.ready`` comes from a flop, so no slice is needed before
+    it.  Each entry's flags are computed by the consumer every cycle from the entry itself
+    (``entries`` and ``head`` are outputs for that): ``block_entry[k]`` must be
+    conservative for entry ``k`` as it will stand next cycle — still at the head, or now at
+    the head because the head was taken this cycle.  An entry being loaded takes
+    ``block_new`` instead, the checks for ``i.payload``.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload.
+    checks : int
+        How many independent checks (flag bits) each entry carries.
+
+    Members
+    -------
+    i : ``In(stream.Signature(shape))``
+        ``i.ready`` comes from a flop.
+    o : ``Out(stream.Signature(shape))``
+        ``o.payload`` through a 2:1 mux.
+    o_blocked : ``Out(checks)``
+        The checks' results for ``o.payload`` (meaningful while ``o.valid``), through a
+        2:1 mux.
+    entries : ``Out(data.ArrayLayout(shape, 2))``
+        Both entries' payloads.
+    head : ``Out(1)``
+        The index of the entry on ``o``.
+    block_new : ``In(checks)``
+        The checks for ``i.payload``.
+    block_entry : ``In(data.ArrayLayout(checks, 2))``
+        The checks for ``entries[k]``.
+    """
+
+    def __init__(self, shape, checks=1):
+        if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise ValueError(f"checks must be a positive integer, not {checks!r}")
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "o_blocked": Out(checks),
+            "entries": Out(data.ArrayLayout(shape, 2)),
+            "head": Out(1),
+            "block_new": In(checks),
+            "block_entry": In(data.ArrayLayout(checks, 2)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = [Signal(self._shape, reset_less=True, name=f"entry{k}") for k in range(2)]
+        flags = [Signal(len(self.o_blocked), name=f"flags{k}") for k in range(2)]
+        wr_ptr = Signal()
+        full = Signal()                 # both entries hold a transfer
+        m.d.comb += [self.i.ready.eq(~full),
+                     self.o.payload.eq(Mux(self.head, entries[1], entries[0])),
+                     self.o_blocked.eq(Mux(self.head, flags[1], flags[0]))]
+        for k in range(2):
+            m.d.comb += self.entries[k].eq(entries[k])
+            # As in SkidBuffer's ring: the free entry at the write pointer copies the input
+            # in every cycle the slice is not full, with its checks; the others keep their
+            # payload and take their checks anew.
+            with m.If(~full & (wr_ptr == k)):
+                m.d.sync += [entries[k].eq(self.i.payload), flags[k].eq(self.block_new)]
+            with m.Else():
+                m.d.sync += flags[k].eq(self.block_entry[k])
+        _ring_pointers(m, self.i, self.o, wr_ptr, self.head, full)
         return m

@@ -81,10 +81,10 @@ def check(results, beats, expected, capabilities):
         assert not len(bad), (op, dtype, a[bad], b[bad], got[bad], want[bad])
 
 
-@pytest.mark.parametrize("width", [64, 256])
-def test_integer_ops_every_type(width):
+@pytest.mark.parametrize("width,output_fifo", [(64, True), (256, True), (64, False)])
+def test_integer_ops_every_type(width, output_fifo):
     rng = random.Random(width)
-    alu = ReductionALU(width, capabilities=INT_ONLY)
+    alu = ReductionALU(width, capabilities=INT_ONLY, output_fifo=output_fifo)
     pairs = sorted(INT_ONLY, key=lambda p: (p[1].value, p[0].value))
     beats, expected = make_beats(pairs, width, rng)
     check(run_alu(alu, beats), beats, expected, INT_ONLY)
@@ -111,8 +111,9 @@ def test_backpressure_loses_nothing():
     check(results, beats, expected, INT_ONLY)
 
 
-def test_one_beat_per_clock_and_fixed_latency():
-    alu = ReductionALU(64, capabilities=INT_ONLY)
+@pytest.mark.parametrize("output_fifo", [True, False])
+def test_one_beat_per_clock_and_fixed_latency(output_fifo):
+    alu = ReductionALU(64, capabilities=INT_ONLY, output_fifo=output_fifo)
     count = 32
     seen = []
 
@@ -143,6 +144,9 @@ def test_one_beat_per_clock_and_fixed_latency():
     assert cycles == list(range(cycles[0], cycles[0] + count)), "a bubble in the output"
     # The first input beat is taken at edge 1; its result is taken `latency` edges later.
     assert cycles[0] == 1 + alu.latency, (cycles[0], alu.latency)
+    # The FIFO costs two edges (write, read register); without it the result register is
+    # the output.
+    assert alu.latency == ReductionALU(64, capabilities=INT_ONLY).latency - 2 * (not output_fifo)
 
 
 def test_capability_masks():
@@ -160,6 +164,8 @@ def test_constructor_errors():
         ReductionALU(64, capabilities={(ReduceOp.BAND, DType.FLOAT32)})
     with pytest.raises(TypeError, match=r"capabilities must hold \(ReduceOp, DType\) pairs, not 'sum'"):
         ReductionALU(64, capabilities={"sum"})
+    with pytest.raises(TypeError, match="output_fifo must be a bool, not 1"):
+        ReductionALU(64, output_fifo=1)
 
 
 def test_float_sums_every_type():

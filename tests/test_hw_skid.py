@@ -1,5 +1,5 @@
 """SkidBuffer: order, no loss under any valid/ready pattern, full rate, registered ready.
-CheckedSlice: the same, and a flag that follows the entry it was computed for."""
+CheckedSlice, CheckedRing: the same, and a flag that follows the entry it was computed for."""
 
 import random
 
@@ -8,13 +8,13 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from nicoll.hw import skid as skid_mod
-from nicoll.hw.skid import CheckedSlice, SkidBuffer
+from nicoll.hw.skid import CheckedRing, CheckedSlice, SkidBuffer
 
 PERIOD = 1e-8
 
 
 def test_all():
-    assert skid_mod.__all__ == ["SkidBuffer", "CheckedSlice"]
+    assert skid_mod.__all__ == ["SkidBuffer", "CheckedSlice", "CheckedRing"]
 
 
 def simulate(dut, *testbenches, background=()):
@@ -136,3 +136,60 @@ def test_checked_slice(in_stall, out_stall):
     simulate(dut, tb)
     assert got == items
     assert flags_checked[0] >= len(items)
+
+
+@pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
+def test_checked_ring(in_stall, out_stall):
+    # As test_checked_slice, for two entries: each cycle the checks offered for the input
+    # and for each entry are random, and the flag seen on the output must be the one last
+    # offered for the entry now at the head — the input's, if it was loaded last cycle.
+    dut = CheckedRing(8, checks=2)
+    rng = random.Random(f"ring{in_stall}{out_stall}")
+    items = [rng.getrandbits(8) for _ in range(300)]
+    got = []
+    flags_checked = [0]
+
+    async def tb(ctx):
+        sent = 0
+        held = []               # [payload, flag] per entry, head first, as a reference
+        cycles = 0
+        while len(got) < len(items):
+            assert cycles < 20 * len(items), "the ring stopped moving"
+            cycles += 1
+            offer = sent < len(items) and rng.random() >= in_stall
+            ready = rng.random() >= out_stall
+            block_new = rng.getrandbits(2)
+            block_entry = [rng.getrandbits(2), rng.getrandbits(2)]
+            ctx.set(dut.i.valid, offer)
+            ctx.set(dut.i.payload, items[sent] if offer else 0)
+            ctx.set(dut.o.ready, ready)
+            ctx.set(dut.block_new, block_new)
+            ctx.set(dut.block_entry, block_entry)
+            assert ctx.get(dut.o.valid) == bool(held)
+            assert ctx.get(dut.i.ready) == (len(held) < 2)
+            head = ctx.get(dut.head)
+            if held:
+                assert ctx.get(dut.o.payload) == held[0][0]
+                assert ctx.get(dut.entries[head]) == held[0][0]
+                assert ctx.get(dut.o_blocked) == held[0][1]
+                flags_checked[0] += 1
+            # The entries that stay take the checks offered for them by index; the head is
+            # entries[head], the one behind it the other.
+            index = [head, 1 - head]
+            for k, entry in enumerate(held):
+                entry[1] = block_entry[index[k]]
+            if held and ready:
+                got.append(held.pop(0)[0])
+            if offer and ctx.get(dut.i.ready):
+                held.append([items[sent], block_new])
+                sent += 1
+            await ctx.tick()
+
+    simulate(dut, tb)
+    assert got == items
+    assert flags_checked[0] >= len(items)
+
+
+def test_checked_ring_checks_must_be_positive():
+    with pytest.raises(ValueError, match="checks must be a positive integer, not 0"):
+        CheckedRing(8, checks=0)
