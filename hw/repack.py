@@ -983,12 +983,14 @@ class RepackUnit(wiring.Component):
 
         # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
         # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
-        st_header = Signal()
+        # The banks' address is `tab_row` alone, a flop: set to the destination's first
+        # row (j >> LE) with j, then moved on a table row at each beat, so no state decode
+        # or mux sits in front of the distributed RAM's read.
         lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
         nz_q = Signal(NB)
         bank_len = []                           # lengths of sources at tab_row, destination j
         for b in range(NB):
-            m.d.comb += bank_r[b].addr.eq(Mux(st_header, j >> LE, tab_row))
+            m.d.comb += bank_r[b].addr.eq(tab_row)
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
 
         def next_source():
@@ -1033,7 +1035,7 @@ class RepackUnit(wiring.Component):
                     with m.If(failed):
                         m.next = "REPORT"
                     with m.Else():
-                        m.d.sync += j.eq(0)
+                        m.d.sync += [j.eq(0), tab_row.eq(0)]
                         m.next = "HEADER"
 
             with m.State("REPORT"):
@@ -1046,17 +1048,16 @@ class RepackUnit(wiring.Component):
                 with m.If(j == dv_last):
                     m.next = "DRAIN"
                 with m.Else():
-                    m.d.sync += j.eq(j + 1)
+                    m.d.sync += [j.eq(j + 1), tab_row.eq((j + 1) >> LE)]
                     m.next = "HEADER"
 
             with m.State("HEADER"):
-                m.d.comb += st_header.eq(1)
                 with m.If(advance):
                     m.d.comb += [
                         issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
                         iss_emit.eq(1),
                     ]
-                    m.d.sync += [tt.eq(0), tab_row.eq((j >> LE) + TBMAX), any_nz.eq(0)]
+                    m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
                     m.d.sync += [lens_q[b].eq(bank_len[b]) for b in range(NB)]
                     m.d.sync += nz_q.eq(Cat(x != 0 for x in bank_len))
                     m.next = "TABLE"
