@@ -132,9 +132,11 @@ class Engine(wiring.Component):
     cmd : ``In(COMMAND_LAYOUT)``
         The command ``push`` appends (the CMD registers).
     push, go, arm, clear : ``In(1)``
-        One-cycle strobes of CONTROL.  A push is checked as it comes and acts a cycle later:
-        ``queued`` and ``errors`` show it two cycles after the strobe (``cmd`` is sampled
-        with the strobe).
+        One-cycle strobes of CONTROL.  A push is checked in two registered steps and acts
+        in the cycle after them: ``queued`` and ``errors`` show it three cycles after the
+        strobe (``cmd`` is sampled with the strobe).  A start (GO, or START_AT reached while
+        armed) waits while a push is in its checks, so it acts after every push strobed
+        before it.
     start_at, now : ``In(64)``
         START_AT and the cycle counter.
     node_id : ``In(16)``
@@ -270,12 +272,16 @@ class Engine(wiring.Component):
         q_rd = queue.read_port(domain="sync", transparent_for=())
         cmd = self.cmd
 
-        def region_bad(region):
+        # A region's checks in two registered steps: its end (a 33-bit sum) and the
+        # compares of its own fields at the push, the end's bound a cycle later, so no
+        # compare follows a sum in one cycle.
+        def region_parts(region):
             strided = (region.run != 0) & (region.run < region.length)
-            end = Signal(33)
-            m.d.comb += end.eq(region.offset + region.length)
-            return ((end > self._mem_size) | (region.length == 0)
-                    | (strided & (region.run > region.stride)))
+            return Cat(region.offset + region.length,
+                       (region.length == 0) | (strided & (region.run > region.stride)))
+
+        def region_bad(parts):
+            return (parts[:33] > self._mem_size) | parts[33]
 
         errors = Signal(ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
@@ -304,8 +310,6 @@ class Engine(wiring.Component):
                          | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
                          | ((cmd.send.stride & slot_mask) != 0)
                          | (cmd.send.run != 0) | (cmd.recv.run != 0))
-        send_bad = cmd.has_send & region_bad(cmd.send)
-        recv_bad = cmd.has_recv & region_bad(cmd.recv)
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
                     | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
         command_bad = ((cmd.action.as_value() == 3)
@@ -315,26 +319,41 @@ class Engine(wiring.Component):
                        | (cmd.packet_beats > self._packet_beats)
                        | (cmd.aggregate & aggregate_bad))
         # A push is registered with its checks (each a compare or a sum of the command's
-        # fields) and acts in the next cycle, so no check is in series with the queue write
-        # or the error register.
+        # fields), the regions' ends are bounded a cycle later, and the command acts in the
+        # cycle after that, so no check is in series with the queue write or the error
+        # register.
         pushed = Signal()
         pushed_cmd = Signal(COMMAND_LAYOUT)
-        pushed_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
+        pushed_send = Signal(34)        # region_parts of each region
+        pushed_recv = Signal(34)
+        pushed_peer_bad = Signal()
+        pushed_command_bad = Signal()
         m.d.sync += pushed.eq(self.push & ~self.clear)
         with m.If(self.push):
-            m.d.sync += [pushed_cmd.eq(cmd), pushed_bad.region.eq(send_bad | recv_bad),
-                         pushed_bad.peer.eq(peer_bad), pushed_bad.command.eq(command_bad)]
+            m.d.sync += [pushed_cmd.eq(cmd), pushed_send.eq(region_parts(cmd.send)),
+                         pushed_recv.eq(region_parts(cmd.recv)),
+                         pushed_peer_bad.eq(peer_bad), pushed_command_bad.eq(command_bad)]
+        checked = Signal()
+        checked_cmd = Signal(COMMAND_LAYOUT)
+        checked_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
+        m.d.sync += checked.eq(pushed & ~self.clear)
+        with m.If(pushed):
+            m.d.sync += [checked_cmd.eq(pushed_cmd),
+                         checked_bad.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
+                                               | (pushed_cmd.has_recv & region_bad(pushed_recv))),
+                         checked_bad.peer.eq(pushed_peer_bad),
+                         checked_bad.command.eq(pushed_command_bad)]
         full = queued >= self._queue_depth
-        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(pushed_cmd)]
-        with m.If(pushed & ~self.clear):
+        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
+        with m.If(checked & ~self.clear):
             with m.If(running):
                 m.d.comb += raise_error.running.eq(1)
             with m.Elif(full):
                 m.d.comb += raise_error.queue_full.eq(1)
-            with m.Elif(pushed_bad.as_value().any()):
-                m.d.comb += [raise_error.region.eq(pushed_bad.region),
-                             raise_error.peer.eq(pushed_bad.peer),
-                             raise_error.command.eq(pushed_bad.command)]
+            with m.Elif(checked_bad.as_value().any()):
+                m.d.comb += [raise_error.region.eq(checked_bad.region),
+                             raise_error.peer.eq(checked_bad.peer),
+                             raise_error.command.eq(checked_bad.command)]
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
                 m.d.sync += queued.eq(queued + 1)
@@ -494,6 +513,15 @@ class Engine(wiring.Component):
                          & pipeline_empty & ~clear_tx.header.valid & ~self.tx.valid),
         ]
 
+        # A start waits while a push is in its checks (pushed, checked: flops), so it acts
+        # after every push strobed before it: a GO strobed meanwhile is kept (go_wait), an
+        # armed start stays armed.
+        push_in_flight = v.pushed | v.checked
+        go_wait = Signal()
+        with m.If(self.clear | ~push_in_flight):
+            m.d.sync += go_wait.eq(0)
+        with m.Elif(self.go):
+            m.d.sync += go_wait.eq(1)
         with m.If(self.clear):
             m.d.sync += armed.eq(0)
         with m.Elif(self.arm & ~running):      # an arm while running is ignored
@@ -501,7 +529,8 @@ class Engine(wiring.Component):
         # START_AT reached, from a flop (a 64-bit compare in front of the state machine).
         m.submodules.start_deadline = start_deadline = Deadline()
         m.d.comb += [start_deadline.now.eq(self.now), start_deadline.at.eq(self.start_at)]
-        start = (self.go | (armed & start_deadline.reached)) & ~self.clear
+        start = ((self.go | go_wait | (armed & start_deadline.reached)) & ~push_in_flight
+                 & ~self.clear)
         m.d.comb += q_rd.addr.eq(idx)
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]

@@ -220,7 +220,7 @@ async def push(ctx, dut, cmd):
         cmd = COMMAND_LAYOUT.const(cmd)
     ctx.set(dut.engine.cmd, cmd)
     await pulse(ctx, dut.engine.push)
-    await ctx.tick()                # a push acts a cycle after its strobe
+    await ctx.tick().repeat(2)      # a push acts two cycles after its strobe
     return errors(ctx, dut)
 
 
@@ -509,6 +509,17 @@ def test_push_time_errors():
         await clear(ctx, dut)
         model.mem[:] = memory(ctx, dut)     # the stopped copy may have written some rows
         await run_schedule(ctx, dut, model, [GOOD])
+
+        # GO strobed right behind two pushes, while they are still in their checks: the
+        # start waits for them and runs both.
+        await clear(ctx, dut)
+        for cmd in (GOOD, command(send=region(16, 8), recv=region(528, 8), tag=9)):
+            ctx.set(engine.cmd, COMMAND_LAYOUT.const(cmd))
+            await pulse(ctx, engine.push)
+        await pulse(ctx, engine.go)
+        await wait_stopped(ctx, dut)
+        assert errors(ctx, dut) == set() and ctx.get(engine.done)
+        assert ctx.get(engine.step) == 2 and ctx.get(engine.queued) == 2
 
     simulate(image, main, seed=5)
 
