@@ -1320,18 +1320,11 @@ class RepackControl(wiring.Component):
     """
 
     def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
-        if not _is_int(max_ranks):
-            raise TypeError(f"Largest number of ranks must be an integer, not {max_ranks!r}")
-        if not 2 <= max_ranks <= MAX_RANKS:
-            raise ValueError(f"Largest number of ranks must be between 2 and {MAX_RANKS}, "
-                             f"not {max_ranks!r}")
-        if not _is_int(units):
-            raise TypeError(f"Number of units must be an integer, not {units!r}")
-        if not 1 <= units <= 64:
-            raise ValueError(f"Number of units must be between 1 and 64, not {units!r}")
-        _check_max_group(max_group)
-        _check_data_width(data_width)
-        _check_capacity(capacity_bytes, data_width)
+        try:
+            self._check_params(max_ranks, units, max_group, data_width, capacity_bytes)
+        except (TypeError, ValueError):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise
         self._max_ranks = max_ranks
         self._units = units
         self._max_group = max_group
@@ -1356,6 +1349,21 @@ class RepackControl(wiring.Component):
             "ops": Out(32),
         })
         super().__init__(members)
+
+    @staticmethod
+    def _check_params(max_ranks, units, max_group, data_width, capacity_bytes):
+        if not _is_int(max_ranks):
+            raise TypeError(f"Largest number of ranks must be an integer, not {max_ranks!r}")
+        if not 2 <= max_ranks <= MAX_RANKS:
+            raise ValueError(f"Largest number of ranks must be between 2 and {MAX_RANKS}, "
+                             f"not {max_ranks!r}")
+        if not _is_int(units):
+            raise TypeError(f"Number of units must be an integer, not {units!r}")
+        if not 1 <= units <= 64:
+            raise ValueError(f"Number of units must be between 1 and 64, not {units!r}")
+        _check_max_group(max_group)
+        _check_data_width(data_width)
+        _check_capacity(capacity_bytes, data_width)
 
     @property
     def max_ranks(self):
