@@ -38,6 +38,8 @@ from S, in S order).  :class:`RepackControl` is the control tree; :class:`Repack
 control tree and several units.  ``docs/repack.md`` describes the protocol.
 """
 
+import functools
+import operator
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
@@ -368,6 +370,11 @@ class RepackUnit(wiring.Component):
       adds a cycle per sub-matrix, not per beat (``docs/repack.md``, Pipeline).
     """
 
+    #: The errors that drop the sub-matrix being collected (the others drop one message or
+    #: refuse a configuration).
+    _FAILING = (RepackError.TIMEOUT, RepackError.DUPLICATE, RepackError.OUTSIDE_D,
+                RepackError.LENGTH, RepackError.OVER_BUDGET)
+
     def __init__(self, data_width, capacity_bytes, max_group):
         _check_data_width(data_width)
         _check_capacity(capacity_bytes, data_width)
@@ -504,18 +511,36 @@ class RepackUnit(wiring.Component):
             ]
 
         # ---- Errors -------------------------------------------------------------------------
-        err = Signal()
-        err_code = Signal(RepackError)
-        err_fails = Signal()                    # the error drops the current sub-matrix
+        # An error found in a cycle sets its code's bit (`err_hits`, one hot: one input beat
+        # per cycle, and the watchdog fires only without one) or `err_refuse` (a refused
+        # configuration, whose code is the `refuse_code` flop); the bits are registered and
+        # counted, coded and noted as the sub-matrix's failure a cycle later, so no decision
+        # tree ends in the code's multiplexer or the counter.  The state machine reads the
+        # failure through `fail_now` and `fail_code_now`, which count the registered bits.
+        err_hits = Signal(len(RepackError))
+        err_refuse = Signal()
+        err_hits_q = Signal(len(RepackError))
+        err_refuse_q = Signal()
+        m.d.sync += [err_hits_q.eq(err_hits), err_refuse_q.eq(err_refuse)]
+        refuse_code = Signal(RepackError)       # set with the refusal (_configure)
+        hit_code = Signal(RepackError)
+        m.d.comb += hit_code.eq(functools.reduce(operator.or_, [
+            Mux(err_hits_q[e.value], e.value, 0) for e in RepackError if e.value]))
+        # A refusal comes while idle, when only a stray beat can be counted beside it: the
+        # refusal's code is the one kept.
+        err_code = Mux(err_refuse_q, refuse_code, hit_code)
+        pending_fail = (err_hits_q & sum(1 << e.value for e in self._FAILING)).any()
         failed = Signal()
         fail_code = Signal(RepackError)
-        with m.If(err):
+        fail_now = failed | pending_fail
+        fail_code_now = Mux(failed, fail_code, hit_code)
+        with m.If(err_hits_q.any() | err_refuse_q):
             m.d.sync += [self.errors.eq(self.errors + 1), self.last_error.eq(err_code)]
-        with m.If(err & err_fails & ~failed):
-            m.d.sync += [failed.eq(1), fail_code.eq(err_code)]
+        with m.If(pending_fail & ~failed):
+            m.d.sync += [failed.eq(1), fail_code.eq(hit_code)]
 
-        def count(code, fails):
-            return [err.eq(1), err_code.eq(code), err_fails.eq(fails)]
+        def count(code):
+            return err_hits[code.value].eq(1)
 
         st_idle = Signal()
         st_collect = Signal()
@@ -713,16 +738,16 @@ class RepackUnit(wiring.Component):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
                     with m.If(~st_collect):
-                        m.d.comb += count(RepackError.STRAY, False)
+                        m.d.comb += count(RepackError.STRAY)
                         m.d.sync += head_or_drop()
                     with m.Elif(~in_q.tag_ok):
-                        m.d.comb += count(RepackError.WRONG_TAG, False)
+                        m.d.comb += count(RepackError.WRONG_TAG)
                         m.d.sync += head_or_drop()
                     with m.Elif(~hit.any() | ~in_q.rank_ok):
-                        m.d.comb += count(RepackError.UNKNOWN_SOURCE, False)
+                        m.d.comb += count(RepackError.UNKNOWN_SOURCE)
                         m.d.sync += head_or_drop()
                     with m.Elif((received & hit).any()):
-                        m.d.comb += count(RepackError.DUPLICATE, True)
+                        m.d.comb += count(RepackError.DUPLICATE)
                         m.d.sync += head_or_drop()
                     with m.Else():
                         # The source has arrived, whatever its message turns out to be.
@@ -731,10 +756,10 @@ class RepackUnit(wiring.Component):
                             arrived.eq(arrived + 1),
                         ]
                         with m.If(~in_q.count_ok):
-                            m.d.comb += count(RepackError.OUTSIDE_D, True)
+                            m.d.comb += count(RepackError.OUTSIDE_D)
                             m.d.sync += head_or_drop()
                         with m.Elif(beat.last | ~full_keep):
-                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.comb += count(RepackError.LENGTH)
                             m.d.sync += head_or_drop()
                         with m.Else():
                             m.d.sync += [
@@ -766,25 +791,25 @@ class RepackUnit(wiring.Component):
                         msg_zero.eq(msg_zero & beat_zero),
                     ]
                     with m.If(pad_bad):
-                        m.d.comb += count(RepackError.OUTSIDE_D, True)
+                        m.d.comb += count(RepackError.OUTSIDE_D)
                         m.d.sync += head_or_drop()
                     with m.Elif(~full_keep):
-                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.comb += count(RepackError.LENGTH)
                         m.d.sync += head_or_drop()
                     with m.Elif(t_last):
                         with m.If(in_q.over):       # tsum > room_left, registered
                             # Never written: the buffer holds only what was reserved.
-                            m.d.comb += count(RepackError.OVER_BUDGET, True)
+                            m.d.comb += count(RepackError.OVER_BUDGET)
                             m.d.sync += head_or_drop()
                         with m.Elif(msg_zero & beat_zero):
                             with m.If(beat.last):
                                 m.d.comb += taken()
                                 m.d.sync += in_state.eq(IN_HEAD)
                             with m.Else():
-                                m.d.comb += count(RepackError.LENGTH, True)
+                                m.d.comb += count(RepackError.LENGTH)
                                 m.d.sync += in_state.eq(IN_DROP)
                         with m.Elif(beat.last):
-                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.comb += count(RepackError.LENGTH)
                             m.d.sync += in_state.eq(IN_HEAD)
                         with m.Else():
                             m.d.sync += [
@@ -794,7 +819,7 @@ class RepackUnit(wiring.Component):
                                 in_state.eq(IN_DATA),
                             ]
                     with m.Elif(beat.last):
-                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.comb += count(RepackError.LENGTH)
                         m.d.sync += in_state.eq(IN_HEAD)
 
                 with m.Case(IN_DATA):
@@ -807,17 +832,17 @@ class RepackUnit(wiring.Component):
                     tail_ok = in_q.keep_low & (in_q.keep_n == tail_bytes)
                     with m.If(~Mux(final_row, tail_ok, full_keep)):
                         # Ref: issue 5: a length table that disagrees with the message length.
-                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.comb += count(RepackError.LENGTH)
                         m.d.sync += head_or_drop()
                     with m.Elif(final_row):
                         with m.If(beat.last):
                             m.d.comb += taken()
                             m.d.sync += in_state.eq(IN_HEAD)
                         with m.Else():
-                            m.d.comb += count(RepackError.LENGTH, True)
+                            m.d.comb += count(RepackError.LENGTH)
                             m.d.sync += in_state.eq(IN_DROP)
                     with m.Elif(beat.last):
-                        m.d.comb += count(RepackError.LENGTH, True)
+                        m.d.comb += count(RepackError.LENGTH)
                         m.d.sync += in_state.eq(IN_HEAD)
 
                 with m.Case(IN_DROP):
@@ -1027,12 +1052,12 @@ class RepackUnit(wiring.Component):
                     idle_out.eq(~take & (idle_out | (idle_left == 1))),
                 ]
                 with m.If(timeout_fire):
-                    m.d.comb += count(RepackError.TIMEOUT, True)
+                    m.d.comb += count(RepackError.TIMEOUT)
                     with m.If(in_state != IN_HEAD):
                         m.d.sync += in_state.eq(IN_DROP)
                     m.next = "REPORT"
                 with m.Elif((arrived == c.dh) & (in_state == IN_HEAD)):
-                    with m.If(failed):
+                    with m.If(v.fail_now):
                         m.next = "REPORT"
                     with m.Else():
                         m.d.sync += [j.eq(0), tab_row.eq(0)]
@@ -1041,7 +1066,7 @@ class RepackUnit(wiring.Component):
             with m.State("REPORT"):
                 # The sub-matrix is dropped whole: DONE carries the first error.
                 with m.If(ev_free):
-                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, fail_code)
+                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, v.fail_code_now)
                     m.next = "IDLE"
 
             def next_destination():
@@ -1104,10 +1129,10 @@ class RepackUnit(wiring.Component):
         # The unit stays idle meanwhile and takes no configuration; the event's place was
         # checked (ev_free) as the configuration was taken, and nothing else posts while idle.
         refuse = Signal()
-        refuse_code = Signal(RepackError)
+        refuse_code = v.refuse_code
         m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free & ~refuse)]
         with m.If(refuse):
-            m.d.comb += [*count(refuse_code, False), *post(UnitEvent.DONE, 0, c.tag, refuse_code)]
+            m.d.comb += [v.err_refuse.eq(1), *post(UnitEvent.DONE, 0, c.tag, refuse_code)]
             m.d.sync += refuse.eq(0)
         p = cfg_in.payload.cfg
         with m.If(cfg_in.valid & cfg_in.ready):
