@@ -666,7 +666,10 @@ class BarrierUnit(wiring.Component):
         s.q_wr = Signal(range(qdepth))
         s.q_rd = Signal(range(qdepth))
         s.q_count = Signal(range(qdepth + 1))
-        s.push = s.c_new & self.has_parent
+        # c_new without the root's decision: a node with a parent is not the root, so it
+        # never decides (can_all, can_count and can_time hold is_root), and the queue's
+        # write enable does not wait for the decision's terms.
+        s.push = s.c_count & self.has_parent
         m.d.comb += [qw.addr.eq(s.q_wr), qw.data.eq(s.x_subject[:s.ibits]), qw.en.eq(s.push),
                      s.qr.addr.eq(s.q_rd)]
 
