@@ -503,12 +503,16 @@ class Engine(wiring.Component):
         # pipeline only while rx_busy, and an aggregate's counts only fall.
         dispatch_ok = Signal()
         aggregate_ok = Signal()
+        # An aggregate packet's receive starts a cycle after the parser's decision (a
+        # strobe, _rx_state): until then rx_busy is low, so the AGGREGATE check counts it.
+        agg_rx_start = Signal()
         finish_ok = Signal()
         m.d.sync += [
             dispatch_ok.eq(((state == DECODE) | (state == DISPATCH)) & ~tx_busy & ~rx_busy
                            & (~drain | pipeline_empty)),
             aggregate_ok.eq((state == AGGREGATE) & (agg_sends == 0) & (agg_finals == 0)
-                            & agg_done & ~tx_busy & ~rx_busy & ~reg_pending & ~agg_in_flight),
+                            & agg_done & ~tx_busy & ~rx_busy & ~agg_rx_start & ~reg_pending
+                            & ~agg_in_flight),
             finish_ok.eq((state == FINISH) & ~tx_busy & ~rx_busy & ~tx_start & ~rx_start
                          & pipeline_empty & ~clear_tx.header.valid & ~self.tx.valid),
         ]
@@ -953,7 +957,7 @@ class Engine(wiring.Component):
         rx_walk = Signal()
         rx_region = Signal(REGION_LAYOUT)
         cts_pending = Signal()
-        agg_rx_start = Signal()
+        agg_rx_start = v.agg_rx_start
         got = Signal(packet_header_layout())
         # An aggregate packet's slot offset, in parts the parser registers a cycle ahead: the
         # slot × stride product as two partial products (one 8 × 16 multiplier each, no
@@ -961,6 +965,7 @@ class Engine(wiring.Component):
         d_agg_lo = Signal(24)
         d_agg_hi = Signal(24)
         d_agg_base = Signal(33)
+        m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
         with m.Elif(agg_rx_start):
@@ -1153,8 +1158,10 @@ class Engine(wiring.Component):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Elif(~rx_busy):
-                            m.d.comb += [agg_rx_start.eq(1),
-                                         bump["bytes_received"].eq(got.length)]
+                            # The receive half starts from a flop a cycle later: this
+                            # decision does not fan out to the registers a start loads.
+                            m.d.comb += bump["bytes_received"].eq(got.length)
+                            m.d.sync += agg_rx_start.eq(1)
                             m.d.sync += [completes.eq(1), p_state.eq(P_PASS)]
                             with m.If(got.code[0]):
                                 m.d.sync += agg_finals.eq(agg_finals - 1)

@@ -240,9 +240,15 @@ class CheckedRing(wiring.Component):
         flags = [Signal(len(self.o_blocked), name=f"flags{k}") for k in range(2)]
         wr_ptr = Signal()
         full = Signal()                 # both entries hold a transfer
+        # A second copy of the read pointer, stored inverted (so synthesis keeps it apart),
+        # selects the flags: `head` fans out to every payload bit's multiplexer, and the
+        # consumer's decision on o_blocked should not start on that net.
+        head_n = Signal(init=1)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += head_n.eq(~head_n)
         m.d.comb += [self.i.ready.eq(~full),
                      self.o.payload.eq(Mux(self.head, entries[1], entries[0])),
-                     self.o_blocked.eq(Mux(self.head, flags[1], flags[0]))]
+                     self.o_blocked.eq(Mux(head_n, flags[0], flags[1]))]
         for k in range(2):
             m.d.comb += self.entries[k].eq(entries[k])
             # As in SkidBuffer's ring: the free entry at the write pointer copies the input
