@@ -651,7 +651,11 @@ class RepackUnit(wiring.Component):
 
         beat = in_q.beat
         # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
-        m.d.comb += in_ready.eq((st_idle | st_collect) & (ev_free | ~beat.last))
+        # `accepting` is st_idle | st_collect as a flop, set and cleared with the state
+        # machine's moves into and out of those states (_sender), so the input's ready does
+        # not decode the state.
+        accepting = Signal(init=1)
+        m.d.comb += in_ready.eq(accepting & (ev_free | ~beat.last))
         take = Signal()
         m.d.comb += take.eq(in_q_valid & in_ready)
         m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
@@ -1055,8 +1059,10 @@ class RepackUnit(wiring.Component):
                     m.d.comb += count(RepackError.TIMEOUT)
                     with m.If(in_state != IN_HEAD):
                         m.d.sync += in_state.eq(IN_DROP)
+                    m.d.sync += v.accepting.eq(0)
                     m.next = "REPORT"
                 with m.Elif((arrived == c.dh) & (in_state == IN_HEAD)):
+                    m.d.sync += v.accepting.eq(0)
                     with m.If(v.fail_now):
                         m.next = "REPORT"
                     with m.Else():
@@ -1067,6 +1073,7 @@ class RepackUnit(wiring.Component):
                 # The sub-matrix is dropped whole: DONE carries the first error.
                 with m.If(ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, v.fail_code_now)
+                    m.d.sync += v.accepting.eq(1)
                     m.next = "IDLE"
 
             def next_destination():
@@ -1109,6 +1116,7 @@ class RepackUnit(wiring.Component):
             with m.State("DRAIN"):
                 with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
+                    m.d.sync += v.accepting.eq(1)
                     m.next = "IDLE"
 
     def _configure(self, m, v):
