@@ -264,7 +264,9 @@ class NicCore(wiring.Component):
         # unit, the engine's kinds to the engine, the repack units' kinds to the hub (to the
         # barrier receiver, which drops them, in a build without units).
         inputs = [barrier_tx, engine_tx] + ([hub_ports[0]] if hub_ports else [])
-        m.submodules.tx_arbiter = arbiter = PacketArbiter(len(inputs), self._data_width)
+        # The grant is a flop: its choice no longer chains into the 256-bit output mux.
+        m.submodules.tx_arbiter = arbiter = PacketArbiter(len(inputs), self._data_width,
+                                                          registered_grant=True)
         for k, port in enumerate(inputs):
             tx_in = self._slice(m, f"tx_slice_{k}")
             wiring.connect(m, port, tx_in.i)

@@ -25,7 +25,7 @@ The stream carries only ``payload``, ``valid`` and ``ready`` (Amaranth RFC 61), 
 lives in the payload layout.
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -240,11 +240,22 @@ class PacketArbiter(wiring.Component):
     the ones that must not starve come first.  The grant is kept from a packet's first beat
     to its ``last`` beat, so packets never interleave.  The output is combinational (no
     added latency); ``o.valid`` does not depend on ``o.ready``.
+
+    With ``registered_grant=True`` the grant is a flop: between packets it takes the choice
+    made from the inputs' offers of the cycle before, so the choice logic ends in a flop and
+    the output multiplexer's select is one.  A packet then starts a cycle after it is first
+    offered, unless its input already holds the grant (the grant stays with the last owner
+    while nothing is offered, and an input offering the next packet as its previous one
+    ends keeps it): a stream of packets from one input moves without a gap.
     """
 
-    def __init__(self, inputs, data_width):
+    def __init__(self, inputs, data_width, *, registered_grant=False):
         _check_count("Number of inputs", inputs)
         _check_data_width(data_width)
+        if not isinstance(registered_grant, bool):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise TypeError(f"registered_grant must be a bool, not {registered_grant!r}")
+        self._registered = registered_grant
         self._inputs = inputs
         members = {f"i_{k}": In(packet_stream(data_width)) for k in range(inputs)}
         members["o"] = Out(packet_stream(data_width))
@@ -265,13 +276,23 @@ class PacketArbiter(wiring.Component):
         for k in reversed(range(n)):
             with m.If(inputs[k].valid & inputs[k].payload.control):
                 m.d.comb += [choice.eq(k), any_control.eq(1)]
-        grant = Mux(locked, owner, choice)
+        if self._registered:
+            grant = owner
+            give = self.o.valid & self.o.ready
+            # Between packets (a packet's last beat, or no packet begun) the grant follows
+            # the choice a cycle late; with nothing offered it stays where it is.
+            with m.If((give & self.o.payload.last) | (~locked & ~give)):
+                m.d.sync += owner.eq(Mux(Cat(p.valid for p in inputs).any(), choice, owner))
+            with m.If(give):
+                m.d.sync += locked.eq(~self.o.payload.last)
+        else:
+            grant = Mux(locked, owner, choice)
+            with m.If(self.o.valid & self.o.ready):
+                m.d.sync += [locked.eq(~self.o.payload.last), owner.eq(grant)]
         for k, port in enumerate(inputs):
             with m.If(grant == k):
                 m.d.comb += [self.o.valid.eq(port.valid), self.o.payload.eq(port.payload),
                              port.ready.eq(self.o.ready)]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += [locked.eq(~self.o.payload.last), owner.eq(grant)]
         return m
 
 

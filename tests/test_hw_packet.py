@@ -257,8 +257,11 @@ def test_arbiter_constructor_errors():
     with pytest.raises(ValueError, match=r"^Data width must be a positive multiple of 8, "
                                          r"not 20$"):
         PacketArbiter(2, 20)
+    with pytest.raises(TypeError, match=r"^registered_grant must be a bool, not 1$"):
+        PacketArbiter(2, 64, registered_grant=1)
 
 
+@pytest.mark.parametrize("registered_grant", [False, True])
 @pytest.mark.parametrize("inputs,seed,src_stall,dst_stall", [
     (1, 0, 0.3, 0.3),
     (2, 1, 0.0, 0.0),
@@ -266,12 +269,13 @@ def test_arbiter_constructor_errors():
     (4, 3, 0.2, 0.7),
     (4, 4, 0.7, 0.1),
 ])
-def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall):
+def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall, registered_grant):
     """Every packet comes out whole, once, each input's in order; at every packet boundary the
     grant goes as the docstring says: the lowest-numbered input offering a control packet,
-    else the lowest-numbered input offering a packet."""
+    else the lowest-numbered input offering a packet — offering in the cycle of the first
+    beat, or with a registered grant in the cycle before it (if any input offered then)."""
     rng = random.Random(seed)
-    dut = PacketArbiter(inputs, 64)
+    dut = PacketArbiter(inputs, 64, registered_grant=registered_grant)
     ports = [getattr(dut, f"i_{k}") for k in range(inputs)]
     packets = [[tagged_packet(rng, src, seq, rng.randrange(1, 6), control=rng.random() < 0.3)
                 for seq in range(rng.randrange(10, 20))] for src in range(inputs)]
@@ -280,13 +284,16 @@ def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall):
 
     async def monitor(ctx):
         first = True
+        before = [0] * (2 * inputs)     # the offers of the cycle before
         async for _, _, o_valid, o_ready, beat, *offers in ctx.tick().sample(
                 dut.o.valid, dut.o.ready, dut.o.payload,
                 *(v for p in ports for v in (p.valid, p.payload.control))):
             if o_valid and o_ready:
                 if first:
-                    grants.append((beat_src(as_dict(beat)), offers))
+                    grants.append((beat_src(as_dict(beat)),
+                                   before if registered_grant else offers))
                 first = bool(beat.last)
+            before = offers
 
     async def main(ctx):
         total = sum(len(p) for mine in packets for p in mine)
@@ -316,16 +323,19 @@ def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall):
         valid, control = offers[0::2], offers[1::2]
         controls = [k for k in range(inputs) if valid[k] and control[k]]
         offering = [k for k in range(inputs) if valid[k]]
+        if registered_grant and not offering:
+            continue        # nothing offered the cycle before: the grant stayed where it was
         assert src == (controls or offering)[0], (src, offers)
 
 
-def test_arbiter_control_waits_at_most_one_packet():
+@pytest.mark.parametrize("registered_grant", [False, True])
+def test_arbiter_control_waits_at_most_one_packet(registered_grant):
     """Two saturating bulk inputs and a control input numbered after them.  A control packet
     offered while a bulk packet moves goes right after that one: no packet starts while it
     waits.  Input 0 is served whenever it offers a packet, so input 1 waits until input 0
     has nothing left."""
     rng = random.Random(21)
-    dut = PacketArbiter(3, 64)
+    dut = PacketArbiter(3, 64, registered_grant=registered_grant)
     bulk = [[tagged_packet(rng, src, seq, 5) for seq in range(6)] for src in (0, 1)]
     control = [tagged_packet(rng, 2, seq, 2, control=1) for seq in range(4)]
     received = []
@@ -343,12 +353,15 @@ def test_arbiter_control_waits_at_most_one_packet():
 
     async def monitor(ctx):
         first = True
+        before = 0                      # offered the cycle before (a registered grant's view)
         async for _, _, valid, ready, beat, offered in ctx.tick().sample(
                 dut.o.valid, dut.o.ready, dut.o.payload, dut.i_2.valid):
             if valid and ready:
                 if first:
-                    starts.append((beat_src(as_dict(beat)), offered))
+                    starts.append((beat_src(as_dict(beat)),
+                                   before if registered_grant else offered))
                 first = bool(beat.last)
+            before = offered
 
     async def main(ctx):
         while len(received) < 2 * 6 * 5 + 4 * 2:
