@@ -17,6 +17,12 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["SkidBuffer", "CheckedSlice", "CheckedRing"]
 
 
+def _check_checks(component, checks):
+    if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
+        component._MustUse__silence = True      # never built: no "unused" warning
+        raise ValueError(f"checks must be a positive integer, not {checks!r}")
+
+
 def _ring_pointers(m, i, o, wr_ptr, rd_ptr, full):
     """The pointers and flags of a two-entry ring: a transfer in moves ``wr_ptr``, one out
     moves ``rd_ptr``; ``o.valid`` and ``full`` follow."""
@@ -153,9 +159,7 @@ class CheckedSlice(wiring.Component):
     """
 
     def __init__(self, shape, checks=1):
-        if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
-            self._MustUse__silence = True       # never built: no "unused" warning
-            raise ValueError(f"checks must be a positive integer, not {checks!r}")
+        _check_checks(self, checks)
         self._shape = shape
         super().__init__({
             "i": In(stream.Signature(shape)),
@@ -220,9 +224,7 @@ class CheckedRing(wiring.Component):
     """
 
     def __init__(self, shape, checks=1):
-        if not isinstance(checks, int) or isinstance(checks, bool) or checks < 1:
-            self._MustUse__silence = True       # never built: no "unused" warning
-            raise ValueError(f"checks must be a positive integer, not {checks!r}")
+        _check_checks(self, checks)
         self._shape = shape
         super().__init__({
             "i": In(stream.Signature(shape)),
