@@ -510,6 +510,27 @@ class RepackUnit(wiring.Component):
                 ev_data.code.eq(code),
             ]
 
+        st_idle = Signal()
+        st_collect = Signal()
+        # `accepting` is st_idle | st_collect as a flop, set and cleared with the state
+        # machine's moves into and out of those states (_sender), so the input's ready does
+        # not decode the state.
+        accepting = Signal(init=1)
+        m.d.comb += self.busy.eq(~st_idle)
+        with m.If(~st_idle):
+            m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
+
+        v = SimpleNamespace(**{k: x for k, x in locals().items()
+                               if k not in ("self", "platform")})
+        self._errors(m, v)
+        self._input(m, v)
+        self._input_beat(m, v)
+        self._output_pipeline(m, v)
+        self._sender(m, v)
+        return m
+
+    def _errors(self, m, v):
+        """The error count, the last error and the sub-matrix's failure."""
         # ---- Errors -------------------------------------------------------------------------
         # An error found in a cycle sets its code's bit (`err_hits`, one hot: one input beat
         # per cycle, and the watchdog fires only without one) or `err_refuse` (a refused
@@ -542,19 +563,7 @@ class RepackUnit(wiring.Component):
         def count(code):
             return err_hits[code.value].eq(1)
 
-        st_idle = Signal()
-        st_collect = Signal()
-        m.d.comb += self.busy.eq(~st_idle)
-        with m.If(~st_idle):
-            m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-
-        v = SimpleNamespace(**{k: x for k, x in locals().items()
-                               if k not in ("self", "platform")})
-        self._input(m, v)
-        self._input_beat(m, v)
-        self._output_pipeline(m, v)
-        self._sender(m, v)
-        return m
+        share(v, locals())
 
     def _input(self, m, v):
         (
@@ -651,11 +660,7 @@ class RepackUnit(wiring.Component):
 
         beat = in_q.beat
         # A beat that ends a message may post TAKEN, so it waits while the event FIFO is full.
-        # `accepting` is st_idle | st_collect as a flop, set and cleared with the state
-        # machine's moves into and out of those states (_sender), so the input's ready does
-        # not decode the state.
-        accepting = Signal(init=1)
-        m.d.comb += in_ready.eq(accepting & (ev_free | ~beat.last))
+        m.d.comb += in_ready.eq(v.accepting & (ev_free | ~beat.last))
         take = Signal()
         m.d.comb += take.eq(in_q_valid & in_ready)
         m.d.comb += self.active.eq(take | (self.o.valid & self.o.ready))
