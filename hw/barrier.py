@@ -201,7 +201,8 @@ class BarrierUnit(wiring.Component):
     entry at ``route_addr``; ``route_clear`` : ``In(1)`` empties the table (and clears the
     ``cfg_write`` error).  A write or a clear lands in the table three clock edges after the
     cycle it is made in (two register stages, so the entry it replaces is read from flops);
-    ``total`` and the configuration checks follow a cycle later.
+    the configuration checks follow a cycle later and ``total`` two (its adder tree has two
+    register stages).
 
     Control (only the root's matter, except ``start``, ``done`` and ``done_seq``):
     ``mode`` : ``In(BarrierMode)``, ``ac_sub`` : ``In(AcSubMode)``, ``m`` : ``In(16)``,
@@ -340,16 +341,23 @@ class BarrierUnit(wiring.Component):
         w_addr, w_data = Signal(ibits), Signal(rw)
         m.d.sync += [w_clear.eq(self.route_clear), w_we.eq(self.route_we & write_ok),
                      w_addr.eq(self.route_addr[:ibits]), w_data.eq(self.route_data)]
-        # A second stage registers the entry the write replaces, read from flops (or the
-        # entry the second stage writes in the same cycle), and which counts go up and down,
-        # as one-hot slot vectors; it then writes the entry and steps the counts.
+        # A second stage registers the entry the write replaces and which counts go up and
+        # down, as one-hot slot vectors; it then writes the entry and steps the counts.  The
+        # replaced entry is read from flops as the write enters the first stage (`w_old`,
+        # with the write the second stage makes in that cycle forwarded), and the write the
+        # second stage makes in the next cycle is forwarded by a flag compared then too
+        # (`w_same`): the n:1 read and the address compare are not in the cycle that
+        # decodes the entry (a 64-id table's read was the unit's critical path).
         x_clear, x_we = Signal(), Signal()
         x_addr, x_data = Signal(ibits), Signal(rw)
         x_inc, x_dec = Signal(k), Signal(k)
+        w_old, w_same = Signal(rw), Signal()
+        in_addr = self.route_addr[:ibits]
+        m.d.sync += [w_old.eq(Mux(x_clear, 0, Mux(x_we & (x_addr == in_addr), x_data,
+                                                   route.word_select(in_addr, rw)))),
+                     w_same.eq(w_we & ~w_clear & (w_addr == in_addr))]
         old = Signal(rw)
-        m.d.comb += old.eq(Mux(x_clear, 0,
-                               Mux(x_we & (x_addr == w_addr), x_data,
-                                   route.word_select(w_addr, rw))))
+        m.d.comb += old.eq(Mux(x_clear, 0, Mux(w_same, x_data, w_old)))
         m.d.sync += [x_clear.eq(w_clear), x_we.eq(w_we & ~w_clear), x_addr.eq(w_addr),
                      x_data.eq(w_data),
                      x_inc.eq(Cat(w_data == j + 1 for j in range(k))),
@@ -363,13 +371,20 @@ class BarrierUnit(wiring.Component):
                 m.d.sync += size[j].eq(Mux(inc & ~dec, size[j] + 1,
                                            Mux(dec & ~inc, size[j] - 1, size[j])))
 
-        # N of this subtree (the whole tree at the root), registered.
-        s.total = total = Signal(16)
+        # N of this subtree (the whole tree at the root): a balanced adder tree in two
+        # register stages, the pairs' sums and then the rest (one stage of eight counts'
+        # tree was the 8-node unit's critical path).  The tree is static while barriers run.
+        def tree(terms):
+            while len(terms) > 1:
+                terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+                         for i in range(0, len(terms), 2)]
+            return terms[0]
         terms = [Mux(self.child_valid[j], size[j], 0) for j in range(k)] + [Const(1)]
-        while len(terms) > 1:                   # a balanced adder tree
-            terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-        m.d.sync += total.eq(terms[0])
+        pairs = [Signal(range(2 * n + 2), name=f"total_part_{i}")
+                 for i in range(0, len(terms), 2)]
+        m.d.sync += [p.eq(tree(terms[2 * i:2 * i + 2])) for i, p in enumerate(pairs)]
+        s.total = total = Signal(16)
+        m.d.sync += total.eq(tree(list(pairs)))
         m.d.comb += self.total.eq(total)
 
         # Members of this subtree, for the abort log: routed below, or this node itself.
@@ -602,8 +617,10 @@ class BarrierUnit(wiring.Component):
                 m.d.sync += s.own_pending.eq(1)
         with m.If(c_new):
             m.d.sync += vector.bit_select(s.x_subject[:ibits], 1).eq(1)
+        # A release clears the slot counts (_leave, later, wins), so they count without
+        # waiting for the root's decision.
         for j in range(k):
-            with m.If(c_new & s.x_first[j]):
+            with m.If(s.c_count & s.x_first[j]):
                 m.d.sync += s.done_in[j].eq(s.done_in[j] + 1)
         # The increments without the release of this cycle (see _decide): a release clears
         # `ones` and the flags below in _leave, after these assignments.
@@ -683,9 +700,17 @@ class BarrierUnit(wiring.Component):
             m.d.sync += [
                 self.aborted.eq(1),
                 self.abort_seq.eq(seq),
-                self.abort_estimate.eq(Mux(s.is_root, self.estimate, s.x_estimate)),
                 s.aborted_cur.eq(1),
             ]
+        # The estimate is noted a cycle later, from flops: the decision enables one flop
+        # here, not the 64 of abort_estimate (that fan-out ended the 8-node unit's critical
+        # path).  A start in the kill's cycle clears it, as it would have.
+        est_q = Signal(TIME_WIDTH)
+        note_est = Signal()
+        m.d.sync += [est_q.eq(Mux(s.is_root, self.estimate, s.x_estimate)),
+                     note_est.eq(own_kill & ~self.start)]
+        with m.If(note_est):
+            m.d.sync += self.abort_estimate.eq(est_q)
         with m.If(kill_rx):
             m.d.sync += [s.killed.eq(1), s.kill_est.eq(s.x_estimate)]
         with m.If(early):

@@ -53,7 +53,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .skid import CheckedSlice, SkidBuffer
+from .skid import CheckedRing, SkidBuffer
 
 
 __all__ = [
@@ -780,8 +780,8 @@ class RowUnpacker(wiring.Component):
     the message's byte offset modulo ``W`` is a register every chunk moves on by its ``n``
     (every beat but a message's last is full), so each chunk carries where it starts in B0,
     whether it runs on into B1 and where it ends.  From the buffer's registers the lane
-    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedSlice`, which
-    keeps beside the chunk the compares of its end with B0's and B1's byte counts, made a
+    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedRing`, which
+    keeps beside each chunk the compares of its end with B0's and B1's byte counts, made a
     cycle ahead for the chunk and the beats the plan will see.  Register stages follow:
 
     1. *Plan*: those compare flags, the chunk's crossing flag and the ``last`` flags of B0
@@ -845,7 +845,11 @@ class RowUnpacker(wiring.Component):
             "tail": _lane_bits(width) + 1,
             "cross": 1,
         }))
-        m.submodules.chunk_head = chunk_head = CheckedSlice(placed, checks=4)
+        # The head is a ring read through a mux: the plan's decision (``ready``) loads its
+        # pointers only, and its ``i.ready`` is a flop, so the decision stops at the head
+        # (as a one-entry slice, it went on into the chunk buffer's enables: the 256-bit
+        # engine's routed critical path, `used` -> have -> fits -> ready -> `skid_valid`).
+        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=4)
         self._place(m, chunk_in, chunk_head.i)
 
         # Every stage but the beat slots moves when the output register is free.
@@ -1049,8 +1053,10 @@ class RowUnpacker(wiring.Component):
                 choices.append(Cat(*result))
             return Array(choices)[s.pops]
 
-        m.d.comb += [chunk_head.block_new.eq(checks(chunk_head.i.payload.tail)),
-                     chunk_head.block_held.eq(checks(chunk_head.o.payload.tail))]
+        # Each entry's checks are exact for it next cycle whether or not it is the head.
+        m.d.comb += chunk_head.block_new.eq(checks(chunk_head.i.payload.tail))
+        m.d.comb += [chunk_head.block_entry[k].eq(checks(chunk_head.entries[k].tail))
+                     for k in range(2)]
 
     def _output(self, m, rotated, control, stage, out):
         """Last stage: the last bit of the rotation and the lane mask, into the output

@@ -56,11 +56,16 @@ class MemoryReadSignature(wiring.Signature):
 
 class MemoryWriteSignature(wiring.Signature):
     """A write port of device memory: byte lane k of ``data`` lands in row ``addr`` in a cycle
-    with bit k of ``en`` set."""
+    with bit k of ``en`` set.
+
+    ``issue`` is set in every cycle in which ``en`` has a bit set (it may also be set with an
+    empty ``en``): the memory gives the port priority over its host bus in those cycles.  It
+    comes from a flop beside ``en``, so the arbitration reads one bit, not an OR over the
+    lanes (that OR was on the routed critical path of the 256-bit core)."""
 
     def __init__(self, row_bits, data_width):
         super().__init__({"addr": Out(row_bits), "en": Out(data_width // 8),
-                          "data": Out(data_width)})
+                          "data": Out(data_width), "issue": Out(1)})
 
 
 _DATA_WIDTHS = (32, 64, 128, 256, 512)
@@ -176,7 +181,7 @@ class DeviceMemory(wiring.Component):
         # port can be a copy of a dual-port block RAM.
         engine_writes = Const(0)
         if self._engine_ports:
-            engine_writes = self.engine_wr.en.any()
+            engine_writes = self.engine_wr.issue
             for port in (self.send_rd, self.local_rd):
                 # Not transparent: the engine's scoreboard keeps a read from a row whose
                 # write is still on its way.

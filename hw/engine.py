@@ -418,7 +418,7 @@ class Engine(wiring.Component):
         # A write is issued (set beside wr_en): its mask may be empty, which only makes the
         # scoreboard wait a cycle longer, and no OR over the mask precedes the flag.
         wr_issue = Signal()
-        wr_pending = Signal()           # self.wr holds a write landing this cycle
+        wr_pending = self.wr.issue      # self.wr holds a write landing this cycle
         # The written data has no reset (the byte enables have): no load on the clear net.
         wr_data_q = Signal(width, reset_less=True)
         m.d.comb += self.wr.data.eq(wr_data_q)
@@ -431,7 +431,7 @@ class Engine(wiring.Component):
             return Cat((s1_valid & (s1_row == row)), (wr_pending & (self.wr.addr == row)),
                        *(pend_valid[k] & (pend_row[k] == row) for k in range(depth))).any()
 
-        # The row reads check the scoreboard a cycle ahead (CheckedSlice): the flag a read
+        # The row reads check the scoreboard a cycle ahead (CheckedRing): the flag a read
         # stage acts on was computed against last cycle's rows, plus the row the receive
         # side took last cycle (it is in s1 or the write register now).  Rows only leave
         # the scoreboard between those two moments, so the flag errs on the safe side by at

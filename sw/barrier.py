@@ -46,9 +46,10 @@ _ERROR_TEXT = {
     "notice": "a notice came that was not for this node or from neither parent nor child",
 }
 #: Cycles the unit's ERRORS bits may lag a register write: the write's pulse, the unit's
-#: registered route write, the route table update and the two register stages of the
-#: configuration checks (m, c and mode: the pulse, their input register and the check).
-SETTLE_CYCLES = 6
+#: registered route write, the route table update, the two register stages of the subtree
+#: total and the check of m against it (the configuration checks of m, c and mode: the
+#: pulse, their input register and the check).
+SETTLE_CYCLES = 7
 _U16 = (1 << 16) - 1
 _U64 = (1 << 64) - 1
 
