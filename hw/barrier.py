@@ -464,6 +464,13 @@ class BarrierUnit(wiring.Component):
         m.d.sync += [s.m_minus[i].eq(m_q - i) for i in range(5)]
         s.total_minus = [Signal(signed(18), name=f"total_minus_{i}") for i in range(5)]
         m.d.sync += [s.total_minus[i].eq(total - i) for i in range(5)]
+        # The flags for ones = 0 (a release clears the count), in the same register stage as
+        # the differences they stand for: m − i <= 0 and N − i == 0 as flops, so a release
+        # loads the count flags from flops, not through a carry chain.
+        s.ge_m_zero = [Signal(name=f"ge_m_zero_{i}") for i in range(3)]
+        s.eq_total_zero = [Signal(name=f"eq_total_zero_{i}") for i in range(3)]
+        m.d.sync += [s.ge_m_zero[i].eq(m_q <= i) for i in range(3)]
+        m.d.sync += [s.eq_total_zero[i].eq(total == i) for i in range(3)]
         s.c_q = c_q
         s.c_le = [Signal(name=f"c_le_{i}") for i in (1, 2)]     # c <= 1, c <= 2
         m.d.sync += [s.c_le[0].eq(c_q <= 1), s.c_le[1].eq(c_q <= 2)]
@@ -774,6 +781,13 @@ class BarrierUnit(wiring.Component):
         # The payload is loaded whenever tx is free: its fields depend only on which kind of
         # notice goes (a `valid` of 0 makes it meaningless), so each bit has a short select.
         out = self.tx.payload
+        # The estimate loads kill_est whenever tx is free and is masked on the way out by a
+        # flop: the KILL choice (a priority pick) drives one flop, not 64 enables.
+        est_raw = Signal(TIME_WIDTH)
+        est_kill = Signal()
+        m.d.comb += out.estimate.eq(Mux(est_kill, est_raw, 0))
+        with m.If(load):
+            m.d.sync += [est_raw.eq(s.kill_est), est_kill.eq(down & pick_kill)]
         with m.If(load):
             m.d.sync += [
                 self.tx.valid.eq(down | s.own_pending | q_any),
@@ -783,7 +797,6 @@ class BarrierUnit(wiring.Component):
                 out.src.eq(node_id),
                 out.dst.eq(Mux(down, picked(cid), self.parent_id)),
                 out.subject.eq(Mux(down, 0, Mux(s.own_pending, node_id, s.qr.data))),
-                out.estimate.eq(Mux(pick_kill, s.kill_est, 0)),
             ]
         with m.If(send_own):
             m.d.sync += s.own_pending.eq(0)
@@ -854,8 +867,8 @@ class BarrierUnit(wiring.Component):
         """The count and time flags for ones = 0 (in the cycle `ones` is cleared)."""
         m.d.sync += [
             s.nonzero.eq(0), s.time_hit.eq(0),
-            *[s.ge_m[i].eq(s.m_minus[i] <= 0) for i in range(3)],
-            *[s.eq_total[i].eq(s.total_minus[i] == 0) for i in range(3)],
+            *[s.ge_m[i].eq(s.ge_m_zero[i]) for i in range(3)],
+            *[s.eq_total[i].eq(s.eq_total_zero[i]) for i in range(3)],
         ]
 
     def _errors_and_stale(self, m, s):
