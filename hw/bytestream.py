@@ -849,7 +849,7 @@ class RowUnpacker(wiring.Component):
         # pointers only, and its ``i.ready`` is a flop, so the decision stops at the head
         # (as a one-entry slice, it went on into the chunk buffer's enables: the 256-bit
         # engine's routed critical path, `used` -> have -> fits -> ready -> `skid_valid`).
-        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=4)
+        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=7)
         self._place(m, chunk_in, chunk_head.i)
 
         # Every stage but the beat slots moves when the output register is free.
@@ -988,10 +988,11 @@ class RowUnpacker(wiring.Component):
         skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
 
         # The chunk's end against the byte count of the beat it ends in (B0, or B1 when it
-        # crosses), from flops.
-        fits_b0, ends_b0, fits_b1, ends_b1 = chunk_head.o_blocked
+        # crosses), and the chunk's own bits the decision reads, all from flops (they come
+        # with the head slice's checks; its payload is behind a multiplexer).
+        fits_b0, ends_b0, fits_b1, ends_b1, c_cross, c_last, c_tail_top = chunk_head.o_blocked
         # A chunk that crosses needs B0 full and not the message's last, and B1 in a slot.
-        fits = have0 & Mux(chunk.cross, ~last0 & have1 & (~last1 | fits_b1),
+        fits = have0 & Mux(c_cross, ~last0 & have1 & (~last1 | fits_b1),
                            ~s.spent & (~last0 | fits_b0))
         ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in a slot
         normal = chunk_in.valid & ~dropping & ~skipping
@@ -1000,38 +1001,38 @@ class RowUnpacker(wiring.Component):
         skip = chunk_in.valid & skipping
         m.d.comb += chunk_in.ready.eq(serve | short | skip)
         # The chunk ends the message's bytes exactly.
-        exact = chunk.last & Mux(chunk.cross, last1 & ends_b1, last0 & ends_b0)
+        exact = c_last & Mux(c_cross, last1 & ends_b1, last0 & ends_b0)
         # Where the chunk leaves the beat it ends in: used up (it goes, unless it is the
         # message's last and the message has chunks to come), or spent (it stays).
-        ends_at = Mux(chunk.cross, last1 & ends_b1, last0 & ends_b0)
-        ended_beat_last = Mux(chunk.cross, last1, last0)
-        goes = Mux(ended_beat_last, chunk.last & ends_at, chunk.tail[-1])
+        ends_at = Mux(c_cross, last1 & ends_b1, last0 & ends_b0)
+        ended_beat_last = Mux(c_cross, last1, last0)
+        goes = Mux(ended_beat_last, c_last & ends_at, c_tail_top)
         drop_beat = dropping & have0
 
         with m.If(serve):
-            m.d.comb += s.pops.eq(chunk.cross + goes)
-            m.d.sync += s.spent.eq(ended_beat_last & ends_at & ~chunk.last)
+            m.d.comb += s.pops.eq(c_cross + goes)
+            m.d.sync += s.spent.eq(ended_beat_last & ends_at & ~c_last)
         with m.Elif(drop_beat):
             m.d.comb += [s.pops.eq(1), overrun_now.eq(extra & (lim0 != 0))]
             m.d.sync += s.spent.eq(0)
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
 
-        with m.If(serve & chunk.last & ~exact):
+        with m.If(serve & c_last & ~exact):
             m.d.sync += [dropping.eq(1), extra.eq(1)]
         with m.If(short):
             m.d.comb += underrun_now.eq(1)
-            m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~chunk.last)]
-        with m.If(skip & chunk.last):
+            m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~c_last)]
+        with m.If(skip & c_last):
             m.d.sync += skipping.eq(0)
 
         # The row: served, or the mask-zero row of a dropped message's last chunk.
         m.d.sync += [
-            control.valid.eq(serve | ((short | skip) & chunk.last)),
+            control.valid.eq(serve | ((short | skip) & c_last)),
             control.rot.eq(chunk.rot),
             control.mask.eq(Mux(serve, chunk.mask, 0)),
             control.row.eq(chunk.row),
-            control.last.eq(chunk.last),
+            control.last.eq(c_last),
         ]
 
     def _tail_checks(self, m, s, chunk_head):
@@ -1054,8 +1055,10 @@ class RowUnpacker(wiring.Component):
             return Array(choices)[s.pops]
 
         # Each entry's checks are exact for it next cycle whether or not it is the head.
-        m.d.comb += chunk_head.block_new.eq(checks(chunk_head.i.payload.tail))
-        m.d.comb += [chunk_head.block_entry[k].eq(checks(chunk_head.entries[k].tail))
+        def flags(entry):
+            return Cat(checks(entry.tail), entry.cross, entry.last, entry.tail[-1])
+        m.d.comb += chunk_head.block_new.eq(flags(chunk_head.i.payload))
+        m.d.comb += [chunk_head.block_entry[k].eq(flags(chunk_head.entries[k]))
                      for k in range(2)]
 
     def _output(self, m, rotated, control, stage, out):

@@ -189,9 +189,10 @@ class CheckedRing(wiring.Component):
 
     :class:`CheckedSlice` with :class:`SkidBuffer`'s ``mux_output`` shape, in one block: the
     entries stay in place behind a read pointer, so the consumer's ``o.ready`` — which
-    reads ``o_blocked`` — loads the pointers and the valid flags only, never the enable of
-    a payload or flag flop; and ``i.ready`` comes from a flop, so no slice is needed before
-    it.  Each entry's flags are computed by the consumer every cycle from the entry itself
+    reads ``o_blocked`` — loads the pointers, the valid flags and the head's flags only,
+    never the enable of a payload flop; and ``i.ready`` comes from a flop, so no slice is
+    needed before it.  ``o_blocked`` is a register (the flags of the head), so a flag may
+    also carry a payload bit the consumer decides on, without the payload's multiplexer.  Each entry's flags are computed by the consumer every cycle from the entry itself
     (``entries`` and ``head`` are outputs for that): ``block_entry[k]`` must be
     conservative for entry ``k`` as it will stand next cycle — still at the head, or now at
     the head because the head was taken this cycle.  An entry being loaded takes
@@ -211,8 +212,7 @@ class CheckedRing(wiring.Component):
     o : ``Out(stream.Signature(shape))``
         ``o.payload`` through a 2:1 mux.
     o_blocked : ``Out(checks)``
-        The checks' results for ``o.payload`` (meaningful while ``o.valid``), through a
-        2:1 mux.
+        The checks' results for ``o.payload`` (meaningful while ``o.valid``), from a flop.
     entries : ``Out(data.ArrayLayout(shape, 2))``
         Both entries' payloads.
     head : ``Out(1)``
@@ -239,26 +239,29 @@ class CheckedRing(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         entries = [Signal(self._shape, reset_less=True, name=f"entry{k}") for k in range(2)]
-        flags = [Signal(len(self.o_blocked), name=f"flags{k}") for k in range(2)]
         wr_ptr = Signal()
         full = Signal()                 # both entries hold a transfer
         # A second copy of the read pointer, stored inverted (so synthesis keeps it apart),
-        # selects the flags: `head` fans out to every payload bit's multiplexer, and the
-        # consumer's decision on o_blocked should not start on that net.
+        # selects the entries' checks: `head` fans out to every payload bit's multiplexer.
         head_n = Signal(init=1)
-        with m.If(self.o.valid & self.o.ready):
+        give = self.o.valid & self.o.ready
+        with m.If(give):
             m.d.sync += head_n.eq(~head_n)
         m.d.comb += [self.i.ready.eq(~full),
-                     self.o.payload.eq(Mux(self.head, entries[1], entries[0])),
-                     self.o_blocked.eq(Mux(head_n, flags[0], flags[1]))]
+                     self.o.payload.eq(Mux(self.head, entries[1], entries[0]))]
         for k in range(2):
             m.d.comb += self.entries[k].eq(entries[k])
             # As in SkidBuffer's ring: the free entry at the write pointer copies the input
-            # in every cycle the slice is not full, with its checks; the others keep their
-            # payload and take their checks anew.
+            # in every cycle the slice is not full.
             with m.If(~full & (wr_ptr == k)):
-                m.d.sync += [entries[k].eq(self.i.payload), flags[k].eq(self.block_new)]
-            with m.Else():
-                m.d.sync += flags[k].eq(self.block_entry[k])
+                m.d.sync += entries[k].eq(self.i.payload)
+        # The head's checks are one register, loaded with those of next cycle's head: the
+        # other entry's (held, or loading now) if the head goes, else its own (or, from
+        # empty, the loading input's).  The consumer's decision selects a few flags here
+        # and o_blocked is a flop, not a multiplexer of two.
+        at_head = Mux(head_n, self.block_entry[0], self.block_entry[1])
+        behind = Mux(head_n, self.block_entry[1], self.block_entry[0])
+        m.d.sync += self.o_blocked.eq(Mux(give, Mux(full, behind, self.block_new),
+                                          Mux(self.o.valid, at_head, self.block_new)))
         _ring_pointers(m, self.i, self.o, wr_ptr, self.head, full)
         return m
