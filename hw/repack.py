@@ -522,10 +522,16 @@ class RepackUnit(wiring.Component):
         # machine's moves into and out of those states (_sender), so the input's ready does
         # not decode the state.
         accepting = Signal(init=1)
-        m.d.comb += self.busy.eq(~st_idle)
+        # `idle` is st_idle as a flop, kept the same way: a configuration's take reads flops
+        # only (it chooses what the input stage compares a header with, and decoding the
+        # state there was the 64-bit core's critical path).  `refuse`: see _configure.
+        idle = Signal(init=1)
+        refuse = Signal()
+        m.d.comb += [self.busy.eq(~st_idle), cfg_in.ready.eq(idle & ev_free & ~refuse)]
         with m.If(~st_idle):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-        share(v, {"st_idle": st_idle, "st_collect": st_collect, "accepting": accepting})
+        share(v, {"st_idle": st_idle, "st_collect": st_collect, "accepting": accepting,
+                  "idle": idle, "refuse": refuse})
         self._input(m, v)
         self._input_beat(m, v)
         self._output_pipeline(m, v)
@@ -1081,7 +1087,7 @@ class RepackUnit(wiring.Component):
                 # The sub-matrix is dropped whole: DONE carries the first error.
                 with m.If(ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, v.fail_code_now)
-                    m.d.sync += v.accepting.eq(1)
+                    m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                     m.next = "IDLE"
 
             def next_destination():
@@ -1124,7 +1130,7 @@ class RepackUnit(wiring.Component):
             with m.State("DRAIN"):
                 with m.If(~pipe_busy & ~skid.o.valid & ev_free):
                     m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
-                    m.d.sync += v.accepting.eq(1)
+                    m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                     m.next = "IDLE"
 
     def _configure(self, m, v):
@@ -1144,9 +1150,9 @@ class RepackUnit(wiring.Component):
         # from flops: the refusal is not decided in the cycle the event's data is chosen.
         # The unit stays idle meanwhile and takes no configuration; the event's place was
         # checked (ev_free) as the configuration was taken, and nothing else posts while idle.
-        refuse = Signal()
+        refuse = v.refuse
         refuse_code = v.refuse_code
-        m.d.comb += [st_idle.eq(1), cfg_in.ready.eq(ev_free & ~refuse)]
+        m.d.comb += st_idle.eq(1)       # cfg_in.ready: idle, ev_free and ~refuse (elaborate)
         with m.If(refuse):
             m.d.comb += [v.err_refuse.eq(1), *post(UnitEvent.DONE, 0, c.tag, refuse_code)]
             m.d.sync += refuse.eq(0)
@@ -1177,6 +1183,7 @@ class RepackUnit(wiring.Component):
                     alloc_row.eq(0),
                     idle_left.eq(p.timeout),
                     idle_out.eq(0),
+                    v.idle.eq(0),
                 ]
                 m.next = "COLLECT"
 
