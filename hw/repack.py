@@ -582,8 +582,7 @@ class RepackUnit(wiring.Component):
             "post", "st_idle", "st_collect",
         ))
         LB = v.LB
-        # ---- Input: parse, check and store source messages ----------------------------------
-        IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)
+        IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)    # parse, check, store source messages
         in_state = Signal(2)
         # A register slice at the block boundary (i.ready comes from a flop).  Each beat enters
         # it with the sum of its E length entries and which of them are non-zero, so a table
@@ -637,7 +636,7 @@ class RepackUnit(wiring.Component):
         in_q = Signal(data.StructLayout({
             "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
             "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
-            "over": 1,
+            "over": 1, "small": 1,
             # keep is a low mask of at least one byte, and its byte count mod B: the final
             # data beat's keep is checked against the message's byte count with these, a
             # compare of LB bits rather than of B.
@@ -656,7 +655,8 @@ class RepackUnit(wiring.Component):
             m.d.sync += [
                 in_q_valid.eq(in_skid.o.valid),
                 in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
-                in_q.zero.eq(~sk.nz.any()), in_q.pad_nz.eq((sk.nz & ~tb_mask).any()),
+                in_q.zero.eq(~sk.nz.any()), in_q.small.eq(sk.tsum <= B),
+                in_q.pad_nz.eq((sk.nz & ~tb_mask).any()),
                 in_q.tag_ok.eq(sk_hdr.tag == Mux(cfg_take, p.tag, c.tag)),
                 in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
                 in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
@@ -741,6 +741,12 @@ class RepackUnit(wiring.Component):
             "room_left", "msg_zero", "in_q",
         ))
         data_final, t_last = v.data_final, v.t_last
+        # msg_bytes + tsum <= B without the 32-bit sum: both small (flags kept beside them),
+        # and their low LB + 1 bits' sum at most B (a sum and a compare in sequence, each 32
+        # bits, were the 64-bit unit's critical path).
+        msg_small = Signal(init=1)              # msg_bytes <= B
+        sum_small = (msg_small & in_q.small
+                     & ((msg_bytes[:LB + 1] + in_q.tsum[:LB + 1]) <= B))
         with m.If(in_state == IN_TABLE):
             # For the data state, loaded in every table-state cycle as if this cycle's beat
             # were taken (so `take` does not gate them): the value loaded when the last
@@ -750,7 +756,7 @@ class RepackUnit(wiring.Component):
             table_bytes = Signal(32)
             # The final beat's byte count mod B from an adder of its own, LB bits wide.
             m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
-            m.d.sync += [data_left.eq(table_bytes), data_final.eq(table_bytes <= B),
+            m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB])]
         with m.If(take):
             with m.Switch(in_state):
@@ -784,7 +790,7 @@ class RepackUnit(wiring.Component):
                                 cur.eq(idx),
                                 cur_rank.eq(hdr.rank),
                                 t.eq(0), t_last.eq(tb_last == 0),
-                                msg_bytes.eq(0),
+                                msg_bytes.eq(0), msg_small.eq(1),
                                 room_left.eq(room_bytes),
                                 msg_zero.eq(1),
                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
@@ -804,7 +810,7 @@ class RepackUnit(wiring.Component):
                     m.d.sync += [
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1), t_last.eq(t + 1 == tb_last),
-                        msg_bytes.eq(new_bytes),
+                        msg_bytes.eq(new_bytes), msg_small.eq(sum_small),
                         room_left.eq(room_left - tsum),
                         msg_zero.eq(msg_zero & beat_zero),
                     ]
