@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer", "CheckedSlice", "CheckedRing"]
+__all__ = ["SkidBuffer", "CheckedRing"]
 
 
 def _check_checks(component, checks):
@@ -123,80 +123,24 @@ class SkidBuffer(wiring.Component):
         return m
 
 
-class CheckedSlice(wiring.Component):
-    """One-entry register slice whose entry carries a flag computed a cycle ahead.
-
-    A consumer that may only take an entry once a check passes (the engine's row reads wait
-    for writes still in flight) would otherwise compute the check on the entry's payload
-    and feed the result straight into ``o.ready``, which loads this very register: a
-    compare, then the enable of every payload flop, in one cycle.  Here the consumer
-    evaluates the check for both entries the register may hold next cycle — the one
-    arriving (``block_new``) and the one it keeps (``block_held``) — and the slice stores
-    the right one beside the payload, so ``o_blocked`` comes from a flop.
-
-    The consumer must make the check conservative: the flag is one cycle old, so whatever
-    it accounted for may have cleared since, and whatever is added in the cycle it is
-    computed must be included in it.
-
-    Parameters
-    ----------
-    shape : shape-castable
-        The payload.
-    checks : int
-        How many independent checks (flag bits) each entry carries.
-
-    Members
-    -------
-    i : ``In(stream.Signature(shape))``
-        ``i.ready`` is combinational from ``o.ready`` (put a :class:`SkidBuffer` before it).
-    o : ``Out(stream.Signature(shape))``
-    o_blocked : ``Out(checks)``
-        The checks' results for ``o.payload`` (meaningful while ``o.valid``).
-    block_new : ``In(checks)``
-        The checks for ``i.payload``.
-    block_held : ``In(checks)``
-        The checks for ``o.payload``.
-    """
-
-    def __init__(self, shape, checks=1):
-        _check_checks(self, checks)
-        self._shape = shape
-        super().__init__({
-            "i": In(stream.Signature(shape)),
-            "o": Out(stream.Signature(shape)),
-            "o_blocked": Out(checks),
-            "block_new": In(checks),
-            "block_held": In(checks),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        advance = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(advance)
-        out_payload = Signal(self._shape, reset_less=True)    # no reset, as in SkidBuffer
-        m.d.comb += self.o.payload.eq(out_payload)
-        with m.If(advance):
-            m.d.sync += [self.o.valid.eq(self.i.valid), out_payload.eq(self.i.payload),
-                         self.o_blocked.eq(self.block_new)]
-        with m.Else():
-            m.d.sync += self.o_blocked.eq(self.block_held)
-        return m
-
-
 class CheckedRing(wiring.Component):
     """Two-entry register slice, read through a mux, whose entries carry flags computed a
     cycle ahead.
 
-    :class:`CheckedSlice` with :class:`SkidBuffer`'s ``mux_output`` shape, in one block: the
-    entries stay in place behind a read pointer, so the consumer's ``o.ready`` — which
-    reads ``o_blocked`` — loads the pointers, the valid flags and the head's flags only,
-    never the enable of a payload flop; and ``i.ready`` comes from a flop, so no slice is
-    needed before it.  ``o_blocked`` is a register (the flags of the head), so a flag may
-    also carry a payload bit the consumer decides on, without the payload's multiplexer.  Each entry's flags are computed by the consumer every cycle from the entry itself
-    (``entries`` and ``head`` are outputs for that): ``block_entry[k]`` must be
-    conservative for entry ``k`` as it will stand next cycle — still at the head, or now at
-    the head because the head was taken this cycle.  An entry being loaded takes
-    ``block_new`` instead, the checks for ``i.payload``.
+    A consumer that may only take an entry once a check passes (the engine's row reads wait
+    for writes still in flight) would otherwise compute the check on the entry's payload in
+    the cycle it decides; here the check is made a cycle ahead and kept beside the entry.
+    The slice has :class:`SkidBuffer`'s ``mux_output`` shape: the
+    entries stay in place behind a read pointer, so the consumer's ``o.ready`` — which reads
+    ``o_blocked`` — loads the pointers, the valid flags and the head's flags only, never the
+    enable of a payload flop; and ``i.ready`` comes from a flop, so no slice is needed
+    before it.  ``o_blocked`` is a register (the flags of the head), so a flag may also
+    carry a payload bit the consumer decides on, without the payload's multiplexer.  Each
+    entry's flags are computed by the consumer every cycle from the entry itself
+    (``entries`` and ``head`` are outputs for that): ``block_entry[k]`` must be conservative
+    for entry ``k`` as it will stand next cycle — still at the head, or now at the head
+    because the head was taken this cycle.  An entry being loaded takes ``block_new``
+    instead, the checks for ``i.payload``.
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
 """SkidBuffer: order, no loss under any valid/ready pattern, full rate, registered ready.
-CheckedSlice, CheckedRing: the same, and a flag that follows the entry it was computed for."""
+CheckedRing: the same, and a flag that follows the entry it was computed for."""
 
 import random
 
@@ -8,13 +8,13 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from nicoll.hw import skid as skid_mod
-from nicoll.hw.skid import CheckedRing, CheckedSlice, SkidBuffer
+from nicoll.hw.skid import CheckedRing, SkidBuffer
 
 PERIOD = 1e-8
 
 
 def test_all():
-    assert skid_mod.__all__ == ["SkidBuffer", "CheckedSlice", "CheckedRing"]
+    assert skid_mod.__all__ == ["SkidBuffer", "CheckedRing"]
 
 
 def simulate(dut, *testbenches, background=()):
@@ -95,53 +95,9 @@ def test_mux_output_must_be_a_bool():
 
 
 @pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
-def test_checked_slice(in_stall, out_stall):
-    # One process plays source, sink and checker so every cycle's inputs are known: each
-    # cycle the checks for the arriving and the held entry are random, and the flag seen
-    # next cycle must be the one for the entry the register holds then.
-    dut = CheckedSlice(8)
-    rng = random.Random(f"checked{in_stall}{out_stall}")
-    items = [rng.getrandbits(8) for _ in range(300)]
-    got = []
-    flags_checked = [0]
-
-    async def tb(ctx):
-        sent = 0
-        expect_flag = None
-        cycles = 0
-        while len(got) < len(items):
-            assert cycles < 20 * len(items), "the slice stopped moving"
-            cycles += 1
-            offer = sent < len(items) and rng.random() >= in_stall
-            ready = rng.random() >= out_stall
-            block_new, block_held = rng.getrandbits(1), rng.getrandbits(1)
-            ctx.set(dut.i.valid, offer)
-            ctx.set(dut.i.payload, items[sent] if offer else 0)
-            ctx.set(dut.o.ready, ready)
-            ctx.set(dut.block_new, block_new)
-            ctx.set(dut.block_held, block_held)
-            o_valid = ctx.get(dut.o.valid)
-            if o_valid and expect_flag is not None:
-                assert ctx.get(dut.o_blocked) == expect_flag
-                flags_checked[0] += 1
-            advance = not o_valid or ready
-            assert ctx.get(dut.i.ready) == advance
-            if o_valid and ready:
-                got.append(ctx.get(dut.o.payload))
-            if offer and advance:
-                sent += 1
-            expect_flag = block_new if advance else block_held
-            await ctx.tick()
-
-    simulate(dut, tb)
-    assert got == items
-    assert flags_checked[0] >= len(items)
-
-
-@pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
 def test_checked_ring(in_stall, out_stall):
-    # As test_checked_slice, for two entries: each cycle the checks offered for the input
-    # and for each entry are random, and the flag seen on the output must be the one last
+    # One process plays source, sink and checker: each cycle the checks offered for the
+    # input and for each entry are random, and the flag seen on the output must be the one last
     # offered for the entry now at the head — the input's, if it was loaded last cycle.
     dut = CheckedRing(8, checks=2)
     rng = random.Random(f"ring{in_stall}{out_stall}")
