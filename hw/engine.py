@@ -299,6 +299,10 @@ class Engine(wiring.Component):
 
         state = Signal(range(10))
         IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE = range(10)
+        # state == AGGREGATE as a flop, kept with the moves into and out of it (_control): the
+        # packet parser's decision reads it, and decoding the state there was on the
+        # engine's critical path.
+        in_aggregate = Signal()
         running = (state != IDLE) & (state != DONE) & (state != STOPPED)
 
         queued = Signal(16)
@@ -539,9 +543,10 @@ class Engine(wiring.Component):
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         with m.If(self.clear):
-            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), finished.eq(0), counted.eq(0)]
+            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), finished.eq(0), counted.eq(0),
+                         v.in_aggregate.eq(0)]
         with m.Elif(any_error & running):
-            m.d.sync += state.eq(STOPPED)
+            m.d.sync += [state.eq(STOPPED), v.in_aggregate.eq(0)]
         with m.Else():
             with m.Switch(state):
                 with m.Case(IDLE, DONE):
@@ -568,7 +573,8 @@ class Engine(wiring.Component):
                         m.d.sync += [idx.eq(idx + 1), finished.eq(finished + counted),
                                      counted.eq(~cur.barrier & ~cur.aggregate)]
                         with m.If(cur.aggregate):
-                            m.d.sync += [state.eq(AGGREGATE), agg_sends.eq(cur.send_tag),
+                            m.d.sync += [state.eq(AGGREGATE), v.in_aggregate.eq(1),
+                                         agg_sends.eq(cur.send_tag),
                                          agg_finals.eq(cur.recv_tag), agg_done.eq(0),
                                          reg_pending.eq(1)]
                         with m.Elif(cur.barrier):
@@ -590,7 +596,7 @@ class Engine(wiring.Component):
                     # message received and the control tree has said DONE.
                     with m.If(aggregate_ok):
                         m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
-                                     finished.eq(finished + 1)]
+                                     finished.eq(finished + 1), v.in_aggregate.eq(0)]
                 with m.Case(FINISH):
                     with m.If(finish_ok):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
@@ -694,7 +700,7 @@ class Engine(wiring.Component):
         m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
         m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking
                                      | agg_starting)
-        in_aggregate = state == AGGREGATE
+        in_aggregate = v.in_aggregate
         pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_in_flight & ~any_error
         m.d.comb += sends_fifo.r_en.eq(pop)
         with m.If(self.clear):
@@ -1101,6 +1107,15 @@ class Engine(wiring.Component):
             "P_PASS", "P_DROP",
         ))
         decide_first = v.decide_first
+        # A data packet's accept moves the message's counts by an enable made of flops only:
+        # the classes exclude one another, so the decision's priority chain (the clear,
+        # notice and repack classes before it, with the live state they read) is not in
+        # front of these 64 enables.
+        data_accept = Signal()
+        m.d.comb += data_accept.eq(~self.clear & (p_state == P_DECIDE) & ~d.stale & d.data
+                                   & rx_busy & ~cts_pending & ~d.data_bad)
+        with m.If(data_accept):
+            m.d.sync += [rx_bytes.eq(d_after), rx_left.eq(d_left)]
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
         with m.Else():
@@ -1174,9 +1189,7 @@ class Engine(wiring.Component):
                             m.d.sync += p_state.eq(P_DROP)
                         with m.Else():
                             m.d.comb += bump["bytes_received"].eq(got.length)
-                            m.d.sync += [rx_bytes.eq(d_after),
-                                         rx_left.eq(d_left),
-                                         completes.eq(d.ends_message), p_state.eq(P_PASS)]
+                            m.d.sync += [completes.eq(d.ends_message), p_state.eq(P_PASS)]
                     with m.Else():
                         m.d.comb += raise_error.unexpected.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
