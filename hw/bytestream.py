@@ -849,7 +849,10 @@ class RowUnpacker(wiring.Component):
         # pointers only, and its ``i.ready`` is a flop, so the decision stops at the head
         # (as a one-entry slice, it went on into the chunk buffer's enables: the 256-bit
         # engine's routed critical path, `used` -> have -> fits -> ready -> `skid_valid`).
-        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=7)
+        # Each entry keeps its own checks (no head register): the decision also chooses
+        # which counts the checks compare with, and a head register would put the take's
+        # choice after that (the 64-bit core's critical path, 11 levels, when it did).
+        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=7, head_register=False)
         self._place(m, chunk_in, chunk_head.i)
 
         # Every stage but the beat slots moves when the output register is free.
@@ -988,8 +991,8 @@ class RowUnpacker(wiring.Component):
         skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
 
         # The chunk's end against the byte count of the beat it ends in (B0, or B1 when it
-        # crosses), and the chunk's own bits the decision reads, all from flops (they come
-        # with the head slice's checks; its payload is behind a multiplexer).
+        # crosses), and the chunk's own bits the decision reads, all with the head slice's
+        # checks (their own multiplexer, selected apart from the payload's).
         fits_b0, ends_b0, fits_b1, ends_b1, c_cross, c_last, c_tail_top = chunk_head.o_blocked
         # A chunk that crosses needs B0 full and not the message's last, and B1 in a slot.
         fits = have0 & Mux(c_cross, ~last0 & have1 & (~last1 | fits_b1),

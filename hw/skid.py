@@ -148,6 +148,12 @@ class CheckedRing(wiring.Component):
         The payload.
     checks : int
         How many independent checks (flag bits) each entry carries.
+    head_register : bool
+        ``o_blocked`` from one register holding the head's flags, loaded with those of
+        next cycle's head (the consumer's take selects them: a shorter path after the
+        flops, a longer one before them).  With ``False``, each entry keeps its own flags
+        and ``o_blocked`` is their 2:1 mux (for a consumer whose flags take longest to
+        compute, as the unpacker's, where the take also chooses what the checks compare).
 
     Members
     -------
@@ -156,7 +162,8 @@ class CheckedRing(wiring.Component):
     o : ``Out(stream.Signature(shape))``
         ``o.payload`` through a 2:1 mux.
     o_blocked : ``Out(checks)``
-        The checks' results for ``o.payload`` (meaningful while ``o.valid``), from a flop.
+        The checks' results for ``o.payload`` (meaningful while ``o.valid``): a flop, or a
+        2:1 mux of two (``head_register``).
     entries : ``Out(data.ArrayLayout(shape, 2))``
         Both entries' payloads.
     head : ``Out(1)``
@@ -167,9 +174,13 @@ class CheckedRing(wiring.Component):
         The checks for ``entries[k]``.
     """
 
-    def __init__(self, shape, checks=1):
+    def __init__(self, shape, checks=1, *, head_register=True):
         _check_checks(self, checks)
+        if not isinstance(head_register, bool):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise TypeError(f"head_register must be a bool, not {head_register!r}")
         self._shape = shape
+        self._head_register = head_register
         super().__init__({
             "i": In(stream.Signature(shape)),
             "o": Out(stream.Signature(shape)),
@@ -203,9 +214,19 @@ class CheckedRing(wiring.Component):
         # other entry's (held, or loading now) if the head goes, else its own (or, from
         # empty, the loading input's).  The consumer's decision selects a few flags here
         # and o_blocked is a flop, not a multiplexer of two.
-        at_head = Mux(head_n, self.block_entry[0], self.block_entry[1])
-        behind = Mux(head_n, self.block_entry[1], self.block_entry[0])
-        m.d.sync += self.o_blocked.eq(Mux(give, Mux(full, behind, self.block_new),
-                                          Mux(self.o.valid, at_head, self.block_new)))
+        if self._head_register:
+            at_head = Mux(head_n, self.block_entry[0], self.block_entry[1])
+            behind = Mux(head_n, self.block_entry[1], self.block_entry[0])
+            m.d.sync += self.o_blocked.eq(Mux(give, Mux(full, behind, self.block_new),
+                                              Mux(self.o.valid, at_head, self.block_new)))
+        else:
+            # Each entry's flags beside it: the input's as it loads, else its own anew.
+            flags = [Signal(len(self.o_blocked), name=f"flags{k}") for k in range(2)]
+            m.d.comb += self.o_blocked.eq(Mux(head_n, flags[0], flags[1]))
+            for k in range(2):
+                with m.If(~full & (wr_ptr == k)):
+                    m.d.sync += flags[k].eq(self.block_new)
+                with m.Else():
+                    m.d.sync += flags[k].eq(self.block_entry[k])
         _ring_pointers(m, self.i, self.o, wr_ptr, self.head, full)
         return m

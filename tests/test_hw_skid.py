@@ -94,12 +94,13 @@ def test_mux_output_must_be_a_bool():
         SkidBuffer(8, mux_output=1)
 
 
+@pytest.mark.parametrize("head_register", [True, False])
 @pytest.mark.parametrize("in_stall,out_stall", [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.6, 0.6)])
-def test_checked_ring(in_stall, out_stall):
+def test_checked_ring(in_stall, out_stall, head_register):
     # One process plays source, sink and checker: each cycle the checks offered for the
     # input and for each entry are random, and the flag seen on the output must be the one last
     # offered for the entry now at the head — the input's, if it was loaded last cycle.
-    dut = CheckedRing(8, checks=2)
+    dut = CheckedRing(8, checks=2, head_register=head_register)
     rng = random.Random(f"ring{in_stall}{out_stall}")
     items = [rng.getrandbits(8) for _ in range(300)]
     got = []
@@ -149,3 +150,5 @@ def test_checked_ring(in_stall, out_stall):
 def test_checked_ring_checks_must_be_positive():
     with pytest.raises(ValueError, match="checks must be a positive integer, not 0"):
         CheckedRing(8, checks=0)
+    with pytest.raises(TypeError, match="head_register must be a bool, not 1"):
+        CheckedRing(8, head_register=1)
