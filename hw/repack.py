@@ -421,7 +421,7 @@ class RepackUnit(wiring.Component):
         # A register slice on cfg (ready from a flop), holding with each configuration its
         # checks, made as it enters, so the idle state's decision on it reads flops.
         m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({
-            "cfg": unit_config_layout(G), "bad": 1, "too_big": 1}))
+            "cfg": unit_config_layout(G), "bad": 1, "too_big": 1, "src_on": G}))
         p_in = self.cfg.payload
         # dh * (B - 1) as a shift and a subtraction, not a multiplier.
         need = Signal(40)
@@ -433,6 +433,10 @@ class RepackUnit(wiring.Component):
             cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
                                        | (p_in.dv > G) | (p_in.timeout == 0)),
             cfg_slice.i.payload.too_big.eq(need > self._capacity),
+            # The entries of S in use (k < dh), decoded here: the input stage reads them for
+            # the configuration being taken, and a compare there was on the 64-bit core's
+            # critical path.
+            cfg_slice.i.payload.src_on.eq(Cat(p_in.dh > k for k in range(G))),
         ]
         cfg_in = cfg_slice.o
 
@@ -628,7 +632,7 @@ class RepackUnit(wiring.Component):
         cfg_take = v.cfg_in.valid & v.cfg_in.ready
         p = v.cfg_in.payload.cfg
         src_on = Signal(G)                      # entries of S in use: k < dh
-        src_on_next = Cat(Mux(cfg_take, p.dh > k, src_on[k]) for k in range(G))
+        src_on_next = Mux(cfg_take, v.cfg_in.payload.src_on, src_on)
         with m.If(cfg_take):
             m.d.sync += src_on.eq(src_on_next)
         sk = in_skid.o.payload
