@@ -392,35 +392,13 @@ class Harness:
                     self.done_ok[r, q] = edge
                     if r == self.root:
                         self.counted[r, q][r] = edge
-            # Aborts: the flag rose, or it was set and the barrier number changed.  The
-            # estimate shows an edge after the flag: read it then.
-            for r, key in est_due:
-                self.aborted[key] = (self.aborted[key][0],
-                                     ctx.get(self.units[r].abort_estimate))
-            est_due = []
-            for r in range(n):
-                a_seq = (ab_seqs_new >> (16 * r)) & SEQ_MASK
-                if ab_new >> r & 1 and (not ab >> r & 1
-                                        or a_seq != (ab_seqs >> (16 * r)) & SEQ_MASK):
-                    assert a_seq == seq_before[r]
-                    self.aborted[r, a_seq] = (edge, None)
-                    est_due.append((r, (r, a_seq)))
+            est_due = self._note_aborts(ctx, est_due, (ab, ab_seqs), (ab_new, ab_seqs_new),
+                                        seq_before, edge)
             ab, ab_seqs = ab_new, ab_seqs_new
             # Releases.
             for r in range(n):
                 if released_now[r]:
-                    q = seq_before[r]
-                    self.released[r, q] = edge
-                    assert ctx.get(self.units[r].released) == 1
-                    assert ctx.get(self.units[r].released_at) == edge
-                    if r == self.root:
-                        u = self.units[r]
-                        self.root_status[q] = {
-                            "s": ctx.get(u.s), "mt": ctx.get(u.mt), "e": ctx.get(u.e),
-                            "valid": ctx.get(u.stamp_valid.as_value()),
-                            "stamp_seq": ctx.get(u.stamp_seq),
-                            "ones": ctx.get(u.release_ones),
-                        }
+                    self._note_release(ctx, r, seq_before[r], edge)
                     in_barrier[r] += 1
                     schedule(r, in_barrier[r], edge + 1)
             # Done when every node left the last barrier and nothing moves any more.
@@ -434,6 +412,37 @@ class Harness:
                 quiet = 0
         for u in self.units:
             ctx.set(u.done, 0)
+
+    def _note_aborts(self, ctx, est_due, before, after, seq_before, edge):
+        """Aborts: the flag rose, or it was set and the barrier number changed.  The estimate
+        shows an edge after the flag: ``est_due`` lists those read now; the new ones are
+        returned."""
+        (ab, ab_seqs), (ab_new, ab_seqs_new) = before, after
+        for r, key in est_due:
+            self.aborted[key] = (self.aborted[key][0], ctx.get(self.units[r].abort_estimate))
+        due = []
+        for r in range(self.n):
+            a_seq = (ab_seqs_new >> (16 * r)) & SEQ_MASK
+            if ab_new >> r & 1 and (not ab >> r & 1
+                                    or a_seq != (ab_seqs >> (16 * r)) & SEQ_MASK):
+                assert a_seq == seq_before[r]
+                self.aborted[r, a_seq] = (edge, None)
+                due.append((r, (r, a_seq)))
+        return due
+
+    def _note_release(self, ctx, r, q, edge):
+        """Node ``r`` left barrier ``q`` at ``edge``: its flags, and the root's stamps."""
+        self.released[r, q] = edge
+        assert ctx.get(self.units[r].released) == 1
+        assert ctx.get(self.units[r].released_at) == edge
+        if r == self.root:
+            u = self.units[r]
+            self.root_status[q] = {
+                "s": ctx.get(u.s), "mt": ctx.get(u.mt), "e": ctx.get(u.e),
+                "valid": ctx.get(u.stamp_valid.as_value()),
+                "stamp_seq": ctx.get(u.stamp_seq),
+                "ones": ctx.get(u.release_ones),
+            }
 
     # -- checking ---------------------------------------------------------------------------
     def early_release(self, q):
