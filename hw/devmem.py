@@ -21,8 +21,10 @@ Behaviour of the port:
   is dropped (the burst's other beats are written) and the burst's single write response is
   DECERR.  An out-of-range read beat returns zero data with RRESP DECERR; the other beats of
   the burst return their data with OKAY (A3.4.4 allows a response per read beat).
-- Writes take one beat per clock after a one-cycle address phase; the next burst's address
-  is taken in the cycle its predecessor's response is taken.  Reads return one beat per
+- Writes take one beat per clock after a one-cycle address phase; a beat reaches the memory
+  through a register stage, a cycle after it is taken (later while the engine writes), and
+  the response follows the last beat's write.  The next burst's address is taken in the
+  cycle its predecessor's response is taken.  Reads return one beat per
   clock: the synchronous memory read is followed by a two-entry register slice, which
   absorbs the beat still in flight when RREADY drops, so backpressure loses nothing, and the
   read stage holds its beat (the memory port keeps its data) while the slice is full.
@@ -226,8 +228,24 @@ class DeviceMemory(wiring.Component):
         w_bad   = Signal()
         w_count = Signal(8)                     # beats left after the current one
 
-        # A new burst is taken when none is running and the B slot is (or is becoming) free.
-        m.d.comb += axi.awready.eq(~w_busy & (~axi.bvalid | axi.bready))
+        # A host write beat is registered (`h_*`: its row, data and byte enables, range and
+        # burst checks already applied) before it meets the memory, so the write port's
+        # address, data and enables come from flops through the one host/engine mux: the
+        # beat's range compare and the bank decode were in series (the 64-bit core's critical
+        # path, w_addr -> block RAM, 5 levels).  The stage writes in any cycle the engine does
+        # not; the burst's response follows its last beat's write, so a read issued after the
+        # response sees the burst.
+        h_valid = Signal()
+        h_last = Signal()
+        h_row = Signal(len(wr_port.addr))
+        h_data = Signal(len(wr_port.data), reset_less=True)
+        h_en = Signal(len(wr_port.en))
+        h_write = h_valid & ~engine_writes
+        stage_free = ~h_valid | ~engine_writes
+
+        # A new burst is taken when none is running, the stage holds none of the last one's
+        # beats, and the B slot is (or is becoming) free.
+        m.d.comb += axi.awready.eq(~w_busy & ~h_valid & (~axi.bvalid | axi.bready))
         with m.If(axi.bvalid & axi.bready):
             m.d.sync += axi.bvalid.eq(0)
         with m.If(axi.awvalid & axi.awready):
@@ -243,14 +261,19 @@ class DeviceMemory(wiring.Component):
                 axi.bresp.eq(Mux(bad, BusResponse.SLVERR, BusResponse.OKAY)),
             ]
 
-        # While a burst runs, bvalid is low (it was taken before the burst's AW), so every
-        # W beat is taken at once.  The burst ends on the beat count of AWLEN; WLAST is not
-        # needed to find it.
+        # While a burst runs, bvalid is low (it was taken before the burst's AW), so a W beat
+        # is taken whenever the stage is free.  The burst ends on the beat count of AWLEN;
+        # WLAST is not needed to find it.
         m.d.comb += [
-            axi.wready.eq(w_busy & ~engine_writes),
-            wr_port.addr.eq(row(w_addr)),
-            wr_port.data.eq(axi.wdata),
+            axi.wready.eq(w_busy & stage_free),
+            wr_port.addr.eq(h_row),
+            wr_port.data.eq(h_data),
         ]
+        with m.If(h_write):
+            m.d.comb += wr_port.en.eq(h_en)
+            m.d.sync += h_valid.eq(0)
+            with m.If(h_last):
+                m.d.sync += axi.bvalid.eq(1)
         if self._engine_ports:
             with m.If(engine_writes):
                 m.d.comb += [wr_port.addr.eq(self.engine_wr.addr),
@@ -258,16 +281,16 @@ class DeviceMemory(wiring.Component):
                              wr_port.en.eq(self.engine_wr.en)]
         with m.If(axi.wvalid & axi.wready):
             w_ok = in_range(w_addr)
-            with m.If(w_ok & ~w_bad):
-                m.d.comb += wr_port.en.eq(axi.wstrb)
             with m.If(~w_ok & ~w_bad):
                 m.d.sync += axi.bresp.eq(BusResponse.DECERR)
             m.d.sync += [
+                h_valid.eq(1), h_last.eq(w_count == 0), h_row.eq(row(w_addr)),
+                h_data.eq(axi.wdata), h_en.eq(Mux(w_ok & ~w_bad, axi.wstrb, 0)),
                 w_addr.eq(next_address(w_addr, w_step, w_low, w_burst)),
                 w_count.eq(w_count - 1),
             ]
             with m.If(w_count == 0):
-                m.d.sync += [w_busy.eq(0), axi.bvalid.eq(1)]
+                m.d.sync += w_busy.eq(0)
 
         self._read_channel(m, rd_port, row, in_range, beat_bytes, next_address, burst_error)
         return m
