@@ -423,16 +423,22 @@ class RepackUnit(wiring.Component):
         m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({
             "cfg": unit_config_layout(G), "bad": 1, "too_big": 1, "src_on": G}))
         p_in = self.cfg.payload
-        # dh * (B - 1) as a shift and a subtraction, not a multiplier.
-        need = Signal(40)
-        m.d.comb += need.eq(p_in.total_bytes + (p_in.dh << LB) - p_in.dh)
+        # Too big: total_bytes + dh * (B - 1) > capacity, i.e. total_bytes > capacity -
+        # dh * (B - 1).  The right side depends on dh alone, and only dh in 1 .. G matters
+        # (`bad` takes precedence), so it is a constant chosen by dh's low bits: one compare,
+        # not an addition before it (the 64-bit unit's critical path, two carry chains).
+        dh_bits = G.bit_length()
+        limits = [self._capacity - d * (B - 1) for d in range(1 << dh_bits)]
+        limit = Array(Const(max(x, 0), 33) for x in limits)[p_in.dh[:dh_bits]]
+        over_always = Const(sum(1 << d for d, x in enumerate(limits) if x < 0),
+                            len(limits)).bit_select(p_in.dh[:dh_bits], 1)
         m.d.comb += [
             cfg_slice.i.valid.eq(self.cfg.valid),
             self.cfg.ready.eq(cfg_slice.i.ready),
             cfg_slice.i.payload.cfg.eq(p_in),
             cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
                                        | (p_in.dv > G) | (p_in.timeout == 0)),
-            cfg_slice.i.payload.too_big.eq(need > self._capacity),
+            cfg_slice.i.payload.too_big.eq(over_always | (p_in.total_bytes > limit)),
             # The entries of S in use (k < dh), decoded here: the input stage reads them for
             # the configuration being taken, and a compare there was on the 64-bit core's
             # critical path.

@@ -336,14 +336,17 @@ def test_unit_rate():
     assert run.busy_cycles <= beats_in + beats_out + 6 + 4, run.busy_cycles
 
 
-def test_unit_capacity_refused_at_configuration():
-    """A sub-matrix whose budget does not fit the buffer is refused before any data."""
-    width, G, cap = 64, 4, 256
+@pytest.mark.parametrize("width, cap, sources", [(64, 256, 2), (64, 256, 1), (64, 256, 4),
+                                                 (256, 512, 3)])
+def test_unit_capacity_refused_at_configuration(width, cap, sources):
+    """A sub-matrix whose budget does not fit the buffer is refused before any data; one
+    byte less fits (the limit depends on the number of sources)."""
+    G = 4
     unit = RepackUnit(width, cap, G)
     rng = random.Random(7)
-    S, D = [3, 4], [5, 6]
+    S, D = [3, 4, 7, 8][:sources], [5, 6]
     fit = cap - buffer_bytes_needed(0, len(S), width)       # the largest budget that fits
-    blocks = {(i, j): rng.randbytes(fit // 4) for i in S for j in D}
+    blocks = {(i, j): rng.randbytes(fit // (len(S) * len(D))) for i in S for j in D}
     too_big, _ = submatrix_steps(rng, G, width, 1, S, D, blocks, budget=fit + 1)
     ok, expected = submatrix_steps(rng, G, width, 2, S, D, blocks, budget=fit)
     # The refused configuration's sources send anyway: their messages are strays.
@@ -353,6 +356,18 @@ def test_unit_capacity_refused_at_configuration():
     assert run.messages() == expected
     assert run.errors == 1 + len(S)                          # the refusal + two strays
     assert run.last_error == RepackError.STRAY
+
+
+def test_unit_refuses_sources_whose_padding_alone_overflows():
+    """256-bit rows, 64-byte buffer: three sources' row padding (3 x 31 bytes) alone exceeds
+    it, so even a budget of zero bytes (all blocks empty) is refused (the host's formula
+    agrees, and would let two sources fit)."""
+    unit = RepackUnit(256, 64, 4)
+    steps = [("config", unit_config(4, 1, [0, 1, 2], [3], 0)), ("wait_done",)]
+    run = UnitRun(unit, seed=3).run(steps)
+    assert run.events == [{"kind": UnitEvent.DONE, "rank": 0, "tag": 1,
+                           "code": RepackError.CAPACITY}]
+    assert buffer_bytes_needed(0, 2, 256) <= 64 < buffer_bytes_needed(0, 3, 256)
 
 
 def test_unit_bad_config():
