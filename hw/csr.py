@@ -21,6 +21,7 @@ Any other combination is refused with :exc:`ValueError` when the slave is built.
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ..regmap import BusResponse, RegisterMap
@@ -50,6 +51,8 @@ def _runs(mask, width):
 
 #: Words per group of the read multiplexer's first stage (see CSRSlave._read_path).
 _READ_GROUP = 16
+# Reads the output queue holds: enough for one read a cycle, AR to R and the credit back.
+_READ_SLOTS = 8
 
 
 def _or_all(values):
@@ -257,7 +260,7 @@ class CSRSlave(wiring.Component):
         return m
 
     def _read_path(self, m, regs):
-        """The read channel: a register slice and three registered stages.
+        """The read channel: a register slice, two registered stages and an output queue.
 
         AR goes through a register slice.  Decode: the slice's address is compared with every
         word's and the results registered, one select bit per word, grouped by
@@ -265,9 +268,11 @@ class CSRSlave(wiring.Component):
         address would fan out to every word).  Gather: each group's selected word (an AND-OR
         of its words) is registered, with a hit bit; a wide register's upper words are latched
         into its shadow then, so the words a host reads one after the other all come from the
-        same cycle.  Out: the hit group's word goes to RDATA (a group that missed holds zero).
-        A read takes four cycles from AR to RVALID; reads still complete one per cycle, and
-        RVALID stays up until RREADY (IHI0022E, A3.2.1).
+        same cycle.  Out: the hit group's word enters an output queue (a group that missed
+        holds zero) whose head drives RDATA; a read is taken from the AR slice only while the
+        queue has a place for it (a credit), so no stage ever waits.  A read takes five cycles
+        from AR to RVALID; reads still complete one per cycle, and RVALID stays up until
+        RREADY (IHI0022E, A3.2.1).
         """
         bus = self.bus
         words = []      # (word address, value, entry if it is the low word) in address order
@@ -279,42 +284,53 @@ class CSRSlave(wiring.Component):
         words.sort(key=lambda w: w[0])
         groups = [words[k:k + _READ_GROUP] for k in range(0, len(words), _READ_GROUP)]
 
-        out_free = ~bus.rvalid | bus.rready
+        # Admission by credits: a read is taken only while the output queue has a place for
+        # it, counting the reads still in the stages, so the stages never wait and RREADY
+        # reaches only the queue.  (Stalling each stage on the next chained RREADY through
+        # the stages into the AR slice, across the widest enables of the block: the 64-bit
+        # core's critical path.)
+        m.submodules.r_queue = r_queue = SyncFIFOBuffered(width=32 + len(bus.rresp),
+                                                          depth=_READ_SLOTS)
+        credits = Signal(range(_READ_SLOTS + 1), init=_READ_SLOTS)
+        credit_ok = Signal(init=1)              # credits != 0, as a flop
         g_valid = Signal()                      # gather stage
         g_hit = Signal(len(groups))
         g_data = [Signal(32, name=f"rd_group_{g}") for g in range(len(groups))]
-        g_free = ~g_valid | out_free
         d_valid = Signal()                      # decode stage
         d_sel = [Signal(len(group), name=f"rd_select_{g}") for g, group in enumerate(groups)]
-        d_free = ~d_valid | g_free
 
         m.submodules.ar_slice = ar = SkidBuffer(len(bus.araddr))
         m.d.comb += [ar.i.valid.eq(bus.arvalid), ar.i.payload.eq(bus.araddr),
-                     bus.arready.eq(ar.i.ready), ar.o.ready.eq(d_free)]
-        with m.If(d_free):
-            m.d.sync += d_valid.eq(ar.o.valid)
-            for g, group in enumerate(groups):
-                # Zero unless a read is decoded, so the later stages need no valid gate.
-                m.d.sync += d_sel[g].eq(Cat(ar.o.valid & (ar.o.payload[2:] == address)
-                                            for address, _, _ in group))
-        with m.If(g_free):
-            m.d.sync += g_valid.eq(d_valid)
-            for g, group in enumerate(groups):
-                m.d.sync += [
-                    g_hit[g].eq(d_sel[g].any()),
-                    g_data[g].eq(_or_all([Mux(d_sel[g][i], source, 0)
-                                          for i, (_, source, _) in enumerate(group)])),
-                ]
-                for i, (_, _, entry) in enumerate(group):
-                    if entry is not None and entry["shadow"] is not None:
-                        with m.If(d_sel[g][i]):
-                            m.d.sync += entry["shadow"].eq(entry["value"][32:])
-        with m.If(out_free):
+                     bus.arready.eq(ar.i.ready), ar.o.ready.eq(credit_ok)]
+        admit = ar.o.valid & credit_ok
+        returned = bus.rvalid & bus.rready
+        credits_next = credits - admit + returned
+        m.d.sync += [credits.eq(credits_next), credit_ok.eq(credits_next != 0)]
+
+        m.d.sync += d_valid.eq(admit)
+        for g, group in enumerate(groups):
+            # Zero unless a read is decoded, so the later stages need no valid gate.
+            m.d.sync += d_sel[g].eq(Cat(admit & (ar.o.payload[2:] == address)
+                                        for address, _, _ in group))
+        m.d.sync += g_valid.eq(d_valid)
+        for g, group in enumerate(groups):
             m.d.sync += [
-                bus.rvalid.eq(g_valid),
-                bus.rdata.eq(_or_all(g_data)),
-                bus.rresp.eq(Mux(g_hit.any(), BusResponse.OKAY, BusResponse.DECERR)),
+                g_hit[g].eq(d_sel[g].any()),
+                g_data[g].eq(_or_all([Mux(d_sel[g][i], source, 0)
+                                      for i, (_, source, _) in enumerate(group)])),
             ]
+            for i, (_, _, entry) in enumerate(group):
+                if entry is not None and entry["shadow"] is not None:
+                    with m.If(d_sel[g][i]):
+                        m.d.sync += entry["shadow"].eq(entry["value"][32:])
+        m.d.comb += [
+            r_queue.w_en.eq(g_valid),
+            r_queue.w_data.eq(Cat(_or_all(g_data),
+                                  Mux(g_hit.any(), BusResponse.OKAY, BusResponse.DECERR))),
+            bus.rvalid.eq(r_queue.r_rdy),
+            Cat(bus.rdata, bus.rresp).eq(r_queue.r_data),
+            r_queue.r_en.eq(bus.rready),
+        ]
 
     @staticmethod
     def _write_word(m, entry, word, wr_data, wr_strb):
