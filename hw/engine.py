@@ -560,8 +560,7 @@ class Engine(wiring.Component):
                         m.d.sync += [armed.eq(0), idx.eq(0), self.started_at.eq(self.now),
                                      finished.eq(0), counted.eq(0),
                                      state.eq(Mux(queued == 0, FINISH, FETCH))]
-                        for name in COUNTERS:
-                            m.d.sync += counters[name].eq(0)
+                        # The counters are cleared by _counters (a cycle later).
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
                 with m.Case(LOAD):
@@ -616,12 +615,17 @@ class Engine(wiring.Component):
         ))
         # Each bump is registered before its adder (the counters run a cycle behind), so
         # what the engine decides in a cycle and a 32-bit carry chain are not in series.  A
-        # start clears the counters and drops what was bumped in its cycle, as before.
-        restart = self.clear | (start & ((state == IDLE) | (state == DONE)))
+        # start clears the counters, dropping what was bumped in its cycle and the one
+        # before.  The start is registered too (`restart_q`) and clears a cycle later, when
+        # those two bumps are in the counter and in `bumped`: the start's decision does not
+        # fan out to every counter's and bump's flops (the 256-bit engine's critical path).
+        # CONTROL.clear (a register's strobe) clears at once and again a cycle later.
+        restart_q = Signal()
+        m.d.sync += restart_q.eq(self.clear | (start & ((state == IDLE) | (state == DONE))))
         for name in COUNTERS:
             bumped = Signal(32, name=f"bumped_{name}")
-            m.d.sync += bumped.eq(Mux(restart, 0, bump[name]))
-            with m.If(restart):
+            m.d.sync += bumped.eq(bump[name])
+            with m.If(self.clear | restart_q):
                 m.d.sync += counters[name].eq(0)
             with m.Else():
                 m.d.sync += counters[name].eq(counters[name] + bumped)
