@@ -49,15 +49,15 @@ async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
     assert await axil_read(ctx, bus, reg("NODE_ID")) == (node_id, OKAY)
     assert await axil_read(ctx, bus, reg("MEM_SIZE")) == (mem_size, OKAY)
     # The counter is sampled when the read's word is gathered.  One read by this bench's
-    # master takes five cycles (AR into the slice, decode, gather, out, the R handshake), so
-    # consecutive low-word reads sample it five cycles apart; ten apart across a 64-bit
-    # read (two reads).
+    # master takes six cycles (AR into the slice, decode, gather, the output queue's write
+    # and output register, the R handshake), so consecutive low-word reads sample it six
+    # cycles apart; twelve apart across a 64-bit read (two reads).
     c0, _ = await axil_read(ctx, bus, reg("CYCLES"))
     c1, _ = await axil_read(ctx, bus, reg("CYCLES"))
-    assert c1 - c0 == 5
+    assert c1 - c0 == 6
     c2 = await read64(ctx, bus, reg("CYCLES"))
     c3 = await read64(ctx, bus, reg("CYCLES"))
-    assert c2 - c1 == 5 and c3 - c2 == 10
+    assert c2 - c1 == 6 and c3 - c2 == 12
 
 
 # ---------------------------------------------------------------------------------------------
