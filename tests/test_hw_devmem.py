@@ -251,24 +251,20 @@ def test_host_writes_beside_engine_writes():
 
     async def engine(ctx):
         port = dut.engine_wr
-        while not done:
-            if rng.random() < 0.4:
-                row = rng.randrange(half // bb, size // bb)
-                data, en = rng.getrandbits(width), rng.getrandbits(bb)
-                ctx.set(port.addr, row)
-                ctx.set(port.data, data)
-                ctx.set(port.en, en)
-                ctx.set(port.issue, 1)
-                for lane in range(bb):
-                    if en >> lane & 1:
-                        model.mem[row * bb + lane] = (data >> (8 * lane)) & 0xff
-            else:
-                ctx.set(port.en, 0)
-                ctx.set(port.issue, 0)
+        while True:
+            writes = not done and rng.random() < 0.4
+            row = rng.randrange(half // bb, size // bb)
+            data, en = rng.getrandbits(width), rng.getrandbits(bb) if writes else 0
+            ctx.set(port.addr, row)
+            ctx.set(port.data, data)
+            ctx.set(port.en, en)
+            ctx.set(port.issue, writes)
+            for lane in range(bb):
+                if en >> lane & 1:
+                    model.mem[row * bb + lane] = (data >> (8 * lane)) & 0xff
             await ctx.tick()
-        ctx.set(port.en, 0)
-        ctx.set(port.issue, 0)
-        await ctx.tick()
+            if done and not writes:
+                break
         assert memory_image(ctx, dut) == bytes(model.mem)
 
     run_testbenches(dut, host, engine)
