@@ -844,8 +844,6 @@ class RowUnpacker(wiring.Component):
             "position": _lane_bits(width),
             "tail": _lane_bits(width) + 1,
             "cross": 1,
-            "hi": _lane_bits(width) + 1,
-            "rot": _lane_bits(width),
         }))
         # The head is a ring read through a mux: the plan's decision (``ready``) loads its
         # pointers only, and its ``i.ready`` is a flop, so the decision stops at the head
@@ -891,10 +889,7 @@ class RowUnpacker(wiring.Component):
         to zero after a message's last chunk), which holds because every beat but a
         message's last is full.  Nothing here waits on the beats.  The buffer keeps the
         chunk's offset, tail and crossing; the lane masks and the rotation are decoded from
-        its registers on the way into the head slice; the sums they need (the chunk's end
-        lane and the rotation) are made as it enters the buffer, so between the two slices
-        are only the decodes (the adder in front of them was the 256-bit core's critical
-        path, 8 levels)."""
+        its registers on the way into the head slice."""
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         chunk = self.chunks.payload
@@ -910,8 +905,6 @@ class RowUnpacker(wiring.Component):
             entry.position.eq(position),
             entry.tail.eq(Mux(cross, end[:lane_bits], end)),
             entry.cross.eq(cross),
-            entry.hi.eq(chunk.lo + chunk.n),
-            entry.rot.eq(position - chunk.lo),
         ]
         with m.If(self.chunks.valid & chunk_in.i.ready):
             m.d.sync += position.eq(Mux(chunk.last, 0, end[:lane_bits]))
@@ -922,8 +915,8 @@ class RowUnpacker(wiring.Component):
             chunk_in.o.ready.eq(placed.ready),
             placed.payload.row.eq(held.chunk.row),
             placed.payload.last.eq(held.chunk.last),
-            placed.payload.rot.eq(held.rot),
-            placed.payload.mask.eq(_lanes_below(held.hi, lanes)
+            placed.payload.rot.eq(held.position - held.chunk.lo),
+            placed.payload.mask.eq(_lanes_below(held.chunk.lo + held.chunk.n, lanes)
                                    & ~_lanes_below(held.chunk.lo, lanes)),
             placed.payload.below.eq(_lanes_below(held.position, lanes)),
             placed.payload.tail.eq(held.tail),
