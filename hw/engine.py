@@ -165,6 +165,12 @@ class Engine(wiring.Component):
                           queue_depth=queue_depth, packet_beats=packet_beats)
         beat_bytes = data_width // 8
         self._data_width = data_width
+        # The two checked rings' flags: one head register above 64 bits; each entry's own
+        # below.  Measured, not derived: at 64 bits the routed core's critical path was the
+        # rx ring's entry -> scoreboard compares -> head register (7.9 ns, 11 levels), and the
+        # engine alone gained 130 -> 143 / 135 MHz without it; the 256-bit core without it
+        # fell to 96 MHz (docs/engine.md).
+        self._ring_head_register = data_width > 64
         self._max_nodes = max_nodes
         self._mem_size = mem_size
         self._caps = check_capabilities(alu_capabilities)
@@ -828,7 +834,8 @@ class Engine(wiring.Component):
         # a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory); its input
         # ready is a flop, so the walker's chunk decision does not chain into the issue.
         m.submodules.tx_checked = tx_checked = v.reset(
-            CheckedRing(tx_walker.chunks.payload.shape(), checks=2))
+            CheckedRing(tx_walker.chunks.payload.shape(), checks=2,
+                        head_register=self._ring_head_register))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
         m.d.comb += tx_checked.block_new.eq(Cat(blocks(tx_checked.i.payload.row[:self.row_bits]),
                                                 self._outside(tx_checked.i.payload.row)))
@@ -1238,7 +1245,8 @@ class Engine(wiring.Component):
         # 256-bit core's critical path was that take as the enable of every payload flop of
         # a one-entry slice (11.2 ns, 10.2 of it routing).
         m.submodules.rx_checked = rx_checked = reset(
-            CheckedRing(unpacker.rows.payload.shape(), checks=2))
+            CheckedRing(unpacker.rows.payload.shape(), checks=2,
+                        head_register=self._ring_head_register))
         wiring.connect(m, unpacker.rows, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload

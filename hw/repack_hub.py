@@ -220,7 +220,10 @@ class RepackHub(wiring.Component):
             m.d.comb += getattr(self, name).eq(getattr(engine, name))
 
         # ---- Transmit: notices first, then the units' packets -----------------------------
-        m.submodules.arbiter = arbiter = PacketArbiter(units + 1, width)
+        # The grant is a flop: the routed 256-bit core's critical path ran from the tree's
+        # notice.valid through the choice and the grant to packetizer 0's ready and index
+        # (8.8 ns, 7.4 of it routing).  A unit's packets follow each other without a gap.
+        m.submodules.arbiter = arbiter = PacketArbiter(units + 1, width, registered_grant=True)
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         m.submodules.notices = sender = HeaderSender(width)
         notice, header = engine.notice.payload, sender.header.payload
