@@ -460,10 +460,16 @@ class BarrierUnit(wiring.Component):
         m.d.sync += [s.can_all.eq(s.is_root & s.cfg_ok), s.can_count.eq(ac_ok & sub[0]),
                      s.can_time.eq(ac_ok & sub[1])]
         # m − i (i = 0..4) and N − i (i = 0..2): the count flags compare `ones` with them.
-        s.m_minus = [Signal(signed(18), name=f"m_minus_{i}") for i in range(5)]
-        m.d.sync += [s.m_minus[i].eq(m_q - i) for i in range(5)]
-        s.total_minus = [Signal(signed(18), name=f"total_minus_{i}") for i in range(5)]
-        m.d.sync += [s.total_minus[i].eq(total - i) for i in range(5)]
+        # Both clamped to 0 .. N + 1, the range that decides against a count of 0 .. N, so
+        # the compares are as wide as the count (an 18-bit signed compare was the 8-node
+        # unit's critical path once the time compare had gone).
+        n = s.n
+        s.m_minus = [Signal(range(n + 2), name=f"m_minus_{i}") for i in range(5)]
+        m.d.sync += [s.m_minus[i].eq(Mux(m_q <= i, 0, Mux(m_q > n + 1 + i, n + 1, m_q - i)))
+                     for i in range(5)]
+        s.total_minus = [Signal(range(n + 2), name=f"total_minus_{i}") for i in range(5)]
+        m.d.sync += [s.total_minus[i].eq(Mux((total < i) | (total > n + i), n + 1, total - i))
+                     for i in range(5)]
         # The flags for ones = 0 (a release clears the count), in the same register stage as
         # the differences they stand for: m − i <= 0 and N − i == 0 as flops, so a release
         # loads the count flags from flops, not through a carry chain.
@@ -471,9 +477,11 @@ class BarrierUnit(wiring.Component):
         s.eq_total_zero = [Signal(name=f"eq_total_zero_{i}") for i in range(3)]
         m.d.sync += [s.ge_m_zero[i].eq(m_q <= i) for i in range(3)]
         m.d.sync += [s.eq_total_zero[i].eq(total == i) for i in range(3)]
-        s.c_q = c_q
         s.c_le = [Signal(name=f"c_le_{i}") for i in (1, 2)]     # c <= 1, c <= 2
         m.d.sync += [s.c_le[0].eq(c_q <= 1), s.c_le[1].eq(c_q <= 2)]
+        # c − 3, the time counter's value in the cycle after the first count (_count).
+        s.c_minus_3 = Signal(signed(TIME_WIDTH + 2))
+        m.d.sync += s.c_minus_3.eq(c_q - 3)
 
     # ---- Receiving, stage 1: decode --------------------------------------------------------
     def _decode(self, m, s):
@@ -505,8 +513,12 @@ class BarrierUnit(wiring.Component):
         s.x_same = Signal()             # same subject as the notice then in execute
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
-        route_at_subject = Signal(s.rw)
-        m.d.comb += route_at_subject.eq(s.route_at(p.subject))
+        # Each slot's routed ids as a vector (compares on the table's flops, off the notice's
+        # path), so the subject selects one bit per slot: a 64:1 selection of the 4-bit
+        # entry followed by the slot compares was the 64-node unit's critical path (6.85 ns).
+        routed_to = [Cat(s.route.word_select(x, s.rw) == j + 1 for x in range(s.n))
+                     for j in range(k)]
+        in_range = p.subject < s.n
         m.d.sync += [
             s.x_valid.eq(take),
             s.x_complete.eq(take & to_me & (p.kind == NoticeKind.COMPLETE)),
@@ -520,7 +532,8 @@ class BarrierUnit(wiring.Component):
             s.x_kind.eq(p.kind),
             s.x_seq_now.eq(p.seq == self.seq),
             s.x_seq_inc.eq(p.seq == s.seq_inc),
-            s.x_routed.eq(Cat(route_at_subject == j + 1 for j in range(k))),
+            s.x_routed.eq(Cat(in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1)
+                              for j in range(k))),
             s.x_bit.eq(self.vector.bit_select(p.subject[:ibits], 1)),
             s.x_same.eq(p.subject == s.x_subject),
             s.x_subject.eq(p.subject),
@@ -669,16 +682,19 @@ class BarrierUnit(wiring.Component):
             with m.If(s.hit[name]):
                 m.d.sync += [getattr(s, f"cur_{name}").eq(s.now_last), s.cur_flags[name].eq(1)]
 
-        # Time threshold: time_hit in cycle t + 1 is now(t + 1) − s >= c, i.e.
-        # now(t) + 1 >= s + c, against a deadline s + c registered in cycle t (`now` counts
-        # cycles).  One and two cycles after the first count it is c <= 1, c <= 2.
-        now_inc = Signal(TIME_WIDTH + 1)
-        m.d.sync += now_inc.eq(now + 2)         # now + 1 in the next cycle
-        deadline = Signal(TIME_WIDTH + 1)
-        m.d.sync += deadline.eq(Mux(s.hit.s, s.now_last, s.cur_s) + s.c_q)
+        # Time threshold: time_hit in cycle t + 1 is now(t + 1) − s >= c, with s the `now` of
+        # the first count (cycle t0).  `now` counts cycles, so that is (t + 1 − t0) >= c: a
+        # down-counter loaded while nothing is counted and decremented after, whose value in
+        # cycle t >= t0 + 1 is c − 2 − (t − t0), reaches it when it turns negative (its sign
+        # is a flop).  One and two cycles after the first count it is c <= 1, c <= 2.  A
+        # 65-bit compare of now + 1 with s + c was here, one carry chain into time_hit (the
+        # 8-node unit's critical path, 5.85 ns); the counter's chain ends in its own flops.
+        # It is not held at its sign: from c − 3 it needs 2**65 cycles to wrap.
+        time_left = Signal(signed(TIME_WIDTH + 2))
+        m.d.sync += time_left.eq(Mux(s.nonzero, time_left - 1, s.c_minus_3))
         m.d.sync += s.time_hit.eq(Mux(counted_first, s.c_le[0],
                                       Mux(s.hit.s, s.c_le[1],
-                                          s.cur_flags.s & (now_inc >= deadline))))
+                                          s.cur_flags.s & time_left[-1])))
 
     # ---- Forwarding completions up: a queue that cannot overflow -----------------------------
     def _queue(self, m, s):
@@ -694,8 +710,12 @@ class BarrierUnit(wiring.Component):
         # never decides (can_all, can_count and can_time hold is_root), and the queue's
         # write enable does not wait for the decision's terms.
         s.push = s.c_count & self.has_parent
-        m.d.comb += [qw.addr.eq(s.q_wr), qw.data.eq(s.x_subject[:s.ibits]), qw.en.eq(s.push),
-                     s.qr.addr.eq(s.q_rd)]
+        # The free entry at q_wr is written in every cycle the queue is not full, and a push
+        # only moves q_wr past it: the write enable comes from the count's flops, not from
+        # the notice's checks (the 64-node unit's path, x_first -> push -> the LUT RAM's
+        # write enable, 6.13 ns).  A full queue takes no push (it cannot overflow).
+        m.d.comb += [qw.addr.eq(s.q_wr), qw.data.eq(s.x_subject[:s.ibits]),
+                     qw.en.eq(s.q_count != qdepth), s.qr.addr.eq(s.q_rd)]
 
     # ---- Kills and the abort log -------------------------------------------------------------
     def _kills_and_log(self, m, s):
