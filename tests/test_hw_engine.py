@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 
 from nicoll.hw.engine import COMMAND_LAYOUT, COUNTERS, ERROR_LAYOUT, Engine, StepAction
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.hw.packet import packet_beat_layout
+from nicoll.hw.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
 from nicoll.hw.skid import SkidBuffer
 from nicoll.sim.testbench import PERIOD, watchdog
 
@@ -41,15 +41,16 @@ class Loopback(Elaboratable):
     """One engine (node 0) whose packets come back to it, its device memory, and ``now``
     counting clock cycles from 0.  ``hold`` refuses the engine's ``tx`` beats this cycle."""
 
-    def __init__(self, image):
+    def __init__(self, image, data_width=64):
         assert len(image) == MEM_SIZE
-        self.engine = Engine(data_width=64, max_nodes=MAX_NODES, mem_size=MEM_SIZE,
+        beat = data_width // 8
+        self.engine = Engine(data_width=data_width, max_nodes=MAX_NODES, mem_size=MEM_SIZE,
                              alu_capabilities=CAPABILITIES, queue_depth=QUEUE_DEPTH,
                              packet_beats=PACKET_BEATS)
-        self.memory = Memory(shape=64, depth=ROWS,
-                             init=[int.from_bytes(image[k:k + BEAT], "little")
-                                   for k in range(0, MEM_SIZE, BEAT)])
-        self.loop = SkidBuffer(packet_beat_layout(64))
+        self.memory = Memory(shape=data_width, depth=MEM_SIZE // beat,
+                             init=[int.from_bytes(image[k:k + beat], "little")
+                                   for k in range(0, MEM_SIZE, beat)])
+        self.loop = SkidBuffer(packet_beat_layout(data_width))
         self.hold = Signal()
         self.now = Signal(64)
 
@@ -76,10 +77,10 @@ class Loopback(Elaboratable):
         return m
 
 
-def simulate(image, main, *, stall=0.0, seed=0, cycles=60_000):
+def simulate(image, main, *, stall=0.0, seed=0, cycles=60_000, data_width=64, monitor=None):
     """Run ``main(ctx, dut)`` on a fresh Loopback holding ``image``; the loop refuses a beat
-    with probability ``stall`` each cycle."""
-    dut = Loopback(image)
+    with probability ``stall`` each cycle.  ``monitor(ctx, dut)``, if given, runs beside."""
+    dut = Loopback(image, data_width)
 
     async def backpressure(ctx):
         rng = random.Random(seed)
@@ -95,6 +96,10 @@ def simulate(image, main, *, stall=0.0, seed=0, cycles=60_000):
     sim.add_testbench(watchdog(cycles), background=True)
     if stall:
         sim.add_testbench(backpressure, background=True)
+    if monitor is not None:
+        async def watch(ctx):
+            await monitor(ctx, dut)
+        sim.add_testbench(watch, background=True)
     sim.add_testbench(testbench)
     sim.run()
 
@@ -309,6 +314,57 @@ def test_copy_contiguous(stall):
         assert memory(ctx, dut) != image            # the copies did something
 
     simulate(image, main, stall=stall, seed=1)
+
+
+@pytest.mark.parametrize("data_width,stall", [(64, 0.5), (256, 0.0), (256, 0.5)])
+def test_packet_headers(data_width, stall):
+    """A message cut into packets of 1 and then 3 beats: each DATA header names the packet's
+    offset in the message, its byte count and, on the message's last packet only, code bit 0
+    (at 256 bits the whole header is the packet's first beat, sent in the cycle after the
+    previous packet's last); the copy lands and the byte counter agrees."""
+    beat = data_width // 8
+    hbeats = header_beats(data_width)
+    rng = random.Random(f"headers{data_width}{stall}")
+    image = random_image(rng)
+    length = 5 * beat + 3
+    cases = [(1, 0, 512), (3, 5, 700)]          # (packet beats, send offset, recv offset)
+    taken = []
+
+    async def monitor(ctx, dut):
+        tx = dut.engine.tx
+        async for _, _, valid, ready, beat_ in ctx.tick().sample(tx.valid, tx.ready, tx.payload):
+            if valid and ready:
+                taken.append((beat_.data, beat_.last))
+
+    async def main(ctx, dut):
+        for packet_beats, send, recv in cases:
+            taken.clear()
+            await clear(ctx, dut)
+            cmd = command(send=region(send, length), recv=region(recv, length), tag=7,
+                          packet_beats=packet_beats)
+            assert await push(ctx, dut, cmd) == set()
+            await pulse(ctx, dut.engine.go)
+            await wait_stopped(ctx, dut)
+            assert errors(ctx, dut) == set() and ctx.get(dut.engine.done)
+            await settle(ctx, dut)
+            headers, first = [], True
+            for k, (word, last) in enumerate(taken):
+                if first:
+                    bits = sum(taken[k + i][0] << (i * data_width) for i in range(hbeats))
+                    headers.append(data.Const(packet_header_layout(), bits))
+                first = last
+            sent = [(h.addr, h.length, h.code & 1) for h in headers if h.kind == PacketKind.DATA]
+            limit = packet_beats * beat
+            want = [(off, min(limit, length - off), int(off + limit >= length))
+                    for off in range(0, length, limit)]
+            assert sent == want
+            await ctx.tick()            # the counters run a cycle behind
+            assert counters(ctx, dut)["bytes_sent"] == length
+            mem = b"".join(ctx.get(dut.memory.data[k]).to_bytes(beat, "little")
+                           for k in range(MEM_SIZE // beat))
+            assert mem[recv:recv + length] == image[send:send + length]
+
+    simulate(image, main, stall=stall, seed=3, data_width=data_width, monitor=monitor)
 
 
 def random_strided(rng, length, base, limit):
