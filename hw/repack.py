@@ -768,9 +768,24 @@ class RepackUnit(wiring.Component):
             m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB])]
+        cursor_set = self._cursor_write(m, cur_addr, cur, wr_row, LB)
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
+                    # The message's registers load at every header, taken or refused: only
+                    # the table and data states read them, and a refused header never gets
+                    # there.  The header's checks then decide the state alone, not the
+                    # enables of these (the 256-bit unit's path, in_q -> checks -> `cur`).
+                    m.d.sync += [
+                        cur.eq(idx),
+                        cur_rank.eq(hdr.rank),
+                        t.eq(0), t_last.eq(tb_last == 0),
+                        msg_bytes.eq(0), msg_small.eq(1),
+                        room_left.eq(room_bytes),
+                        msg_zero.eq(1),
+                        tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
+                        tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
+                    ]
                     with m.If(~st_collect):
                         m.d.comb += count(RepackError.STRAY)
                         m.d.sync += head_or_drop()
@@ -796,17 +811,7 @@ class RepackUnit(wiring.Component):
                             m.d.comb += count(RepackError.LENGTH)
                             m.d.sync += head_or_drop()
                         with m.Else():
-                            m.d.sync += [
-                                cur.eq(idx),
-                                cur_rank.eq(hdr.rank),
-                                t.eq(0), t_last.eq(tb_last == 0),
-                                msg_bytes.eq(0), msg_small.eq(1),
-                                room_left.eq(room_bytes),
-                                msg_zero.eq(1),
-                                tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
-                                tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
-                                in_state.eq(IN_TABLE),
-                            ]
+                            m.d.sync += in_state.eq(IN_TABLE)
 
                 with m.Case(IN_TABLE):
                     pad_bad = t_last & in_q.pad_nz
@@ -847,7 +852,7 @@ class RepackUnit(wiring.Component):
                             m.d.sync += in_state.eq(IN_HEAD)
                         with m.Else():
                             m.d.sync += [
-                                cur_addr[cur].eq(alloc_row << LB),
+                                cursor_set.eq(1),
                                 wr_row.eq(alloc_row),
                                 room_bytes.eq(room_left - tsum),
                                 in_state.eq(IN_DATA),
@@ -884,6 +889,20 @@ class RepackUnit(wiring.Component):
                         m.d.sync += in_state.eq(IN_HEAD)
 
         share(v, locals())
+
+    @staticmethod
+    def _cursor_write(m, cur_addr, cur, wr_row, LB):
+        """The source's cursor is set a cycle after its table's last beat (the returned
+        strobe, set then), from a flop and `wr_row` (the message's first row until its first
+        data beat is written): the table beat's decision tree reached the enables of every
+        source's cursor through the decode of `cur` (the 256-bit unit's critical path,
+        7.50 ns).  The cursors are read only once every source has arrived, after this
+        message's data beats."""
+        cursor_set = Signal()
+        m.d.sync += cursor_set.eq(0)
+        with m.If(cursor_set):
+            m.d.sync += cur_addr[cur].eq(wr_row << LB)
+        return cursor_set
 
     def _output_pipeline(self, m, v):
         (
@@ -1039,6 +1058,14 @@ class RepackUnit(wiring.Component):
         fill = Signal(LB)
         rd_addr = Signal(AB)
         rd_left = Signal(LENGTH_WIDTH)
+        # A block's end moves its source's cursor a cycle later, from flops (`moved`, set by
+        # the data state): `fits` (a compare) and the decode of `ei` were the enables of
+        # every cursor (the 64-bit unit's path, rd_left -> cursor, 6.56 ns).  That cursor is
+        # read again only for the next destination, after the HEADER and TABLE states.
+        moved, moved_ei, moved_to = Signal(), Signal.like(ei), Signal(AB)
+        m.d.sync += moved.eq(0)
+        with m.If(moved):
+            m.d.sync += cur_addr[moved_ei].eq(moved_to)
 
         # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
         # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
@@ -1270,7 +1297,7 @@ class RepackUnit(wiring.Component):
                 ]
                 m.d.sync += fill.eq(fill_k[:LB])
                 with m.If(fits):
-                    m.d.sync += v.cur_addr[v.ei].eq(a + left)
+                    m.d.sync += [v.moved.eq(1), v.moved_ei.eq(v.ei), v.moved_to.eq(a + left)]
                     v.next_source()
                 with m.Else():
                     m.d.sync += [
