@@ -549,15 +549,7 @@ class Engine(wiring.Component):
         start = ((self.go | go_wait | (armed & start_deadline.reached)) & ~push_in_flight
                  & ~self.clear)
         m.d.comb += q_rd.addr.eq(idx)
-        # `cur` loads in every cycle after a FETCH, outside the state machine's priorities:
-        # its enable is one flop, where the state decode behind CONTROL.clear and the error
-        # stop fanned out to every bit of it (the 64-bit core's critical path, 7.68 ns,
-        # 2.6 of it the fan-out).  A clear or an error in that cycle leaves the state in IDLE
-        # or STOPPED, where nothing reads `cur`; the next start fetches again.
-        load_cur = Signal()
-        m.d.sync += load_cur.eq(state == FETCH)
-        with m.If(load_cur):
-            m.d.sync += cur.eq(q_rd.data)
+        self._load_command(m, cur, q_rd, state == FETCH)
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         with m.If(self.clear):
@@ -620,6 +612,18 @@ class Engine(wiring.Component):
                                      finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
+
+    @staticmethod
+    def _load_command(m, cur, q_rd, fetching):
+        """`cur` loads in every cycle after a FETCH, outside the state machine's priorities:
+        its enable is one flop, where the state decode behind CONTROL.clear and the error
+        stop fanned out to every bit of it (the 64-bit core's critical path, 7.68 ns, 2.6 of
+        it the fan-out).  A clear or an error in that cycle leaves the state in IDLE or
+        STOPPED, where nothing reads `cur`; the next start fetches again."""
+        load_cur = Signal()
+        m.d.sync += load_cur.eq(fetching)
+        with m.If(load_cur):
+            m.d.sync += cur.eq(q_rd.data)
 
     def _counters(self, m, v):
         """The counters and what bumps them each cycle."""

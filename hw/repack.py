@@ -768,7 +768,7 @@ class RepackUnit(wiring.Component):
             m.d.comb += table_bytes.eq(msg_bytes + in_q.tsum)
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB])]
-        cursor_set = self._cursor_write(m, cur_addr, cur, wr_row, LB)
+        cursor_set = self._cursor_write(m, cur_addr, cur, wr_row << LB)   # the first row
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -776,16 +776,11 @@ class RepackUnit(wiring.Component):
                     # the table and data states read them, and a refused header never gets
                     # there.  The header's checks then decide the state alone, not the
                     # enables of these (the 256-bit unit's path, in_q -> checks -> `cur`).
-                    m.d.sync += [
-                        cur.eq(idx),
-                        cur_rank.eq(hdr.rank),
-                        t.eq(0), t_last.eq(tb_last == 0),
-                        msg_bytes.eq(0), msg_small.eq(1),
-                        room_left.eq(room_bytes),
-                        msg_zero.eq(1),
-                        tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
-                        tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX),
-                    ]
+                    m.d.sync += [cur.eq(idx), cur_rank.eq(hdr.rank), t.eq(0),
+                                 t_last.eq(tb_last == 0), msg_bytes.eq(0), msg_small.eq(1),
+                                 room_left.eq(room_bytes), msg_zero.eq(1),
+                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
+                                 tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX)]
                     with m.If(~st_collect):
                         m.d.comb += count(RepackError.STRAY)
                         m.d.sync += head_or_drop()
@@ -891,18 +886,20 @@ class RepackUnit(wiring.Component):
         share(v, locals())
 
     @staticmethod
-    def _cursor_write(m, cur_addr, cur, wr_row, LB):
-        """The source's cursor is set a cycle after its table's last beat (the returned
-        strobe, set then), from a flop and `wr_row` (the message's first row until its first
-        data beat is written): the table beat's decision tree reached the enables of every
-        source's cursor through the decode of `cur` (the 256-bit unit's critical path,
-        7.50 ns).  The cursors are read only once every source has arrived, after this
-        message's data beats."""
-        cursor_set = Signal()
-        m.d.sync += cursor_set.eq(0)
-        with m.If(cursor_set):
-            m.d.sync += cur_addr[cur].eq(wr_row << LB)
-        return cursor_set
+    def _cursor_write(m, cur_addr, index, value):
+        """A cursor write a cycle after the decision that asks for it: the returned strobe,
+        set by that decision, writes ``value`` to ``cur_addr[index]`` from flops.  A
+        decision tree ending in every cursor's enable through the decode of its index was
+        the critical path twice: the input's table beat (the 256-bit unit, 7.50 ns) and the
+        sender's block end (`fits`, the 64-bit unit, 6.56 ns).  Neither cursor is read in
+        the next cycle: the input's only once every source has arrived, after this
+        message's data beats; the sender's for the next destination, after the HEADER and
+        TABLE states."""
+        strobe = Signal()
+        m.d.sync += strobe.eq(0)
+        with m.If(strobe):
+            m.d.sync += cur_addr[index].eq(value)
+        return strobe
 
     def _output_pipeline(self, m, v):
         (
@@ -1058,14 +1055,9 @@ class RepackUnit(wiring.Component):
         fill = Signal(LB)
         rd_addr = Signal(AB)
         rd_left = Signal(LENGTH_WIDTH)
-        # A block's end moves its source's cursor a cycle later, from flops (`moved`, set by
-        # the data state): `fits` (a compare) and the decode of `ei` were the enables of
-        # every cursor (the 64-bit unit's path, rd_left -> cursor, 6.56 ns).  That cursor is
-        # read again only for the next destination, after the HEADER and TABLE states.
-        moved, moved_ei, moved_to = Signal(), Signal.like(ei), Signal(AB)
-        m.d.sync += moved.eq(0)
-        with m.If(moved):
-            m.d.sync += cur_addr[moved_ei].eq(moved_to)
+        # A block's end moves its source's cursor (`moved`, set by the data state).
+        moved_ei, moved_to = Signal.like(ei), Signal(AB)
+        moved = self._cursor_write(m, cur_addr, moved_ei, moved_to)
 
         # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
         # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
