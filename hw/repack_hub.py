@@ -29,7 +29,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
-                     packet_header_layout, packet_stream)
+                     packet_beat_layout, packet_header_layout, packet_stream)
 from .repack import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
                      message_stream)
 from .skid import SkidBuffer
@@ -239,7 +239,14 @@ class RepackHub(wiring.Component):
             m.submodules[f"packetizer{k}"] = packetizer
             m.d.comb += packetizer.node_id.eq(self.node_id)
             wiring.connect(m, engine.o(k), packetizer.i)
-            wiring.connect(m, packetizer.o, getattr(arbiter, f"i_{k + 1}"))
+            # A register slice between the packetizer and the arbiter: the packetizer's
+            # output is a combinational read of its LUT RAM at its beat index, and without
+            # the slice that read ran on through the arbiter's multiplexer into the core's
+            # transmit slice (the 256-bit core's path at seed 2, ninth pass).
+            slice_ = SkidBuffer(packet_beat_layout(width))
+            m.submodules[f"packet_slice{k}"] = slice_
+            wiring.connect(m, packetizer.o, slice_.i)
+            wiring.connect(m, slice_.o, getattr(arbiter, f"i_{k + 1}"))
 
         # ---- Receive: registrations and source messages ----------------------------------
         P_HEADER, P_DECIDE, P_REG, P_PASS, P_DROP = range(5)
