@@ -473,12 +473,18 @@ class RepackUnit(wiring.Component):
         # ---- Events: a FIFO deep enough for one sub-matrix's events (dh TAKEN, dv DELIVERED,
         # DONE), so the unit does not wait for the control tree to take each one.  At most one
         # event is posted per cycle: TAKEN only while collecting, DELIVERED only while
-        # sending, DONE only once both are over.  A producer waits while the FIFO is full.
+        # sending, DONE only once both are over.  A producer waits while `ev_free` is low.
         # A posted event is registered (`ev_q`) before it is written, so no decision logic
-        # drives the FIFO's memory; `ev_free` is a register too.  It counts the events the
-        # unit holds (`ev_held`: in `ev_q` and in the FIFO), so the one in `ev_q` always has
-        # its place.
-        EV_DEPTH = 2 * G + 2
+        # drives the FIFO's memory.  `ev_free` is a register of registers: `ev_held` counts
+        # the events written into the FIFO (from `ev_q_valid`, a flop) and `ev_free` for the
+        # next cycle assumes that this cycle posts and pops nothing, so neither late decision
+        # reaches it.  The events held, `ev_q` included, are at most ev_held + ev_q_valid + 1
+        # in the next cycle, and ev_free allows a post only while that leaves room for it.
+        # The routed 64-bit core's path at seed 1 (tenth pass) ran from ev_free through the
+        # input's take and the post into ev_held (7 LUTs).  The pessimism costs one entry of
+        # depth (2 G + 3 where 2 G + 2 held as many): a sub-matrix's 2 G + 1 events, and one
+        # more, still fit without a pop.
+        EV_DEPTH = 2 * G + 3
         m.submodules.events = events = SyncFIFOBuffered(width=UNIT_EVENT_LAYOUT.size,
                                                         depth=EV_DEPTH)
         ev_q = Signal(UNIT_EVENT_LAYOUT)
@@ -495,20 +501,10 @@ class RepackUnit(wiring.Component):
         ev_data = Signal(UNIT_EVENT_LAYOUT)
         ev_post = Signal()
         m.d.sync += [ev_q_valid.eq(ev_post), ev_q.eq(ev_data)]
-        # Both outcomes from registers; the late `ev_post` only picks one.
         ev_pop = self.event.valid & self.event.ready
-        held_if_post = Signal.like(ev_held)
-        held_if_not = Signal.like(ev_held)
-        m.d.comb += [
-            held_if_post.eq(ev_held + 1 - ev_pop),
-            held_if_not.eq(ev_held - ev_pop),
-        ]
-        # ev_free leaves this cycle's pop out (the pop is the control tree's ready, from its
-        # state, in another block): it may say full a cycle after an entry was freed, never
-        # free when full.
         m.d.sync += [
-            ev_held.eq(Mux(ev_post, held_if_post, held_if_not)),
-            ev_free.eq(Mux(ev_post, ev_held + 1 < EV_DEPTH, ev_held < EV_DEPTH)),
+            ev_held.eq(ev_held + ev_q_valid - ev_pop),
+            ev_free.eq(ev_held + ev_q_valid + 1 < EV_DEPTH),
         ]
 
         def post(kind, rank, tag, code):

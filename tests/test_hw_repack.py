@@ -68,10 +68,10 @@ async def send_beats(ctx, port, beats, rng, stall):
     ctx.set(port.valid, 0)
 
 
-def sink(port, store, rng, stall, fields=("data", "keep", "last", "rank")):
+def sink(port, store, rng, stall, fields=("data", "keep", "last", "rank"), gate=None):
     async def run(ctx):
         while True:
-            ready = not stall or rng.random() >= stall
+            ready = (not stall or rng.random() >= stall) and (gate is None or gate())
             ctx.set(port.ready, ready)
             *_, valid, payload = await ctx.tick().sample(port.valid, port.payload)
             if valid and ready:
@@ -92,11 +92,14 @@ def simulate(dut, main, background, cycles):
 class UnitRun:
     """Drives one RepackUnit through a list of steps; collects its output beats and events.
 
-    A step is ``("config", dict)``, ``("message", beats)`` or ``("wait_done",)`` (until the
-    unit has reported one more DONE)."""
+    A step is ``("config", dict)``, ``("message", beats)``, ``("wait_done",)`` (until the
+    unit has reported one more DONE), ``("idle", cycles)``, ``("events_closed", cycles)`` (the
+    event sink takes no event for that many cycles from now) or ``("wait_idle",)`` (until
+    ``busy`` is low)."""
 
     def __init__(self, unit, *, seed=0, in_stall=0.0, out_stall=0.0, ev_stall=0.0):
         self.unit = unit
+        self.events_closed = 0
         self.rng = random.Random(seed)
         self.in_stall, self.out_stall, self.ev_stall = in_stall, out_stall, ev_stall
         self.out = []
@@ -123,6 +126,10 @@ class UnitRun:
                         await ctx.tick()
                 elif step[0] == "idle":
                     await ctx.tick().repeat(step[1])
+                elif step[0] == "events_closed":
+                    self.events_closed = step[1]
+                elif step[0] == "wait_idle":
+                    await ctx.tick().until(~unit.busy)
             for _ in range(10):
                 await ctx.tick()
             self.errors = ctx.get(unit.errors)
@@ -132,9 +139,14 @@ class UnitRun:
         simulate(unit, main, [
             sink(unit.o, self.out, random.Random(self.rng.random()), self.out_stall),
             sink(unit.event, self.events, random.Random(self.rng.random()), self.ev_stall,
-                 fields=("kind", "rank", "tag", "code")),
+                 fields=("kind", "rank", "tag", "code"), gate=self._events_open),
         ], cycles)
         return self
+
+    def _events_open(self):
+        """Called by the event sink once per cycle."""
+        self.events_closed = max(0, self.events_closed - 1)
+        return self.events_closed == 0
 
     def messages(self):
         return split_messages(self.out, self.unit.data_width)
@@ -334,6 +346,38 @@ def test_unit_rate():
     # input's header-compare stage, the output's row register and two-stage rotator), which a
     # sub-matrix passes once: 117 busy cycles before them, 121 with them.
     assert run.busy_cycles <= beats_in + beats_out + 6 + 4, run.busy_cycles
+
+
+def test_unit_events_without_pops():
+    """The event FIFO holds a whole sub-matrix's events (dh TAKEN, dv DELIVERED, DONE) and
+    more: with the control tree taking none, a full sub-matrix finishes (``busy`` falls) and
+    the next is taken, whose sources wait once the FIFO is full; once events are taken again
+    it finishes, and every event arrives once, in order."""
+    width, G = 64, 4
+    rng = random.Random(11)
+    unit = RepackUnit(width, 4096, G)
+    S, D = [0, 1, 2, 3], [4, 5, 6, 7]
+    steps, expected = [("events_closed", 10**9)], []
+    for tag in (21, 22):
+        blocks = {(i, j): rng.randbytes(rng.randrange(1, 17)) for i in S for j in D}
+        total = sum(len(b) for b in blocks.values())
+        steps.append(("config", unit_config(G, tag, S, D, total, timeout=60_000)))
+        steps += [("message", message_beats(pack_message(i, tag, [blocks[i, j] for j in D],
+                                                         width), width)) for i in S]
+        expected += [(j, pack_message(j, tag, [blocks[i, j] for i in S], width)) for j in D]
+        if tag == 21:
+            # No event taken: all 2 G + 1 fit.  The next sub-matrix's sources then wait for
+            # room (2 G + 2 events at most) until events are taken, 300 cycles on.
+            steps += [("wait_idle",), ("events_closed", 300)]
+    steps += [("wait_done",), ("wait_done",)]
+    run = UnitRun(unit, seed=3).run(steps, cycles=20_000)
+    assert run.messages() == expected
+    assert [(e["tag"], e["kind"]) for e in run.events] == [
+        (tag, kind) for tag in (21, 22)
+        for kind in [UnitEvent.TAKEN] * len(S) + [UnitEvent.DELIVERED] * len(D)
+        + [UnitEvent.DONE]]
+    assert [e["rank"] for e in run.events if e["kind"] == UnitEvent.DELIVERED] == D + D
+    assert run.errors == 0
 
 
 @pytest.mark.parametrize("width, cap, sources", [(64, 256, 2), (64, 256, 1), (64, 256, 4),
