@@ -92,6 +92,10 @@ class MessagePacketizer(wiring.Component):
         count = Signal(range(depth + 1))      # beats stored
         nbytes = Signal(range(depth * beat_bytes + 1))
         index = Signal(range(max(depth, hbeats, 2)))
+        # The index of the packet's last payload beat, set from `count` as the beat that
+        # ends the packet is stored (no subtraction in DRAIN: `index == count - 1` there was
+        # the routed 64-bit core's path at seed 2, tenth pass, through the take into state).
+        last_index = Signal(range(max(depth, 2)))
         final = Signal()
         first = Signal(init=1)                # the next beat starts a message
         tag = Signal(16)
@@ -111,7 +115,8 @@ class MessagePacketizer(wiring.Component):
                     with m.If(first):
                         m.d.sync += tag.eq(beat.data[HEADER_LAYOUT["tag"].offset:][:16])
                     with m.If(beat.last | (count == depth - 1)):
-                        m.d.sync += [final.eq(beat.last), state.eq(HEAD), index.eq(0)]
+                        m.d.sync += [final.eq(beat.last), state.eq(HEAD), index.eq(0),
+                                     last_index.eq(count)]
             with m.Case(HEAD):
                 header = Signal(packet_header_layout())
                 bits = Signal(hbeats * width)
@@ -130,7 +135,7 @@ class MessagePacketizer(wiring.Component):
                     with m.Else():
                         m.d.sync += index.eq(index + 1)
             with m.Case(DRAIN):
-                last = index == count - 1
+                last = index == last_index
                 m.d.comb += [rd.addr.eq(index), self.o.valid.eq(1),
                              self.o.payload.data.eq(rd.data[:width]),
                              self.o.payload.keep.eq(rd.data[width:]),
