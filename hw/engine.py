@@ -583,9 +583,7 @@ class Engine(wiring.Component):
                                      counted.eq(~cur.barrier & ~cur.aggregate)]
                         with m.If(cur.aggregate):
                             m.d.sync += [state.eq(AGGREGATE), v.in_aggregate.eq(1),
-                                         agg_sends.eq(cur.send_tag),
-                                         agg_finals.eq(cur.recv_tag), agg_done.eq(0),
-                                         reg_pending.eq(1)]
+                                         agg_done.eq(0), reg_pending.eq(1)]
                         with m.Elif(cur.barrier):
                             m.d.comb += self.barrier_done.eq(1)
                             m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
@@ -610,6 +608,13 @@ class Engine(wiring.Component):
                     with m.If(finish_ok):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
+        # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
+        # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
+        # before) and the DISPATCH decision, with the state decode behind it, is not the
+        # enable of their 32 flops (the 64-bit core's path at seed 1 of 05f119b: state ->
+        # agg_sends, 7.69 ns).  Both count down only while in_aggregate.
+        with m.If(~v.in_aggregate):
+            m.d.sync += [agg_sends.eq(cur.send_tag), agg_finals.eq(cur.recv_tag)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
 
@@ -1323,7 +1328,14 @@ class Engine(wiring.Component):
             with m.If(s1_advance):
                 m.d.sync += [s1_valid.eq(take), s1_row.eq(row.row), s1_mask.eq(row.mask),
                              s1_data.eq(row.data)]
-        with m.If(rows_in.valid & rows_in.ready & row.last):
+        # The receive ends a cycle after its last row's take, from a flop: the take (the
+        # head's flags, the error flop, the ALU's readiness) was the reset of rx_busy, the
+        # 64-bit core's path at seed 2 of 05f119b (8.41 ns).  rx_busy high a cycle longer
+        # delays only decisions that wait for it to fall; no packet of a next receive can
+        # arrive in that cycle, as the next receive's clear-to-send is not yet sent.
+        rx_ended = Signal()
+        m.d.sync += rx_ended.eq(rows_in.valid & rows_in.ready & row.last & ~self.clear)
+        with m.If(rx_ended):
             m.d.sync += rx_busy.eq(0)
         share(v, locals())
 
