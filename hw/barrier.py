@@ -723,21 +723,27 @@ class BarrierUnit(wiring.Component):
         s.killed = Signal()             # a KILL for the current seq came from the parent
         s.kill_est = Signal(TIME_WIDTH)  # the estimate the next KILLs carry
         own_kill = (kill_rx | early) & ~s.own_done
-        with m.If(own_kill):
-            m.d.sync += [
-                self.aborted.eq(1),
-                self.abort_seq.eq(seq),
-                s.aborted_cur.eq(1),
-            ]
-        # The estimate is noted a cycle later, from flops: the decision enables one flop
-        # here, not the 64 of abort_estimate (that fan-out ended the 8-node unit's critical
-        # path).  A start in the kill's cycle clears it, as it would have.
+        # Only a KILL received sets aborted_cur: the root's early decision releases the
+        # barrier in its own cycle, and the release clears aborted_cur (_leave, later,
+        # wins), so the decision is not in front of this flop (the 64-bit core's path at
+        # seed 1 of its ninth-pass commit: eq_total -> decide -> early -> aborted_cur, 5
+        # LUTs, 7.52 ns).
+        with m.If(kill_rx & ~s.own_done):
+            m.d.sync += s.aborted_cur.eq(1)
+        # The status of the abort (aborted, abort_seq, abort_estimate, read by the host) is
+        # noted a cycle later, from flops: the decision enables one flop here, not the 64 of
+        # abort_estimate (that fan-out ended the 8-node unit's critical path) nor the
+        # sequence number.  A start in the kill's cycle clears it, as it would have; a start
+        # or the host's done (_leave, later) in the cycle after wins over it, as it would
+        # have over the status set a cycle earlier.
         est_q = Signal(TIME_WIDTH)
+        seq_q = Signal(SEQ_WIDTH)
         note_est = Signal()
-        m.d.sync += [est_q.eq(Mux(s.is_root, self.estimate, s.x_estimate)),
+        m.d.sync += [est_q.eq(Mux(s.is_root, self.estimate, s.x_estimate)), seq_q.eq(seq),
                      note_est.eq(own_kill & ~self.start)]
         with m.If(note_est):
-            m.d.sync += self.abort_estimate.eq(est_q)
+            m.d.sync += [self.abort_estimate.eq(est_q), self.aborted.eq(1),
+                         self.abort_seq.eq(seq_q)]
         with m.If(kill_rx):
             m.d.sync += [s.killed.eq(1), s.kill_est.eq(s.x_estimate)]
         with m.If(early):

@@ -279,7 +279,10 @@ class Harness:
         offering = [None] * n                          # notice on rx[r]
         acting = deque()                                # (edge it acts at, node, notice)
         done_acting = deque()                           # (edge it acts at, node, seq)
-        est_due = []                                    # aborts whose estimate shows next edge
+        # A KILL (or the root's early release) acting at an edge sets the unit's abort flag
+        # there, and its status (aborted, abort_seq, abort_estimate) at the next edge.
+        kill_last = [False] * n                         # a KILL acted at the previous edge
+        seq_last = None                                 # seq_before of the previous edge
         queues = [deque() for _ in range(n)]           # (available cycle, notice)
         tx_ready = [None] * n
         done_high = [False] * n
@@ -385,15 +388,16 @@ class Harness:
             while done_acting and done_acting[0][0] == edge:
                 now_done.append(done_acting.popleft()[1:])
             for r, q in now_done:
-                if q != seq_before[r] or ab_cur_before[r] or released_now[r] or kill_now[r]:
+                if (q != seq_before[r] or ab_cur_before[r] or released_now[r] or kill_now[r]
+                        or kill_last[r]):
                     self.stale[r] += 1
                 else:
                     assert (r, q) not in self.done_ok
                     self.done_ok[r, q] = edge
                     if r == self.root:
                         self.counted[r, q][r] = edge
-            est_due = self._note_aborts(ctx, est_due, (ab, ab_seqs), (ab_new, ab_seqs_new),
-                                        seq_before, edge)
+            self._note_aborts(ctx, (ab, ab_seqs), (ab_new, ab_seqs_new), seq_last, edge)
+            kill_last, seq_last = kill_now, seq_before
             ab, ab_seqs = ab_new, ab_seqs_new
             # Releases.
             for r in range(n):
@@ -413,22 +417,17 @@ class Harness:
         for u in self.units:
             ctx.set(u.done, 0)
 
-    def _note_aborts(self, ctx, est_due, before, after, seq_before, edge):
-        """Aborts: the flag rose, or it was set and the barrier number changed.  The estimate
-        shows an edge after the flag: ``est_due`` lists those read now; the new ones are
-        returned."""
+    def _note_aborts(self, ctx, before, after, seq_kill, edge):
+        """Aborts: the flag rose, or it was set and the barrier number changed.  The status
+        shows an edge after the kill, so the abort is noted at ``edge - 1``, in the barrier
+        number of that edge (``seq_kill``), with the estimate shown now."""
         (ab, ab_seqs), (ab_new, ab_seqs_new) = before, after
-        for r, key in est_due:
-            self.aborted[key] = (self.aborted[key][0], ctx.get(self.units[r].abort_estimate))
-        due = []
         for r in range(self.n):
             a_seq = (ab_seqs_new >> (16 * r)) & SEQ_MASK
             if ab_new >> r & 1 and (not ab >> r & 1
                                     or a_seq != (ab_seqs >> (16 * r)) & SEQ_MASK):
-                assert a_seq == seq_before[r]
-                self.aborted[r, a_seq] = (edge, None)
-                due.append((r, (r, a_seq)))
-        return due
+                assert seq_kill is not None and a_seq == seq_kill[r]
+                self.aborted[r, a_seq] = (edge - 1, ctx.get(self.units[r].abort_estimate))
 
     def _note_release(self, ctx, r, q, edge):
         """Node ``r`` left barrier ``q`` at ``edge``: its flags, and the root's stamps."""
