@@ -631,11 +631,15 @@ class BarrierUnit(wiring.Component):
         s.done_in = [Signal(range(n + 1), name=f"done_in_{j}") for j in range(k)]
         s.own_pending = Signal()        # own COMPLETE still to send
         m.d.comb += self.ones.eq(ones)
-        with m.If(d_new):
+        # The vector, the own bit and the owed COMPLETE take the increments without this
+        # cycle's release (c_count, d_count): a release clears all three (_leave, later,
+        # wins), so the root's decision is not the enable of the vector's flops (the
+        # 64-node unit's path at seed 3 of 1af2a45: eq_total -> decision -> vector, 6.09 ns).
+        with m.If(s.d_count):
             m.d.sync += [vector.bit_select(self.node_id[:ibits], 1).eq(1), s.own_done.eq(1)]
             with m.If(self.has_parent):
                 m.d.sync += s.own_pending.eq(1)
-        with m.If(c_new):
+        with m.If(s.c_count):
             m.d.sync += vector.bit_select(s.x_subject[:ibits], 1).eq(1)
         # A release clears the slot counts (_leave, later, wins), so they count without
         # waiting for the root's decision.
