@@ -842,6 +842,8 @@ class RowUnpacker(wiring.Component):
         m.submodules.chunk_in = chunk_in = SkidBuffer(data.StructLayout({
             "chunk": self.chunks.payload.shape(),
             "position": _lane_bits(width),
+            "rot": _lane_bits(width),
+            "hi": _lane_bits(width) + 1,
             "tail": _lane_bits(width) + 1,
             "cross": 1,
         }))
@@ -903,6 +905,11 @@ class RowUnpacker(wiring.Component):
             self.chunks.ready.eq(chunk_in.i.ready),
             entry.chunk.eq(chunk),
             entry.position.eq(position),
+            # The rotation and the chunk's end lane, summed on the way in, so that what
+            # leaves the buffer is decoded from registers with no adder in front (the
+            # 256-bit unit's path: the buffered chunk -> lo + n -> its lane mask, 9 levels).
+            entry.rot.eq(position - chunk.lo),
+            entry.hi.eq(chunk.lo + chunk.n),
             entry.tail.eq(Mux(cross, end[:lane_bits], end)),
             entry.cross.eq(cross),
         ]
@@ -915,8 +922,8 @@ class RowUnpacker(wiring.Component):
             chunk_in.o.ready.eq(placed.ready),
             placed.payload.row.eq(held.chunk.row),
             placed.payload.last.eq(held.chunk.last),
-            placed.payload.rot.eq(held.position - held.chunk.lo),
-            placed.payload.mask.eq(_lanes_below(held.chunk.lo + held.chunk.n, lanes)
+            placed.payload.rot.eq(held.rot),
+            placed.payload.mask.eq(_lanes_below(held.hi, lanes)
                                    & ~_lanes_below(held.chunk.lo, lanes)),
             placed.payload.below.eq(_lanes_below(held.position, lanes)),
             placed.payload.tail.eq(held.tail),
