@@ -510,14 +510,9 @@ class RepackUnit(wiring.Component):
             ev_free.eq(Mux(ev_q_valid, ev_held < EV_DEPTH - 2, ev_held < EV_DEPTH - 1)),
         ]
 
-        def post(kind, rank, tag, code):
-            return [
-                ev_post.eq(1),
-                ev_data.kind.eq(kind),
-                ev_data.rank.eq(rank),
-                ev_data.tag.eq(tag),
-                ev_data.code.eq(code),
-            ]
+        def post():
+            """Post an event; its fields come from the unit's phase (_event_fields)."""
+            return [ev_post.eq(1)]
 
         v = SimpleNamespace(**{k: x for k, x in locals().items()
                                if k not in ("self", "platform")})
@@ -539,13 +534,36 @@ class RepackUnit(wiring.Component):
         m.d.comb += [self.busy.eq(~st_idle), cfg_in.ready.eq(idle & ev_free & ~refuse)]
         with m.If(~st_idle):
             m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
+        st_report = Signal()            # REPORT posts its DONE in this cycle
         share(v, {"st_idle": st_idle, "st_collect": st_collect, "accepting": accepting,
-                  "idle": idle, "refuse": refuse})
+                  "idle": idle, "refuse": refuse, "st_report": st_report})
         self._input(m, v)
         self._input_beat(m, v)
         self._output_pipeline(m, v)
         self._sender(m, v)
+        self._event_fields(m, v)
         return m
+
+    @staticmethod
+    def _event_fields(m, v):
+        """The posted event's fields, chosen by the unit's phase (flops), not by the
+        decision that posts it: that decision (a data beat's keep checks into the message's
+        end) chose the fields' multiplexer, the 256-bit core's path at seed 1 of `1af2a45`
+        (in_q.keep_low -> TAKEN -> the event register, 7.96 ns).  At most one event is
+        posted per cycle, and the phase tells which: TAKEN only while accepting (idle or
+        collecting; a refusal's DONE is the only other post while idle, with `refuse`
+        set), DELIVERED only while the output slice holds a beat (while sending), DONE
+        otherwise (a refusal; REPORT; DRAIN once the output is empty)."""
+        taken = v.accepting & ~v.refuse
+        delivered = v.skid.o.valid
+        m.d.comb += [
+            v.ev_data.kind.eq(Mux(taken, UnitEvent.TAKEN,
+                                  Mux(delivered, UnitEvent.DELIVERED, UnitEvent.DONE))),
+            v.ev_data.rank.eq(Mux(taken, v.cur_rank, Mux(delivered, v.skid.o.payload.rank, 0))),
+            v.ev_data.tag.eq(v.c.tag),
+            v.ev_data.code.eq(Mux(v.refuse, v.refuse_code,
+                                  Mux(v.st_report, v.fail_code_now, RepackError.OK))),
+        ]
 
     def _errors(self, m, v):
         """The error count, the last error and the sub-matrix's failure."""
@@ -730,7 +748,7 @@ class RepackUnit(wiring.Component):
 
         def taken():
             # Ref: seed 003, step 7.5: each source is told its data was taken.
-            return post(UnitEvent.TAKEN, cur_rank, c.tag, RepackError.OK)
+            return post()               # TAKEN (accepting): cur_rank
 
         share(v, locals())
 
@@ -1014,7 +1032,7 @@ class RepackUnit(wiring.Component):
             skid.o.ready.eq(self.o.ready & ~hold),
         ]
         with m.If(self.o.valid & self.o.ready & skid.o.payload.last):
-            m.d.comb += post(UnitEvent.DELIVERED, skid.o.payload.rank, c.tag, RepackError.OK)
+            m.d.comb += post()          # DELIVERED (the output holds a beat): its rank
 
         share(v, locals())
 
@@ -1120,7 +1138,7 @@ class RepackUnit(wiring.Component):
             with m.State("REPORT"):
                 # The sub-matrix is dropped whole: DONE carries the first error.
                 with m.If(ev_free):
-                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, v.fail_code_now)
+                    m.d.comb += [v.st_report.eq(1), *post()]    # DONE, the failure's code
                     m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                     m.next = "IDLE"
 
@@ -1163,7 +1181,7 @@ class RepackUnit(wiring.Component):
 
             with m.State("DRAIN"):
                 with m.If(~pipe_busy & ~skid.o.valid & ev_free):
-                    m.d.comb += post(UnitEvent.DONE, 0, c.tag, RepackError.OK)
+                    m.d.comb += post()      # DONE (the output is empty)
                     m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                     m.next = "IDLE"
 
@@ -1188,7 +1206,7 @@ class RepackUnit(wiring.Component):
         refuse_code = v.refuse_code
         m.d.comb += st_idle.eq(1)       # cfg_in.ready: idle, ev_free and ~refuse (elaborate)
         with m.If(refuse):
-            m.d.comb += [v.err_refuse.eq(1), *post(UnitEvent.DONE, 0, c.tag, refuse_code)]
+            m.d.comb += [v.err_refuse.eq(1), *post()]   # DONE (refuse), refuse_code
             m.d.sync += refuse.eq(0)
         p = cfg_in.payload.cfg
         with m.If(cfg_in.valid & cfg_in.ready):
