@@ -608,13 +608,6 @@ class Engine(wiring.Component):
                     with m.If(finish_ok):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
                                      finished.eq(finished + counted), counted.eq(0)]
-        # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
-        # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
-        # before) and the DISPATCH decision, with the state decode behind it, is not the
-        # enable of their 32 flops (the 64-bit core's path at seed 1 of 05f119b: state ->
-        # agg_sends, 7.69 ns).  Both count down only while in_aggregate.
-        with m.If(~v.in_aggregate):
-            m.d.sync += [agg_sends.eq(cur.send_tag), agg_finals.eq(cur.recv_tag)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
 
@@ -732,6 +725,13 @@ class Engine(wiring.Component):
         m.d.comb += agg_in_flight.eq(agg_addressing | agg_reading | agg_len_valid | agg_checking
                                      | agg_starting)
         in_aggregate = v.in_aggregate
+        # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
+        # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
+        # before) and the DISPATCH decision, with the state decode behind it, is not the
+        # enable of their 32 flops (the 64-bit core's path at seed 1 of 05f119b: state ->
+        # agg_sends, 7.69 ns).  Both count down only while in_aggregate.
+        with m.If(~in_aggregate):
+            m.d.sync += [agg_sends.eq(cur.send_tag), v.agg_finals.eq(cur.recv_tag)]
         pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_in_flight & ~any_error
         m.d.comb += sends_fifo.r_en.eq(pop)
         # The steps are one-hot (a pop waits for agg_in_flight to fall), so each acts on its
