@@ -1,7 +1,8 @@
 """Cluster.barrier through the network on every backend (seed 004).
 
 The same driver calls run on the device model (8 nodes, zero notice latency: stamps and
-aborts are exact), the Amaranth simulation (3 nodes) and Verilator (8 nodes).  On the gateware a
+aborts are exact), the Amaranth simulation (3 nodes; one barrier of each mode, see
+SWEEP_BACKENDS) and Verilator (8 nodes).  On the gateware a
 completion reaches the root and a release reaches a node after a few cycles per tree hop, so
 arrivals are spaced by far more than the tree's notice latency and the checks allow that
 latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
@@ -25,15 +26,26 @@ MIN_SPACING = 160
 
 # The same configurations (and xdist groups) as tests/test_driver.py, so the Verilator
 # cluster is built once for both.
-BACKENDS = [
-    pytest.param("model", id=f"model-{NODES['model']}"),
-    pytest.param("amaranth", id=f"amaranth-{NODES['amaranth']}"),
-    pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator")],
-                 id=f"verilator-{NODES['verilator']}"),
-]
+_MODEL = pytest.param("model", id=f"model-{NODES['model']}")
+_AMARANTH = pytest.param("amaranth", id=f"amaranth-{NODES['amaranth']}")
+_VERILATOR = pytest.param("verilator", marks=[pytest.mark.verilator,
+                                              pytest.mark.xdist_group("verilator")],
+                          id=f"verilator-{NODES['verilator']}")
+BACKENDS = [_MODEL, _AMARANTH, _VERILATOR]
+#: The sweeps (every straggler, every tree shape, every refused argument...) run on the model
+#: and on Verilator.  The Amaranth backend simulates the same gateware as Verilator (the
+#: same NicCore, switch and barrier units) through its own transport; it runs one barrier of
+#: each mode and the release latency, which exercise that transport (tens of seconds each
+#: there, against about a second on Verilator).
+SWEEP_BACKENDS = [_MODEL, _VERILATOR]
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+def backends(params):
+    """The decorator that runs a test on the clusters of ``params``."""
+    return pytest.mark.parametrize("cluster", params, indirect=True)
+
+
+@pytest.fixture(scope="module")
 def cluster(request):
     backend = request.param
     with nicoll.Cluster(nodes=NODES[backend], backend=backend, **cluster_kwargs(backend)) as cl:
@@ -73,6 +85,7 @@ def _check_stamp(cl, stamp, expected):
     assert expected <= stamp <= expected + _latency(cl), (stamp, expected)
 
 
+@backends(BACKENDS)
 def test_normal_mode_waits_for_the_last(cluster):
     cl = cluster
     rng = random.Random(1)
@@ -90,6 +103,7 @@ def test_normal_mode_waits_for_the_last(cluster):
             assert cl.last.cycles is None
 
 
+@backends(BACKENDS)
 def test_all_at_once(cluster):
     result = cluster.barrier()
     assert result.aborted == frozenset()
@@ -97,7 +111,24 @@ def test_all_at_once(cluster):
     _check_stamp(cluster, result.e, 0)
 
 
-@pytest.mark.parametrize("sub", ["count", "time", "both"])
+def _with_sweep(cases, amaranth_cases, ids=str):
+    """(cluster, case...) params: every case of ``cases`` on the sweep backends, the cases
+    whose positions are ``amaranth_cases`` on the Amaranth cluster; ``ids(k, case)`` names a
+    case."""
+    out = []
+    for backend in (_MODEL, _AMARANTH, _VERILATOR):
+        for k, case in enumerate(cases):
+            if backend is _AMARANTH and k not in amaranth_cases:
+                continue
+            values = case if isinstance(case, tuple) else (case,)
+            out.append(pytest.param(*backend.values, *values, marks=backend.marks,
+                                    id=f"{backend.id}-{ids(k, case)}"))
+    return out
+
+
+@pytest.mark.parametrize("cluster, sub", _with_sweep(["count", "time", "both"], [2],
+                                                        ids=lambda k, sub: sub),
+                         indirect=["cluster"])
 def test_ac_mode_aborts_exactly_the_unfinished(cluster, sub):
     cl = cluster
     rng = random.Random(sub)
@@ -135,6 +166,7 @@ def test_ac_mode_aborts_exactly_the_unfinished(cluster, sub):
         assert not overflow
 
 
+@backends(BACKENDS)
 def test_collect_mode_stamps_and_aborts_nothing(cluster):
     cl = cluster
     rng = random.Random(7)
@@ -157,6 +189,7 @@ def _wait_disarmed(dev, budget):
         assert dev.cycles() - start < budget, "a timed done did not fire"
 
 
+@backends(SWEEP_BACKENDS)
 def test_late_finishers_never_count(cluster):
     """Consecutive barriers with random stragglers.  An aborted rank still finishes, at its
     arrive cycle, after the barrier it was in was released: its done names that barrier, so
@@ -192,6 +225,7 @@ def test_late_finishers_never_count(cluster):
     assert result.aborted == frozenset()
 
 
+@backends(BACKENDS)
 def test_release_latency(cluster):
     """The release reaches every rank within 2 · depth · hop cycles of the last completion."""
     cl = cluster
@@ -206,7 +240,7 @@ def test_release_latency(cluster):
         assert 0 < latency <= 2 * depth * LATENCY_PER_HOP + LATENCY_PER_HOP, (rank, latency)
 
 
-@pytest.mark.parametrize("kwargs, message", [
+_BAD_ARGUMENTS = [
     (dict(mode="ac", m=0), r"m_range"),
     (dict(mode="ac", m="nodes + 1"), r"m_range"),
     (dict(mode="ac", c=0), r"c_zero"),
@@ -216,7 +250,12 @@ def test_release_latency(cluster):
     (dict(mode="normal", c=5), r"^the time threshold c applies to mode 'ac' only"),
     (dict(arrive=[0]), r"^arrive must give a cycle for each of the \d+ ranks, not 1$"),
     (dict(mode="ac", m=-1), r"^m must be an int between 0 and 2\*\*16 - 1, not -1$"),
-])
+]
+
+
+# On the Amaranth cluster, the case the barrier unit itself refuses (its m_range check).
+@pytest.mark.parametrize("cluster, kwargs, message", _with_sweep(
+    _BAD_ARGUMENTS, [1], ids=lambda k, case: f"kwargs{k}-{case[1]}"), indirect=["cluster"])
 def test_bad_arguments_are_refused_and_lose_nothing(cluster, kwargs, message):
     cl = cluster
     if kwargs.get("m") == "nodes + 1":
@@ -230,6 +269,7 @@ def test_bad_arguments_are_refused_and_lose_nothing(cluster, kwargs, message):
     assert result.seq == seq and result.aborted == frozenset()
 
 
+@backends(SWEEP_BACKENDS)
 def test_tree_shapes_and_refused_trees(cluster):
     cl = cluster
     n = cl.nodes
@@ -255,6 +295,7 @@ def test_tree_shapes_and_refused_trees(cluster):
     assert cl.barrier().aborted == frozenset()
 
 
+@backends(SWEEP_BACKENDS)
 def test_completion_from_outside_a_subtree_is_an_error(cluster):
     """The root is told its subtree lacks the deepest rank of a chain: that rank's
     completion arrives through a child whose subtree the root does not know it in."""

@@ -667,7 +667,10 @@ def _bad_calls(n, mem_size, depth):
 _BAD = list(_bad_calls(5, 1 << 20, 256))
 
 
-@pytest.mark.parametrize("backend, case", _params(each=lambda b, size: _BAD))
+# The checks are the driver's, the same on every backend; the Amaranth cluster (tens of
+# seconds per collective) runs the one that reads the device's own size.
+@pytest.mark.parametrize("backend, case", _params(
+    each=lambda b, size: ["buffer over device memory"] if b == "amaranth" else _BAD))
 def test_bad_input_is_refused_before_anything_is_posted(clusters, backend, case):
     nodes = 5 if 5 in SIZES[backend]["nodes"] else max(SIZES[backend]["nodes"])
     with contextlib.ExitStack() as stack:
