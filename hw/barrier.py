@@ -499,7 +499,6 @@ class BarrierUnit(wiring.Component):
         from_parent = self.has_parent & (p.src == self.parent_id)
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
-        s.x_complete_ok = Signal()      # ... and the tree checks pass
         s.x_release = Signal()          # a RELEASE for this node from its parent
         s.x_kill = Signal()             # a KILL for this node from its parent
         s.x_first = Signal(k)           # the sender is child slot j (the first such slot)
@@ -509,6 +508,11 @@ class BarrierUnit(wiring.Component):
         s.x_seq_now = Signal()          # seq matches the unit's seq of the decode cycle
         s.x_seq_inc = Signal()          # ... or that seq + 1 (a release in the decode cycle)
         s.x_routed = Signal(k)          # the subject is routed to slot j
+        # A COMPLETE for this node that passes the tree checks (cfg_ok), from child slot j
+        # with its subject routed there (x_first[j] & x_routed[j]), made here so that
+        # the count's increment ORs k flops (the 64-bit core's path at seed 2 of c559aea:
+        # x_first -> the slot and route AND-OR -> increment -> ge_m, 7.62 ns).
+        s.x_count_hit = Signal(k)
         s.x_bit = Signal()              # the subject's bit in the decode cycle
         s.x_same = Signal()             # same subject as the notice then in execute
         s.x_subject = Signal(DEST_WIDTH)
@@ -519,21 +523,22 @@ class BarrierUnit(wiring.Component):
         routed_to = [Cat(s.route.word_select(x, s.rw) == j + 1 for x in range(s.n))
                      for j in range(k)]
         in_range = p.subject < s.n
+        complete_ok = take & to_me & (p.kind == NoticeKind.COMPLETE) & s.cfg_ok
+        first = [self.child_valid[j] & (cid[j] == p.src) & ~s.shadow[j] for j in range(k)]
+        routed = [in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1) for j in range(k)]
         m.d.sync += [
             s.x_valid.eq(take),
             s.x_complete.eq(take & to_me & (p.kind == NoticeKind.COMPLETE)),
-            s.x_complete_ok.eq(take & to_me & (p.kind == NoticeKind.COMPLETE) & s.cfg_ok),
+            s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
             s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
             s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
-            s.x_first.eq(Cat(self.child_valid[j] & (cid[j] == p.src) & ~s.shadow[j]
-                             for j in range(k))),
+            s.x_first.eq(Cat(first)),
             s.x_from_parent.eq(from_parent),
             s.x_to_me.eq(to_me),
             s.x_kind.eq(p.kind),
             s.x_seq_now.eq(p.seq == self.seq),
             s.x_seq_inc.eq(p.seq == s.seq_inc),
-            s.x_routed.eq(Cat(in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1)
-                              for j in range(k))),
+            s.x_routed.eq(Cat(routed)),
             s.x_bit.eq(self.vector.bit_select(p.subject[:ibits], 1)),
             s.x_same.eq(p.subject == s.x_subject),
             s.x_subject.eq(p.subject),
@@ -607,7 +612,7 @@ class BarrierUnit(wiring.Component):
         s.d_count = Signal()
         s.d_stale = Signal()
         m.d.comb += [
-            s.c_count.eq(s.x_complete_ok & s.inside & seq_ok & new_bit),
+            s.c_count.eq(s.x_count_hit.any() & seq_ok & new_bit),
             s.d_count.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
             s.c_new.eq(s.c_count & ~s.decide),
             s.d_new.eq(s.d_count & ~s.rel_now),

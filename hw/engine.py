@@ -313,6 +313,8 @@ class Engine(wiring.Component):
 
         queued = Signal(16)
         m.d.comb += self.queued.eq(queued)
+        # queued == 0, kept beside it (the state machine's start reads it; see _control).
+        queue_empty = Signal(init=1)
         # An aggregate command (seed 003): slots of whole rows, more than one row each.
         slot_mask = beat_bytes - 1
         aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
@@ -366,7 +368,7 @@ class Engine(wiring.Component):
                              raise_error.command.eq(checked_bad.command)]
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
-                m.d.sync += queued.eq(queued + 1)
+                m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0)]
         share(v, locals())
 
     def _datapath(self, m, v):
@@ -550,11 +552,20 @@ class Engine(wiring.Component):
                  & ~self.clear)
         m.d.comb += q_rd.addr.eq(idx)
         self._load_command(m, cur, q_rd, state == FETCH)
+        # Where the run is in the queue, from flops computed a cycle before they are read (two
+        # 16-bit compares were in front of the state register).  Exact when read: idx moves
+        # only at a start and in DISPATCH, queued only outside a run (a push while running is
+        # refused) or at a clear; DISPATCH comes three cycles after a start or the last
+        # DISPATCH, and BARRIER and AGGREGATE act on flags of their own cycles, so no earlier
+        # than their second.  A start reads `queue_empty`, kept with every change of queued.
+        next_is_last = Signal()         # idx + 1 == queued
+        at_end = Signal()               # idx == queued
+        m.d.sync += [next_is_last.eq(idx + 1 == queued), at_end.eq(idx == queued)]
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         with m.If(self.clear):
-            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), finished.eq(0), counted.eq(0),
-                         v.in_aggregate.eq(0)]
+            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), v.queue_empty.eq(1),
+                         finished.eq(0), counted.eq(0), v.in_aggregate.eq(0)]
         with m.Elif(any_error & running):
             m.d.sync += [state.eq(STOPPED), v.in_aggregate.eq(0)]
         with m.Else():
@@ -566,7 +577,7 @@ class Engine(wiring.Component):
                     with m.Elif(start):
                         m.d.sync += [armed.eq(0), idx.eq(0), self.started_at.eq(self.now),
                                      finished.eq(0), counted.eq(0),
-                                     state.eq(Mux(queued == 0, FINISH, FETCH))]
+                                     state.eq(Mux(v.queue_empty, FINISH, FETCH))]
                         # The counters are cleared by _counters (a cycle later).
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
@@ -592,17 +603,17 @@ class Engine(wiring.Component):
                             # register a send or receive start loads. `cur` holds until the
                             # next LOAD, two cycles on.
                             m.d.sync += [tx_start.eq(cur.has_send), rx_start.eq(cur.has_recv)]
-                            m.d.sync += state.eq(Mux(idx + 1 == queued, FINISH, FETCH))
+                            m.d.sync += state.eq(Mux(next_is_last, FINISH, FETCH))
                 with m.Case(BARRIER):
                     # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
                     with m.If(barrier_moved):
-                        m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
+                        m.d.sync += [state.eq(Mux(at_end, FINISH, FETCH)),
                                      finished.eq(finished + 1)]
                 with m.Case(AGGREGATE):
                     # Ref: seed 003, step 7.6: complete once every message is sent, every
                     # message received and the control tree has said DONE.
                     with m.If(aggregate_ok):
-                        m.d.sync += [state.eq(Mux(idx == queued, FINISH, FETCH)),
+                        m.d.sync += [state.eq(Mux(at_end, FINISH, FETCH)),
                                      finished.eq(finished + 1), v.in_aggregate.eq(0)]
                 with m.Case(FINISH):
                     with m.If(finish_ok):

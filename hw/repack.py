@@ -2128,22 +2128,28 @@ class RepackControl(wiring.Component):
             m.d.comb += v.running.eq(1)
             for k in range(K):
                 m.d.comb += v.unit_cfgs[k].valid.eq(v.unit_sel == k)
+            # SEND's list walk is loaded in every CONFIGURE cycle (nothing reads it here), so
+            # the unit's ready and the watchdog are not the enables of its registers.
+            m.d.sync += [v.src_ra.eq(v.sbase), v.left.eq(v.size_a)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(Array(c.ready for c in v.unit_cfgs)[v.unit_sel]):
-                m.d.sync += [v.ubusy.bit_select(v.unit_sel, 1).eq(1),
-                             v.src_ra.eq(v.sbase), v.left.eq(v.size_a)]
+                m.d.sync += v.ubusy.bit_select(v.unit_sel, 1).eq(1)
                 m.next = "SEND"
 
         with m.State("SEND"):
             # Ref: seed 003, step 7.4: the sources move their data to the unit.  Their ranks
             # are read from the list again, at an address in a register.
             m.d.comb += [v.running.eq(1), v.st_send.eq(1)]
+            # The walk steps with the notice slot's room alone (a flop): after a timeout
+            # nothing reads it again before RUN reloads it (the 64-bit core's path at seed 3
+            # of 0e8299b: the state decode and the watchdog into `src_ra`, 7.71 ns).
+            with m.If(v.nq_room):
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
                 v.post_notice()
-                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
                 with m.If(v.left == 1):
                     m.next = "RUN"
 
