@@ -231,9 +231,16 @@ class RepackHub(wiring.Component):
         m.submodules.arbiter = arbiter = PacketArbiter(units + 1, width, registered_grant=True)
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         m.submodules.notices = sender = HeaderSender(width)
-        notice, header = engine.notice.payload, sender.header.payload
-        m.d.comb += [sender.header.valid.eq(engine.notice.valid),
-                     engine.notice.ready.eq(sender.header.ready),
+        # A register slice between the control tree's notices and the header sender: the
+        # sender's ready is its last beat taken by the arbiter, so without it the arbiter's
+        # owner ran through the sender into the tree's notice slot (the 64-bit core's path
+        # at seed 1 of 914c847: `arbiter.owner` -> the sender's index -> `spare_valid`,
+        # 7.86 ns).
+        m.submodules.notice_slice = notice_slice = SkidBuffer(engine.notice.payload.shape())
+        wiring.connect(m, engine.notice, notice_slice.i)
+        notice, header = notice_slice.o.payload, sender.header.payload
+        m.d.comb += [sender.header.valid.eq(notice_slice.o.valid),
+                     notice_slice.o.ready.eq(sender.header.ready),
                      header.kind.eq(PacketKind.REPACK_NOTICE), header.code.eq(notice.kind),
                      header.src.eq(self.node_id), header.dst.eq(notice.rank),
                      header.seq.eq(notice.tag), header.arg.eq(notice.unit),
