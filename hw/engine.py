@@ -552,15 +552,7 @@ class Engine(wiring.Component):
                  & ~self.clear)
         m.d.comb += q_rd.addr.eq(idx)
         self._load_command(m, cur, q_rd, state == FETCH)
-        # Where the run is in the queue, from flops computed a cycle before they are read (two
-        # 16-bit compares were in front of the state register).  Exact when read: idx moves
-        # only at a start and in DISPATCH, queued only outside a run (a push while running is
-        # refused) or at a clear; DISPATCH comes three cycles after a start or the last
-        # DISPATCH, and BARRIER and AGGREGATE act on flags of their own cycles, so no earlier
-        # than their second.  A start reads `queue_empty`, kept with every change of queued.
-        next_is_last = Signal()         # idx + 1 == queued
-        at_end = Signal()               # idx == queued
-        m.d.sync += [next_is_last.eq(idx + 1 == queued), at_end.eq(idx == queued)]
+        next_is_last, at_end = self._queue_position(m, idx, queued)
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         with m.If(self.clear):
@@ -621,6 +613,20 @@ class Engine(wiring.Component):
                                      finished.eq(finished + counted), counted.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
+
+    @staticmethod
+    def _queue_position(m, idx, queued):
+        """Where the run is in the queue, ``(idx + 1 == queued, idx == queued)``, from flops
+        computed a cycle before the state machine reads them (two 16-bit compares were in
+        front of its state register).  Exact when read: idx moves only at a start and in
+        DISPATCH, queued only outside a run (a push while running is refused) or at a clear;
+        DISPATCH comes three cycles after a start or the last DISPATCH, and BARRIER and
+        AGGREGATE act on flags of their own cycles, so no earlier than their second.  A start
+        reads `queue_empty` instead, kept with every change of queued."""
+        next_is_last = Signal()
+        at_end = Signal()
+        m.d.sync += [next_is_last.eq(idx + 1 == queued), at_end.eq(idx == queued)]
+        return next_is_last, at_end
 
     @staticmethod
     def _load_command(m, cur, q_rd, fetching):
