@@ -523,12 +523,13 @@ class BarrierUnit(wiring.Component):
         routed_to = [Cat(s.route.word_select(x, s.rw) == j + 1 for x in range(s.n))
                      for j in range(k)]
         in_range = p.subject < s.n
-        complete_ok = take & to_me & (p.kind == NoticeKind.COMPLETE) & s.cfg_ok
+        complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
+        complete_ok = complete & s.cfg_ok
         first = [self.child_valid[j] & (cid[j] == p.src) & ~s.shadow[j] for j in range(k)]
         routed = [in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1) for j in range(k)]
         m.d.sync += [
             s.x_valid.eq(take),
-            s.x_complete.eq(take & to_me & (p.kind == NoticeKind.COMPLETE)),
+            s.x_complete.eq(complete),
             s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
             s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
             s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
