@@ -1,21 +1,24 @@
 """cocotb + Verilator bench of trees of barrier units (sim/benches/barrier.py), one build per
 configuration, cached across runs.  Ref: seed 004.
 
-Two builds of :class:`nicoll.hw.barrier_tree.BarrierTreeTop`, links of L = 1 cycle (a tree hop
-is 3 cycles):
+Three builds of :class:`nicoll.hw.barrier_tree.BarrierTreeTop`, links of L = 1 cycle (a tree
+hop is 3 cycles):
 
-- ``u16``: 16 units joined by a full crossbar, max_nodes 16, 4 child slots.  The bench
-  programs any tree of up to 16 nodes into it, so one build runs N = 1, 2, 7, 8, 15 as binary,
-  3-ary, 4-ary and chain trees.
+- ``u8``: 8 units joined by a full crossbar, max_nodes 8, 4 child slots.  The bench programs
+  any tree of up to 8 nodes into it, so one build runs N = 1, 2, 7, 8 as binary, 3-ary,
+  4-ary and chain trees (depth 1 to 8).  This is the build of the default run.
+- ``u16``: the same with 16 units and max_nodes 16: N = 15 as binary, 4-ary and chain trees.
+  Its build takes about twice as long as ``u8``'s, so it runs when asked for
+  (NICOLL_BARRIER_16=1); trees of 15 and 64 nodes are also simulated in the Amaranth tests
+  of tests/test_hw_barrier.py.
 - ``b64``: 64 units linked only along the binary tree (a crossbar of 64 would be 4096 links),
   max_nodes 64, 2 child slots.  Its Verilator build takes about 7 minutes on two cores, so it
-  runs only when asked for (NICOLL_BARRIER_64=1), like the full 256-bit ALU; the N = 64
-  tree is also simulated in the Amaranth tests of tests/test_hw_barrier.py.
+  runs only when asked for (NICOLL_BARRIER_64=1), like the full 256-bit ALU.
 
 Each run executes every test of the bench against one tree (see the bench's docstring for
 what they check).  NICOLL_BARRIERS sets the consecutive-barrier count of every run (default:
-1000 on binary:15, 100 on binary:64, 200 elsewhere).  The measurements (release latency, waiting saved
-by mode 1, consecutive-run statistics) print with ``-s``:
+300 on binary:8 and binary:15, 100 on binary:64, 200 elsewhere).  The measurements (release
+latency, waiting saved by mode 1, consecutive-run statistics) print with ``-s``:
 
     .venv/bin/pytest -s tests/test_barrier_cocotb.py -k "binary8 or binary64"
 """
@@ -34,6 +37,7 @@ pytestmark = pytest.mark.verilator
 
 #: Build parameters; ``links``: None (crossbar) or the shape of the only linked tree.
 BUILDS = {
+    "u8": dict(units=8, max_children=4, max_nodes=8, latency=1, links=None, log_depth=16),
     "u16": dict(units=16, max_children=4, max_nodes=16, latency=1, links=None, log_depth=16),
     "b64": dict(units=64, max_children=2, max_nodes=64, latency=1, links="binary", log_depth=16),
 }
@@ -48,14 +52,19 @@ BENCH_TESTS = 11
 #: and the top's long functions four times longer than at -O1.
 MAKE_OPT = "OPT_SLOW=-O0 OPT_FAST=-O1"
 
+_ASK_16 = pytest.mark.skipif(not os.environ.get("NICOLL_BARRIER_16"),
+                             reason="the 16-unit build takes about twice the 8-unit one's time; "
+                                    "set NICOLL_BARRIER_16=1 to run it")
 RUNS = [
-    pytest.param("u16", "binary:1", 200, id="binary1"),
-    pytest.param("u16", "chain:2", 200, id="chain2"),
-    pytest.param("u16", "kary3:7", 200, id="3ary7"),
-    pytest.param("u16", "binary:8", 200, id="binary8"),
-    pytest.param("u16", "binary:15", 300, id="binary15"),
-    pytest.param("u16", "kary4:15", 200, id="4ary15"),
-    pytest.param("u16", "chain:15", 200, id="chain15"),
+    pytest.param("u8", "binary:1", 200, id="binary1"),
+    pytest.param("u8", "chain:2", 200, id="chain2"),
+    pytest.param("u8", "kary3:7", 200, id="3ary7"),
+    pytest.param("u8", "binary:8", 300, id="binary8"),
+    pytest.param("u8", "kary4:8", 200, id="4ary8"),
+    pytest.param("u8", "chain:8", 200, id="chain8"),
+    pytest.param("u16", "binary:15", 300, id="binary15", marks=_ASK_16),
+    pytest.param("u16", "kary4:15", 200, id="4ary15", marks=_ASK_16),
+    pytest.param("u16", "chain:15", 200, id="chain15", marks=_ASK_16),
     pytest.param("b64", "binary:64", 100, id="binary64", marks=pytest.mark.skipif(
         not os.environ.get("NICOLL_BARRIER_64"),
         reason="the 64-unit build takes ~7 minutes; set NICOLL_BARRIER_64=1 to run it")),

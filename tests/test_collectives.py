@@ -87,11 +87,23 @@ if os.environ.get("NICOLL_SIM_FULL"):
     STRIDE = dict.fromkeys(STRIDE, 1)
 
 
-def _params(*names, each=None):
+#: The Amaranth cluster simulates the same gateware as Verilator through its own transport,
+#: at tens of seconds per collective: it runs one test of each kind of traffic (the reduction
+#: collectives, an all-to-all, an all-to-all-v, the aggregate, a collective that does not
+#: finish, a refused call); the sweeps over pairs, roots, counts, tree shapes, sizes and the
+#: in-place barrier path (``sweep=True``) run on the model and Verilator only, or on every
+#: backend with NICOLL_SIM_FULL=1.
+SWEEP_AMARANTH = bool(os.environ.get("NICOLL_SIM_FULL"))
+
+
+def _params(*names, each=None, sweep=False):
     """pytest params over the active backends × their sizes: ``each(backend, size)`` yields
-    tuples of the remaining arguments."""
+    tuples of the remaining arguments.  ``sweep``: a sweep, left out on Amaranth (see
+    SWEEP_AMARANTH)."""
     out = []
     for backend in BACKENDS:
+        if sweep and backend == "amaranth" and not SWEEP_AMARANTH:
+            continue
         cases = list(each(backend, SIZES[backend]))
         cases = cases[::STRIDE[backend]]
         for rest in cases:
@@ -253,7 +265,7 @@ def check_stats(cl, plan):
 
 # -- every (op, dtype) ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", _params(each=lambda b, size: [()]))
+@pytest.mark.parametrize("backend", _params(each=lambda b, size: [()], sweep=True))
 def test_allreduce_every_op_and_dtype(clusters, backend):
     nodes = SIZES[backend]["pairs_nodes"]
     cl = clusters(backend, nodes)
@@ -289,7 +301,7 @@ def test_reduction_collectives(clusters, backend, nodes, collective, algorithm):
 
 
 @pytest.mark.parametrize("backend, nodes", _params(each=lambda b, size: [
-    n for n in size["nodes"] if n in (3, 5, 8)]))
+    n for n in size["nodes"] if n in (3, 5, 8)], sweep=True))
 def test_every_root(clusters, backend, nodes):
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(nodes)
@@ -301,7 +313,8 @@ def test_every_root(clusters, backend, nodes):
 
 
 @pytest.mark.parametrize("backend, counts", _params(each=lambda b, size: [
-    (c,) for c in ((0, 5, 0, 7, 1), (3, 0, 0, 0, 0, 0, 0, 9), (0, 0, 2)) if len(c) in size["nodes"]]))
+    (c,) for c in ((0, 5, 0, 7, 1), (3, 0, 0, 0, 0, 0, 0, 9), (0, 0, 2)) if len(c) in size["nodes"]],
+    sweep=True))
 def test_reduce_scatter_counts(clusters, backend, counts):
     nodes = len(counts)
     cl = clusters(backend, nodes)
@@ -314,7 +327,7 @@ def test_reduce_scatter_counts(clusters, backend, counts):
 
 
 @pytest.mark.parametrize("backend, nodes", _params(each=lambda b, size: [
-    n for n in size["nodes"] if n & (n - 1) == 0 and n > 1]))
+    n for n in size["nodes"] if n & (n - 1) == 0 and n > 1], sweep=True))
 def test_power_of_two_recursive_halving_is_the_pairwise_tree(clusters, backend, nodes):
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(nodes)
@@ -328,7 +341,8 @@ def test_power_of_two_recursive_halving_is_the_pairwise_tree(clusters, backend, 
     assert np.concatenate(parts).tobytes() == tree.tobytes()
 
 
-@pytest.mark.parametrize("backend, shape", _params(each=lambda b, size: sc.TREE_SHAPES))
+@pytest.mark.parametrize("backend, shape", _params(each=lambda b, size: sc.TREE_SHAPES,
+                                                   sweep=True))
 def test_tree_shapes(clusters, backend, shape):
     nodes = max(n for n in SIZES[backend]["nodes"] if n <= 8)
     cl = clusters(backend, nodes)
@@ -339,7 +353,7 @@ def test_tree_shapes(clusters, backend, shape):
 
 
 @pytest.mark.parametrize("backend, algorithm", _params(
-    each=lambda b, size: sc.REDUCTION_ALGORITHMS))
+    each=lambda b, size: sc.REDUCTION_ALGORITHMS, sweep=True))
 def test_large(clusters, backend, algorithm):
     size = SIZES[backend]
     nodes = max(size["nodes"])
@@ -574,7 +588,7 @@ def test_no_step_sends_bytes_it_receives():
 
 # -- barriers in a collective ------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", _params(each=lambda b, size: [()]))
+@pytest.mark.parametrize("backend", _params(each=lambda b, size: [()], sweep=True))
 def test_inplace_alltoall_shares_the_barrier_units(clusters, backend):
     nodes = max(n for n in SIZES[backend]["nodes"] if n <= 8)
     cl = clusters(backend, nodes)
