@@ -1740,7 +1740,10 @@ class RepackControl(wiring.Component):
         """Unit events enter a one-entry register (`eq`) with what the FSM needs decoded:
         whether it is a DONE, whether its unit is stale, whether its rank is in the group.
         The FSM acts on `eq` only, one event a cycle; the slot refills in the cycle it is
-        emptied."""
+        emptied, and an empty slot fills in any state (the FSM takes events in IDLE and RUN
+        only, and what is decoded on the way in does not change in the states between: the
+        stale bits move in IDLE and RUN, the group size at a start in IDLE), so the load
+        does not decode the state."""
         K, events = v.K, v.unit_events
         ev_valid = Signal(K)
         m.d.comb += ev_valid.eq(Cat(e.valid for e in events))
@@ -1754,7 +1757,7 @@ class RepackControl(wiring.Component):
         v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
         v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
         load = Signal()
-        m.d.comb += load.eq((v.st_idle | v.st_run) & (~v.eq_valid | v.eq_take))
+        m.d.comb += load.eq(~v.eq_valid | v.eq_take)
         for k in range(K):
             m.d.comb += events[k].ready.eq(load & (ek == k))
         with m.If(load):
