@@ -646,7 +646,14 @@ class Exchange:
             self.hw_cycles = ctx.get(eng.cycles)
             self.unit_busy = [ctx.get(eng.unit(k).busy_cycles) for k in range(eng.units)]
 
-        background = [self.registrar(), self.notice_sink()]
+        async def mirrors(ctx):
+            # The control tree's state flags kept as flops equal their decodes every cycle.
+            signals = [x for pair in eng.control.state_mirrors for x in pair]
+            while True:
+                values = (await ctx.tick().sample(*signals))[-len(signals):]
+                assert values[0::2] == values[1::2], values
+
+        background = [self.registrar(), self.notice_sink(), mirrors]
         for k in range(eng.units):
             background.append(self.sender(k))
             background.append(sink(eng.o(k), self.out[k], random.Random(self.rng.random()),
