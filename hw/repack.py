@@ -603,18 +603,24 @@ class RepackUnit(wiring.Component):
         share(v, locals())
 
     def _input_sums(self, m, v):
-        """The input's first two register stages: a beat with its length entries summed."""
+        """The input's first register stages: a beat with its length entries summed."""
         W, E, LE = v.W, v.E, v.LE
-        # A register slice at the block boundary (i.ready comes from a flop).  Each beat enters
-        # it with the sum of its E length entries and which of them are non-zero, so a table
-        # beat's adder tree is not in the cycle that checks it.  The sum covers every entry:
+        # A register slice at the block boundary, then two stages that sum each beat's E
+        # length entries and note which of them are non-zero, so a table beat's adder tree is
+        # not in the cycle that checks it.  The boundary slice keeps the sender's logic out of
+        # the tree: without it, the hub's routing of a beat to its unit (hub state -> valid
+        # and payload) ran into the first adders, the 256-bit core's path at seed 1 of
+        # 60d6189 (9 levels and a carry chain, 8.40 ns).  The sum covers every entry:
         # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
         # of the valid ones whenever it is used.
         # The adder tree is split: a first register stage (ready from the skid buffer's
         # flop) holds the beat with its entries summed down to two partial sums, and the
         # last addition is made on the way into the skid buffer, so no path runs through
         # more than two of the tree's adders.
-        in_entries = length_table_layout(W)(self.i.payload.data)
+        m.submodules.in_slice = in_slice = SkidBuffer(message_beat_layout(W))
+        wiring.connect(m, wiring.flipped(self.i), in_slice.i)
+        beat_in = in_slice.o
+        in_entries = length_table_layout(W)(beat_in.payload.data)
         halves = [_tree_sum(in_entries[e] for e in range(k, E, 2)) for k in range(min(2, E))]
         pre = Signal(data.StructLayout({
             "beat": message_beat_layout(W),
@@ -627,9 +633,9 @@ class RepackUnit(wiring.Component):
             "tsum": LENGTH_WIDTH + LE,
             "nz": E,
         }))
-        m.d.comb += self.i.ready.eq(~pre_valid | in_skid.i.ready)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [pre_valid.eq(1), pre.beat.eq(self.i.payload),
+        m.d.comb += beat_in.ready.eq(~pre_valid | in_skid.i.ready)
+        with m.If(beat_in.valid & beat_in.ready):
+            m.d.sync += [pre_valid.eq(1), pre.beat.eq(beat_in.payload),
                          pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E)))]
             m.d.sync += [pre.half[k].eq(h) for k, h in enumerate(halves)]
         with m.Elif(in_skid.i.ready):
