@@ -2,7 +2,7 @@
 
 The same driver calls run on the device model (8 nodes, zero notice latency: stamps and
 aborts are exact), the Amaranth simulation (3 nodes; one barrier of each mode, see
-SWEEP_BACKENDS) and Verilator (8 nodes).  On the gateware a
+SWEEP_BACKENDS) and Verilator (5 nodes).  On the gateware a
 completion reaches the root and a release reaches a node after a few cycles per tree hop, so
 arrivals are spaced by far more than the tree's notice latency and the checks allow that
 latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
@@ -63,7 +63,7 @@ def _latency(cl):
 def _spacing(cl):
     """Cycles between arrivals: four notice latencies, so latency cannot reorder arrivals and a
     time threshold half way between two arrivals is two latencies from either.  (The Amaranth
-    cluster, three nodes deep one, spaces them by 192 cycles, Verilator's 8 by 448: the
+    cluster, three nodes deep one, spaces them by 192 cycles, Verilator's five by 320: the
     simulators' cost is per cycle.)"""
     return max(MIN_SPACING, 4 * _latency(cl))
 

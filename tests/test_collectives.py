@@ -45,9 +45,9 @@ SIZES = {
                      pairs_nodes=3, pair_step=25, counts=lambda n: [n + 1],
                      roots=lambda n: [n - 1], alltoall=[("bruck", None), ("pairwise", None),
                                                         ("inplace", 1)]),
-    "verilator": dict(nodes=[8], large=4000, mem_size=cluster_kwargs("verilator")["mem_size"],
-                      pairs_nodes=8, pair_step=6, counts=lambda n: [0, n - 1, 301],
-                      roots=lambda n: [0, 5, n - 1],
+    "verilator": dict(nodes=[5], large=4000, mem_size=cluster_kwargs("verilator")["mem_size"],
+                      pairs_nodes=5, pair_step=6, counts=lambda n: [0, n - 1, 301],
+                      roots=lambda n: [0, 2, n - 1],
                       alltoall=[("bruck", None), ("pairwise", None), ("inplace", 1),
                                 ("inplace", "N-1")]),
 }
@@ -377,7 +377,8 @@ def test_large(clusters, backend, algorithm):
 @pytest.mark.xdist_group("verilator")
 def test_activity_trace_agrees_with_the_counters(clusters, backend):
     """Cluster.trace: every beat a node's ports and ALU moved, against the engine's counters;
-    recursive halving shows seed 000's overlap of sending and reducing."""
+    recursive halving shows seed 000's overlap of sending and reducing on every rank that
+    reduces."""
     from nicoll.hw.packet import header_beats
     nodes = max(SIZES[backend]["nodes"])
     cl = clusters(backend, nodes)
@@ -395,7 +396,10 @@ def test_activity_trace_agrees_with_the_counters(clusters, backend):
         assert trace.busy_cycles(r, "reduce") == last.alu_beats[r], f"rank {r}"
         spans = [span for lane in trace.lanes[r].values() for span in lane]
         assert all(0 <= first < end <= last.rank_cycles[r] + 1 for first, end in spans)
-        assert trace.overlap_cycles(r, "send", "reduce") > 0, f"rank {r}"
+        # A rank that reduces sends while it does; at a node count that is not a power of
+        # two the ranks folded into a partner only send theirs and receive the result.
+        if last.alu_beats[r]:
+            assert trace.overlap_cycles(r, "send", "reduce") > 0, f"rank {r}"
     received = sum(trace.busy_cycles(r, "receive") for r in range(nodes))
     assert received == sum(trace.busy_cycles(r, "send") for r in range(nodes))
 

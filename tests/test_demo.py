@@ -13,7 +13,7 @@ from conftest import NODES, cluster_kwargs
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator")
 def test_demo_runs_checks_and_draws(tmp_path):
-    # The shared 8-node test build (tests/conftest.py), at sizes that take seconds.
+    # The shared Verilator test build (tests/conftest.py), at sizes that take seconds.
     with nicoll.Cluster(nodes=NODES["verilator"], backend="verilator",
                         **cluster_kwargs("verilator")) as cl:
         rows, trace, barrier = demo.run_demo(cl, size=16 << 10, straggler=3000)
