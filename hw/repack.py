@@ -692,18 +692,19 @@ class RepackUnit(wiring.Component):
         in_ready = Signal()
         load = ~in_q_valid | in_ready
         m.d.comb += in_skid.o.ready.eq(load)
+        sk_full_keep = sk.beat.keep == (1 << B) - 1
+        sk_pad_nz = (sk.nz & ~tb_mask).any()
         with m.If(load):
             m.d.sync += [
                 in_q_valid.eq(in_skid.o.valid),
                 in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
                 in_q.zero.eq(~sk.nz.any()), in_q.small.eq(sk.tsum <= B),
-                in_q.pad_nz.eq((sk.nz & ~tb_mask).any()),
-                in_q.final_ok.eq((sk.beat.keep == (1 << B) - 1) & ~sk.beat.last
-                                 & ~(sk.nz & ~tb_mask).any()),
+                in_q.pad_nz.eq(sk_pad_nz),
+                in_q.final_ok.eq(sk_full_keep & ~sk.beat.last & ~sk_pad_nz),
                 in_q.tag_ok.eq(sk_hdr.tag == Mux(cfg_take, p.tag, c.tag)),
                 in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
                 in_q.count_ok.eq(sk_hdr.count == Mux(cfg_take, p.dv, c.dv)),
-                in_q.full_keep.eq(sk.beat.keep == (1 << B) - 1),
+                in_q.full_keep.eq(sk_full_keep),
                 in_q.keep_low.eq(sk.beat.keep[0] & ~(sk.beat.keep[1:] & ~sk.beat.keep[:-1]).any()),
                 in_q.keep_n.eq(low_mask_count(sk.beat.keep)[:LB]),
                 in_q.hit.eq(src_on_next & Cat(Mux(cfg_take, p.src[k], c.src[k]) == sk_hdr.rank
