@@ -1529,6 +1529,7 @@ class RepackControl(wiring.Component):
                              first=False, count_reg=v.Q, last_reg=v.q_last, nxt="SIZE")
             self._run(m, v)
             self._assign(m, v)
+        self._run_actions(m, v)
         self._watchdog(m, v)
         return m
 
@@ -1631,6 +1632,8 @@ class RepackControl(wiring.Component):
         v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
         v.st_check_src = Signal()
         v.st_send = Signal()
+        v.run_leave = Signal()                  # RUN ends the exchange (finish or TIMEOUT)
+        v.run_assign = Signal()                 # RUN goes on to GATHER
 
     def _storage(self, m, v):
         """Small memories (distributed RAM), one per owner, so that each read port has one
@@ -1705,17 +1708,32 @@ class RepackControl(wiring.Component):
         # level, 9 levels, 8.12 ns).  Tests check it against the decode every cycle
         # (`state_mirrors`).
         v.idle_q = Signal(init=1)
-        self.state_mirrors = [(v.idle_q, v.st_idle)]
+        # The same for RUN (`run_q`: entered from CLEAR_PAIRS and SEND, left by finish() or
+        # for GATHER) and for the running states (`running_q`: RUN, GATHER, CONFIGURE,
+        # SEND; entered from CLEAR_PAIRS, left by finish() only).  RUN's actions and the
+        # registrations' ready read them, not the state: decoded, the state began the
+        # 256-bit core's estimated paths into the watchdog and the registrations FIFO (9
+        # levels each at 392fc2e, `nicoll synth --estimate`).
+        v.run_q = Signal()
+        v.running_q = Signal()
+        self.state_mirrors = [(v.idle_q, v.st_idle), (v.run_q, v.st_run),
+                              (v.running_q, v.running)]
+
+        def end(code):
+            """finish()'s registers, without the state change (RUN's actions, which are
+            outside the FSM, use it; its transition is in the FSM)."""
+            m.d.sync += [fin.eq(1), fin_code.eq(code), v.idle_q.eq(1), v.run_q.eq(0),
+                         v.running_q.eq(0)]
 
         def finish(code):
-            m.d.sync += [fin.eq(1), fin_code.eq(code), v.idle_q.eq(1)]
+            end(code)
             m.next = "IDLE"
 
         def fail_setup(code):
             count(code)
             finish(code)
 
-        v.count, v.finish, v.fail_setup = count, finish, fail_setup
+        v.count, v.end, v.finish, v.fail_setup = count, end, finish, fail_setup
         m.d.comb += self.busy.eq(~v.idle_q | fin)
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
@@ -1794,7 +1812,7 @@ class RepackControl(wiring.Component):
         reg = self.reg
         # Taken while an exchange runs and not every sub-matrix is done (then every rank has
         # registered; later ones are left for the next exchange).
-        m.d.comb += reg.ready.eq(v.running & ~v.all_done)
+        m.d.comb += reg.ready.eq(v.running_q & ~v.all_done)
         r0_valid, r0_ok = Signal(), Signal()
         r0_rank = Signal(RANK_WIDTH)
         m.d.sync += [r0_valid.eq(reg.valid & reg.ready), r0_rank.eq(reg.payload.rank),
@@ -1887,20 +1905,28 @@ class RepackControl(wiring.Component):
         kept a cycle ahead (a flop, not a 32-bit compare), and progress reaches the counter
         through a register: `hold_q` (progress, or not running, in the previous cycle)
         reloads it.  The fire falls on the cycle ``timeout + REPORT_SLACK`` cycles after the
-        last progress (or after the running states are entered), as it always has."""
+        last progress (or after the running states are entered); a unit event taken is
+        progress in the cycle after."""
+        # A unit event counts in the cycle after the FSM took it (`event_taken`, a flop): its
+        # `ready` is the RUN decision's take, which ran on into `idle_out` (the 256-bit
+        # core's path at seed 1 of 392fc2e: the control state -> the take -> idle_out, 9
+        # levels, 8.44 ns).  So the budget runs from the cycle after a take, and a take in
+        # the budget's very last cycle no longer holds off the fire.
+        event_taken = Signal()
+        m.d.sync += event_taken.eq(Cat(e.valid & e.ready for e in v.unit_events).any())
         progress = Signal()
         m.d.comb += progress.eq(
             (self.reg.valid & self.reg.ready) |
             (self.notice.valid & self.notice.ready) |
-            Cat(e.valid & e.ready for e in v.unit_events).any() |
+            event_taken |
             Cat(c.valid & c.ready for c in v.unit_cfgs).any() |
             self.unit_active.any())
         hold_q = Signal(init=1)
         idle_left = Signal(33)
         m.d.sync += [
-            hold_q.eq(progress | ~v.running),
+            hold_q.eq(progress | ~v.running_q),
             idle_left.eq(Mux(hold_q, v.wd_budget, idle_left - 1)),
-            v.idle_out.eq(v.running & ~progress & ~hold_q &
+            v.idle_out.eq(v.running_q & ~progress & ~hold_q &
                           (v.idle_out | (idle_left == 1))),
         ]
 
@@ -1976,7 +2002,7 @@ class RepackControl(wiring.Component):
                 m.d.sync += v.sb.eq(0)
                 with m.If(v.sa == v.p_last):
                     m.d.sync += [v.pairs_left.eq(v.pi + 1), v.all_done.eq(0), v.sa.eq(0),
-                                 v.pi.eq(0), v.pi_row.eq(0)]
+                                 v.pi.eq(0), v.pi_row.eq(0), v.run_q.eq(1), v.running_q.eq(1)]
                     m.next = "RUN"
                 with m.Else():
                     m.d.sync += v.sa.eq(v.sa + 1)
@@ -2036,8 +2062,19 @@ class RepackControl(wiring.Component):
                     m.next = nxt
 
     def _run(self, m, v):
+        """RUN's transitions (in the FSM); its actions are `_run_actions`, outside it."""
+        with m.State("RUN"):
+            m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
+            with m.If(v.run_leave):
+                m.next = "IDLE"
+            with m.Elif(v.run_assign):
+                m.next = "GATHER"
+
+    def _run_actions(self, m, v):
         """RUN: per cycle, in this order: finish, TIMEOUT, a pending rank DONE notice, one
-        unit event (with its notice), one scan step.  Every condition is a flop.
+        unit event (with its notice), one scan step.  Every condition is a flop, and so is
+        `run_q`, which enables them (outside the FSM: the state's decode is not a term of the
+        take and the notices); `run_leave` and `run_assign` tell the FSM the next state.
 
         The scan reads the pair at its position into flags (`sc_*`) a cycle before it acts
         on them; `sc_fresh` says they are of the current position, so a step takes two
@@ -2048,11 +2085,10 @@ class RepackControl(wiring.Component):
         # With them, the position's compares and the next row's first pair.
         sc_a_last, sc_b_last, sc_row_next = Signal(), Signal(), Signal.like(pi_row)
         m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
-                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.st_run),
+                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.run_q),
                      sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
                      sc_row_next.eq(pi_row + v.Q)]
-        with m.State("RUN"):
-            m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
+        with m.If(v.run_q):
 
             def next_row():
                 m.d.sync += [sb.eq(0), sc_fresh.eq(0)]
@@ -2084,9 +2120,11 @@ class RepackControl(wiring.Component):
             eq = v.eq
             with m.If(v.all_done & ~v.nq_busy & ~v.pend_done):
                 # Every unit has reported DONE and every notice has been taken.
-                v.finish(v.op_code)
+                v.end(v.op_code)
+                m.d.comb += v.run_leave.eq(1)
             with m.Elif(v.idle_out):
-                self._abort(m, v)
+                self._abort(m, v, leave=False)
+                m.d.comb += v.run_leave.eq(1)
             with m.Elif(v.pend_done & v.nq_room):
                 v.post_notice()
                 m.d.sync += v.pend_done.eq(0)
@@ -2113,9 +2151,10 @@ class RepackControl(wiring.Component):
                 with m.If(~sc_a):
                     next_row()
                 with m.Elif(sc_b & ~sc_pair):
-                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1)]
+                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1),
+                                 v.run_q.eq(0)]
+                    m.d.comb += v.run_assign.eq(1)
                     step()
-                    m.next = "GATHER"
                 with m.Else():
                     step()
 
@@ -2131,13 +2170,14 @@ class RepackControl(wiring.Component):
             v.done_rank.eq(v.eq.rank),
         ]
 
-    def _abort(self, m, v):
+    def _abort(self, m, v, *, leave=True):
         # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
-        # Notices not yet taken are dropped with the exchange.
+        # Notices not yet taken are dropped with the exchange.  `leave`: also go to IDLE
+        # (False for RUN, whose transition is in `_run`).
         v.count(RepackError.TIMEOUT)
         m.d.comb += v.nq_flush.eq(1)
         m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_done.eq(0)]
-        v.finish(RepackError.TIMEOUT)
+        (v.finish if leave else v.end)(RepackError.TIMEOUT)
 
     def _assign(self, m, v):
         """GATHER, CONFIGURE and SEND: read S and D into the unit configuration, hand it to
@@ -2188,6 +2228,7 @@ class RepackControl(wiring.Component):
             with m.Elif(v.nq_room):
                 v.post_notice()
                 with m.If(v.left == 1):
+                    m.d.sync += v.run_q.eq(1)
                     m.next = "RUN"
 
 
