@@ -1721,9 +1721,10 @@ class RepackControl(wiring.Component):
 
         def end(code):
             """finish()'s registers, without the state change (RUN's actions, which are
-            outside the FSM, use it; its transition is in the FSM)."""
-            m.d.sync += [fin.eq(1), fin_code.eq(code), v.idle_q.eq(1), v.run_q.eq(0),
-                         v.running_q.eq(0)]
+            outside the FSM, use it; its transition is in the FSM).  `run_q` and `running_q`
+            are cleared where a running state ends (RUN's actions, `_abort`), so the setup
+            states' refusals do not load them."""
+            m.d.sync += [fin.eq(1), fin_code.eq(code), v.idle_q.eq(1)]
 
         def finish(code):
             end(code)
@@ -2029,7 +2030,11 @@ class RepackControl(wiring.Component):
                 m.d.sync += [
                     v.e0_valid.eq(1), e0.rank.eq(entry.rank), e0.end.eq(entry.end | i_last),
                     e0.last.eq(i_last), e0.idx.eq(v.i),
-                    v.i.eq(v.i + 1), list_ra.eq(list_ra + 1), v.a_done.eq(i_last),
+                    # Back to 0 after the last entry, for the next walk (or RUN): the
+                    # walk's end need not load it (its check of the seen bit was the
+                    # estimated path ca -> i of the 256-bit core, 8 levels).
+                    v.i.eq(Mux(i_last, 0, v.i + 1)), list_ra.eq(list_ra + 1),
+                    v.a_done.eq(i_last),
                 ]
             with m.Else():
                 m.d.sync += v.e0_valid.eq(0)
@@ -2056,7 +2061,7 @@ class RepackControl(wiring.Component):
                 with m.If(~ca.ok | (v.seen_r.data != int(not first)) | v.g_full):
                     v.fail_setup(RepackError.BAD_CONFIG)
                 with m.Elif(ca.last):
-                    m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp), v.i.eq(0),
+                    m.d.sync += [count_reg.eq(grp + 1), last_reg.eq(grp),
                                  v.ca_valid.eq(0), v.e0_valid.eq(0), v.a_done.eq(0)]
                     v.group_reset()
                     m.next = nxt
@@ -2122,9 +2127,11 @@ class RepackControl(wiring.Component):
                 # Every unit has reported DONE and every notice has been taken.
                 v.end(v.op_code)
                 m.d.comb += v.run_leave.eq(1)
+                m.d.sync += [v.run_q.eq(0), v.running_q.eq(0)]
             with m.Elif(v.idle_out):
                 self._abort(m, v, leave=False)
                 m.d.comb += v.run_leave.eq(1)
+                m.d.sync += v.run_q.eq(0)
             with m.Elif(v.pend_done & v.nq_room):
                 v.post_notice()
                 m.d.sync += v.pend_done.eq(0)
@@ -2176,7 +2183,7 @@ class RepackControl(wiring.Component):
         # (False for RUN, whose transition is in `_run`).
         v.count(RepackError.TIMEOUT)
         m.d.comb += v.nq_flush.eq(1)
-        m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_done.eq(0)]
+        m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_done.eq(0), v.running_q.eq(0)]
         (v.finish if leave else v.end)(RepackError.TIMEOUT)
 
     def _assign(self, m, v):
