@@ -457,8 +457,10 @@ class BarrierUnit(wiring.Component):
         # Which rules may release, one flop each: all done; the count; the time.
         s.can_all, s.can_count, s.can_time = Signal(), Signal(), Signal()
         ac_ok = s.is_root & s.cfg_ok & in_ac & params_ok
-        m.d.sync += [s.can_all.eq(s.is_root & s.cfg_ok), s.can_count.eq(ac_ok & sub[0]),
-                     s.can_time.eq(ac_ok & sub[1])]
+        # Their next values, which the decision made a cycle ahead reads (_count).
+        s.can_next = (s.is_root & s.cfg_ok, ac_ok & sub[0], ac_ok & sub[1])
+        m.d.sync += [flag.eq(value) for flag, value in
+                     zip((s.can_all, s.can_count, s.can_time), s.can_next)]
         # m − i (i = 0..4) and N − i (i = 0..2): the count flags compare `ones` with them.
         # Both clamped to 0 .. N + 1, the range that decides against a count of 0 .. N, so
         # the compares are as wide as the count (an 18-bit signed compare was the 8-node
@@ -585,13 +587,20 @@ class BarrierUnit(wiring.Component):
         s.ge_m = [Signal(name=f"ge_m_{i}") for i in range(3)]       # ones + i >= m
         s.eq_total = [Signal(name=f"eq_total_{i}") for i in range(3)]   # ones + i == N
         s.time_hit = Signal()           # now − s >= c, with s recorded
+        # The decision itself is a flop too (`decide`), made a cycle ahead from the flags'
+        # next values (_count) and cleared with them; `decide_ref` is the same decision made
+        # from the flags, which the tests compare with it every cycle (`mirrors`).  Made
+        # from the flags in its cycle, it began the 64-node unit's routed critical path at
+        # seed 1 of 392fc2e (eq_total -> decision -> release -> the flags, 7.07 ns).
         s.decide = Signal()
+        decide_ref = Signal()
         s.early = Signal()
         m.d.comb += [
-            s.decide.eq(s.nonzero & ((s.can_all & s.eq_total[0]) | (s.can_count & s.ge_m[0])
-                                     | (s.can_time & s.time_hit))),
+            decide_ref.eq(s.nonzero & ((s.can_all & s.eq_total[0]) | (s.can_count & s.ge_m[0])
+                                       | (s.can_time & s.time_hit))),
             s.early.eq(s.decide & ~s.eq_total[0]),
         ]
+        self.mirrors = [(s.decide, decide_ref)]
         s.rel_now = Signal()            # this node leaves barrier `seq` in this cycle
         m.d.comb += s.rel_now.eq(rel_rx | s.decide)
         m.d.sync += s.rel_last.eq(s.rel_now)
@@ -702,9 +711,20 @@ class BarrierUnit(wiring.Component):
         # It is not held at its sign: from c − 3 it needs 2**65 cycles to wrap.
         time_left = Signal(signed(TIME_WIDTH + 2))
         m.d.sync += time_left.eq(Mux(s.nonzero, time_left - 1, s.c_minus_3))
-        m.d.sync += s.time_hit.eq(Mux(counted_first, s.c_le[0],
-                                      Mux(s.hit.s, s.c_le[1],
-                                          s.cur_flags.s & time_left[-1])))
+        time_kept = Mux(s.hit.s, s.c_le[1], s.cur_flags.s & time_left[-1])
+        m.d.sync += s.time_hit.eq(Mux(counted_first, s.c_le[0], time_kept))
+
+        # The root's decision for the next cycle, from the next values of its terms: for each
+        # increment, from flops (the time flag below: a first count loads c <= 1), chosen by
+        # the increment like the flags (a release or a start clears it, in _clear_flags).
+        can_all, can_count, can_time = s.can_next
+        decide_by = [
+            ((s.nonzero | (i > 0)) &
+             ((can_all & eq[i]) | (can_count & ge[i]) |
+              (can_time & (Mux(s.nonzero, time_kept, s.c_le[0]) if i else time_kept))))
+            for i in range(3)]
+        m.d.sync += s.decide.eq(Mux(two, decide_by[2], Mux(one, decide_by[1], decide_by[0])))
+
 
     # ---- Forwarding completions up: a queue that cannot overflow -----------------------------
     def _queue(self, m, s):
@@ -902,7 +922,7 @@ class BarrierUnit(wiring.Component):
     def _clear_flags(self, m, s):
         """The count and time flags for ones = 0 (in the cycle `ones` is cleared)."""
         m.d.sync += [
-            s.nonzero.eq(0), s.time_hit.eq(0),
+            s.nonzero.eq(0), s.time_hit.eq(0), s.decide.eq(0),
             *[s.ge_m[i].eq(s.ge_m_zero[i]) for i in range(3)],
             *[s.eq_total[i].eq(s.eq_total_zero[i]) for i in range(3)],
         ]

@@ -264,6 +264,11 @@ class Harness:
     async def tick(self, ctx):
         await ctx.tick()
         self.cycle += 1
+        # Each unit's flops that stand for a decision made from other flops (the root's
+        # release decision, made a cycle ahead) equal that decision, every cycle.
+        for r, u in enumerate(self.units):
+            for flop, reference in u.mirrors:
+                assert ctx.get(flop) == ctx.get(reference), (self.cycle, r, flop.name)
 
     # -- running barriers --------------------------------------------------------------------
     async def run(self, ctx, arrivals, *, late_done=True, max_cycles=20_000):
@@ -669,11 +674,13 @@ def test_count_only_aborts_exactly_the_unfinished(tree, stragglers, m):
     assert h.root_status[0]["ones"] >= m
 
 
-@pytest.mark.parametrize("sub", [AcSubMode.TIME, AcSubMode.BOTH])
-def test_time_threshold(sub):
+# c = 1 and 2: the release falls one and two cycles after the first count, which the unit
+# decides from flags loaded at that count (c <= 1, c <= 2), not from its time counter.
+@pytest.mark.parametrize("sub, c", [(AcSubMode.TIME, 60), (AcSubMode.BOTH, 60),
+                                    (AcSubMode.TIME, 1), (AcSubMode.TIME, 2)])
+def test_time_threshold(sub, c):
     tree = BarrierTree.binary(8)
     n = len(tree)
-    c = 60
     # m is large enough that the count never fires before the time in BOTH.
     h = Harness(tree, mode=BarrierMode.AC, sub=sub, m=n, c=c, estimate=3, stall=0.2,
                 gap=0.2, seed=11)
@@ -687,8 +694,11 @@ def test_time_threshold(sub):
     h.simulate(body)
     times = sorted(h.counted[h.root, 0].values())
     assert h.released[h.root, 0] == times[0] + c
-    assert {r for (r, _) in h.aborted} == stragglers
-    assert h.kill_links(0) == h.path_links(stragglers)
+    if c > 2:
+        # With a small c most nodes are aborted; check() has matched each abort with the
+        # harness's account.
+        assert {r for (r, _) in h.aborted} == stragglers
+        assert h.kill_links(0) == h.path_links(stragglers)
 
 
 def test_both_takes_whichever_comes_first():
