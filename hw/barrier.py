@@ -304,6 +304,13 @@ class BarrierUnit(wiring.Component):
         s.n, s.k, s.rw = self._max_nodes, self._max_children, self._route_width
         s.ibits = max(1, ceil_log2(s.n))    # bits that index the vector and the route table
         s.is_root = ~self.has_parent
+        # The node's id through a register of the unit's own (configuration is static while
+        # barriers run): the core's copy fans out to every block, and the notices' `dst ==
+        # node_id` compare began the 256-bit core's routed critical path at seed 1 of
+        # 8df65e8 (that copy -> the decode's compare -> x_count_hit, 8.17 ns, 6.87 of it
+        # routing).
+        s.node_id = Signal.like(self.node_id, name="node_id_q", reset_less=True)
+        m.d.sync += s.node_id.eq(self.node_id)
         s.cid = [self.child_id[j] for j in range(s.k)]
         self._route_table(m, s)
         self._tree_checks(m, s)
@@ -389,7 +396,7 @@ class BarrierUnit(wiring.Component):
 
         # Members of this subtree, for the abort log: routed below, or this node itself.
         s.member = Signal(n)
-        m.d.comb += s.member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (self.node_id == i)
+        m.d.comb += s.member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (s.node_id == i)
                                     for i in range(n)))
 
     # ---- Local tree checks (registered: they are wide and the tree is static) --------------
@@ -397,7 +404,7 @@ class BarrierUnit(wiring.Component):
         """Two register stages: the route entries of the configured ids and the id
         comparisons, then the checks (the tree is static; errors show 2 cycles late)."""
         n, k, cid, valid = s.n, s.k, s.cid, self.child_valid
-        node_id, parent_id, has_parent, route_at = (self.node_id, self.parent_id,
+        node_id, parent_id, has_parent, route_at = (s.node_id, self.parent_id,
                                                     self.has_parent, s.route_at)
         pairs = [(i, j) for j in range(k) for i in range(j)]
         rt_node, rt_parent = Signal(s.rw), Signal(s.rw)
@@ -497,7 +504,7 @@ class BarrierUnit(wiring.Component):
         m.d.comb += self.rx.ready.eq(1)
         s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
         take = self.rx.valid & ~self.start
-        to_me = p.dst == self.node_id
+        to_me = p.dst == s.node_id
         from_parent = self.has_parent & (p.src == self.parent_id)
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
@@ -651,7 +658,7 @@ class BarrierUnit(wiring.Component):
         # wins), so the root's decision is not the enable of the vector's flops (the
         # 64-node unit's path at seed 3 of 1af2a45: eq_total -> decision -> vector, 6.09 ns).
         with m.If(s.d_count):
-            m.d.sync += [vector.bit_select(self.node_id[:ibits], 1).eq(1), s.own_done.eq(1)]
+            m.d.sync += [vector.bit_select(s.node_id[:ibits], 1).eq(1), s.own_done.eq(1)]
             with m.If(self.has_parent):
                 m.d.sync += s.own_pending.eq(1)
         with m.If(s.c_count):
@@ -813,7 +820,7 @@ class BarrierUnit(wiring.Component):
         What the tx register loads is chosen from flops only: `owed` (owe ≠ 0) and `head`
         (seq − owe, the barrier of the oldest RELEASE owed) are kept beside each count, so
         no count is compared or subtracted on the way to tx."""
-        k, node_id, cid, valid = s.k, self.node_id, s.cid, self.child_valid
+        k, node_id, cid, valid = s.k, s.node_id, s.cid, self.child_valid
         s.owe = owe = [Signal(SEQ_WIDTH, name=f"owe_{j}") for j in range(k)]
         s.owed = owed = Signal(k)
         s.head = head = [Signal(SEQ_WIDTH, name=f"head_{j}") for j in range(k)]
