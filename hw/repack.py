@@ -1708,9 +1708,10 @@ class RepackControl(wiring.Component):
         # level, 9 levels, 8.12 ns).  Tests check it against the decode every cycle
         # (`state_mirrors`).
         v.idle_q = Signal(init=1)
-        # The same for RUN (`run_q`: entered from CLEAR_PAIRS and SEND, left by finish() or
-        # for GATHER) and for the running states (`running_q`: RUN, GATHER, CONFIGURE,
-        # SEND; entered from CLEAR_PAIRS, left by finish() only).  RUN's actions and the
+        # The same for RUN (`run_q`: entered from CLEAR_PAIRS and SEND, left at the
+        # exchange's end or for GATHER) and for the running states (`running_q`: RUN,
+        # GATHER, CONFIGURE, SEND; entered from CLEAR_PAIRS, left at the exchange's end in
+        # RUN or at a TIMEOUT in any of them).  RUN's actions and the
         # registrations' ready read them, not the state: decoded, the state began the
         # 256-bit core's estimated paths into the watchdog and the registrations FIFO (9
         # levels each at 392fc2e, `nicoll synth --estimate`).
