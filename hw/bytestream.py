@@ -719,6 +719,7 @@ class _UnpackerState:
         self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
         self.last = [Signal(name=f"beat{k}_last") for k in slots]
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
+        self.have = [Signal(name=f"have{b}") for b in range(2)]   # used > b
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
         self.pops = Signal(range(3))                      # beats done with this cycle
@@ -958,6 +959,12 @@ class RowUnpacker(wiring.Component):
         # The count after each number of beats that may go, chosen by ``pops`` last.
         m.d.sync += [s.used.eq(Array(s.used + taken - p for p in range(3))[s.pops]),
                      s.head.eq(s.head + s.pops)]
+        # B0 and B1 in a slot (used >= 1, used >= 2) as flops of their own, chosen by `pops`
+        # like `used`, so the plan's decision does not decode the count first.
+        m.d.sync += [
+            s.have[b].eq(Array((s.used > b + p) | (taken & (s.used == b + p))
+                               for p in range(3))[s.pops])
+            for b in range(2)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = s.lim_in
         fields = (s.lim, s.last)
@@ -993,8 +1000,7 @@ class RowUnpacker(wiring.Component):
         chunk_in = chunk_head.o
         chunk = chunk_in.payload
         lim0, last0, last1 = s.lim[0], s.last[0], s.last[1]
-        have0 = s.used != 0
-        have1 = s.used[1:] != 0
+        have0, have1 = s.have
 
         dropping = Signal()           # the rest of a message's beats are dropped ...
         extra = Signal()              # ... and they are extra bytes (overrun)
