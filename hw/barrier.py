@@ -305,10 +305,11 @@ class BarrierUnit(wiring.Component):
         s.ibits = max(1, ceil_log2(s.n))    # bits that index the vector and the route table
         s.is_root = ~self.has_parent
         # The node's id through a register of the unit's own (configuration is static while
-        # barriers run): the core's copy fans out to every block, and the notices' `dst ==
-        # node_id` compare began the 256-bit core's routed critical path at seed 1 of
-        # 8df65e8 (that copy -> the decode's compare -> x_count_hit, 8.17 ns, 6.87 of it
-        # routing).
+        # barriers run), so that on a board the copy the core fans out to every block is
+        # not the start of the notices' `dst == node_id` compare.  Inside `nicoll synth`'s
+        # harness this register and the core's are both merged with the harness's input
+        # chain (each copies an input), so there the compare still starts on the chain:
+        # the 64-bit core's path at every seed of 1b86574 (docs/engine.md).
         s.node_id = Signal.like(self.node_id, name="node_id_q", reset_less=True)
         m.d.sync += s.node_id.eq(self.node_id)
         s.cid = [self.child_id[j] for j in range(s.k)]
