@@ -104,6 +104,9 @@ _HARNESS_PREFIX = "harness_"
 #: The output tree's nodes are ``harness_fold<level>_<index>``.
 _TREE_NAME = "fold"
 _TREE_PREFIX = f"{_HARNESS_PREFIX}{_TREE_NAME}"
+#: The input shift register is ``harness_chain``.
+_CHAIN_NAME = "chain"
+_CHAIN_PREFIX = f"{_HARNESS_PREFIX}{_CHAIN_NAME}"
 
 
 def _register(width, name):
@@ -154,7 +157,11 @@ class SynthHarness(Elaboratable):
 
     - Every input port bit is driven from a shift register fed serially from ``serial_in``
       (a board pin, registered once): synthesis cannot predict any input, so it cannot
-      simplify the logic that reads them.
+      simplify the logic that reads them.  Each stage past the first loads its predecessor
+      XOR its own value, not a plain copy (one LUT4 a stage): a core register that only
+      registers an input port would otherwise hold what the next stage holds, and yosys
+      would merge the two into one flip-flop placed in the chain, away from the logic that
+      reads it (the 64-bit core's recorded path was such a merged register).
     - Every output port bit is registered, ANDed with its own bit of that shift register,
       and XOR-reduced in a tree registered at every level (two masked bits per first-level
       LUT4, four bits per LUT4 above it) down to ``serial_out``.  The registers cut every
@@ -208,15 +215,16 @@ class SynthHarness(Elaboratable):
         """:class:`HarnessCost` of this harness around this core, from its structure.
 
         Flip-flops: the pin register, the chain, the capture register, one per tree node,
-        and the two of a board's reset synchronizer.  LUT4s: one per tree node (the board's
-        glue adds an inverter or two for active-low pins).  An upper bound; see
+        and the two of a board's reset synchronizer.  LUT4s: one per tree node and one per
+        chain stage past the first (the board's glue adds an inverter or two for active-low
+        pins).  An upper bound; see
         :class:`HarnessCost`.
         """
         tree = _tree_widths(self.output_bits)
         reset_sync = 2
         ff = (1 + self.chain_length + self.output_bits + sum(tree) + reset_sync)
         return HarnessCost(input_bits=self.input_bits, output_bits=self.output_bits,
-                           ff=ff, lut4=sum(tree))
+                           ff=ff, lut4=sum(tree) + self.chain_length - 1)
 
     def elaborate(self, platform):
         m = Module()
@@ -234,10 +242,10 @@ class SynthHarness(Elaboratable):
             ]
 
         serial_q = _register(1, "serial_q")
-        chain = _register(self.chain_length, "chain")
+        chain = _register(self.chain_length, _CHAIN_NAME)
         m.d.sync += [
             serial_q.eq(self.serial_in),
-            chain.eq(Cat(serial_q, chain[:-1])),
+            chain.eq(Cat(serial_q, chain[:-1] ^ chain[1:])),
         ]
         offset = 0
         for value in self._inputs:
@@ -280,15 +288,17 @@ def _count_harness_cells(netlist, top, *, input_bits, output_bits):
     Flip-flops are the harness's (or the board glue's) when their output is a bit of a net
     the harness (or the glue) named: those names survive synthesis, unlike cell names,
     which yosys takes from whichever alias of a net it prefers.  LUT4s are the harness's
-    when all they feed is tree flip-flops, pins or glue; the LUT4s that feed the capture
+    when all they feed is chain or tree flip-flops, pins or glue; the LUT4s that feed the capture
     register are the core's output logic and stay with the core.
     """
     module = netlist["modules"][top]
-    harness_bits, tree_bits, glue_bits = set(), set(), set()
+    harness_bits, tree_bits, chain_bits, glue_bits = set(), set(), set(), set()
     for net, entry in module["netnames"].items():
         bits = {bit for bit in entry["bits"] if isinstance(bit, int)}
         if net.startswith(_TREE_PREFIX):
             tree_bits |= bits
+        if net.startswith(_CHAIN_PREFIX):
+            chain_bits |= bits
         if net.startswith(_HARNESS_PREFIX):
             harness_bits |= bits
         elif net.startswith(_GLUE_PREFIX):
@@ -330,16 +340,16 @@ def _count_harness_cells(netlist, top, *, input_bits, output_bits):
     owned_bits = harness_bits | glue_bits
     tree_or_glue_bits = tree_bits | glue_bits
     harness_ff = set()
-    tree_or_glue_ff = set()
+    fed_by_harness_lut = set()      # tree, chain and glue flip-flops, not the capture register
     for name, cell in cells.items():
         if cell["type"] in _FF_TYPES:
             q = output_bits_of(cell)
             if q and all(bit in owned_bits for bit in q):
                 harness_ff.add(name)
-                if all(bit in tree_or_glue_bits for bit in q):
-                    tree_or_glue_ff.add(name)
+                if all(bit in tree_or_glue_bits or bit in chain_bits for bit in q):
+                    fed_by_harness_lut.add(name)
     harness_lut = sum(1 for cell in cells.values() if cell["type"] in _LUT_TYPES and
-                      feeds_only(cell, lambda sink: sink in tree_or_glue_ff or is_pin(sink)))
+                      feeds_only(cell, lambda sink: sink in fed_by_harness_lut or is_pin(sink)))
     return HarnessCost(input_bits=input_bits, output_bits=output_bits,
                        ff=len(harness_ff), lut4=harness_lut)
 
