@@ -648,8 +648,11 @@ class Exchange:
             self.unit_busy = [ctx.get(eng.unit(k).busy_cycles) for k in range(eng.units)]
 
         async def mirrors(ctx):
-            # The control tree's state flags kept as flops equal their decodes every cycle.
-            signals = [x for pair in eng.control.state_mirrors for x in pair]
+            # The control tree's state flags kept as flops equal their decodes every cycle,
+            # and so do the units' flags about the block being sent.
+            pairs = [*eng.control.state_mirrors,
+                     *(pair for k in range(eng.units) for pair in eng.unit(k).data_mirrors)]
+            signals = [x for pair in pairs for x in pair]
             while True:
                 values = (await ctx.tick().sample(*signals))[-len(signals):]
                 assert values[0::2] == values[1::2], values
