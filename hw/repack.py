@@ -1100,21 +1100,7 @@ class RepackUnit(wiring.Component):
         dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
         rd_addr = Signal(AB)
-        rd_left = Signal(LENGTH_WIDTH)
-        # Two facts about rd_left kept as flops beside it, loaded with it (set_left): it is
-        # zero, and it is below 2**(LB+1).  The data state's `fits` (left <= room, with
-        # room <= B) then compares LB+1 bits and a flag, not LENGTH_WIDTH bits: the full
-        # compare, a carry chain, was the front of the 64-bit core's path at seed 1 of the
-        # fifteenth pass (rd_left -> fits -> the enables of `col`, 7.75 ns).  Tests check
-        # both against rd_left every cycle (`data_mirrors`).
-        left_zero = Signal(init=1)
-        left_small = Signal(init=1)
-        self.data_mirrors = [(left_zero, rd_left == 0), (left_small, rd_left[LB + 1:] == 0)]
-
-        def set_left(value):
-            value = Value.cast(value)[:LENGTH_WIDTH]
-            m.d.sync += [rd_left.eq(value), left_zero.eq(value == 0),
-                         left_small.eq(value[LB + 1:] == 0)]
+        rd_left, left_zero, left_small, set_left = self._block_length(m, LB)
         # A block's end moves its source's cursor (`moved`, set by the data state).
         moved_ei, moved_to = Signal.like(ei), Signal(AB)
         moved = self._cursor_write(m, cur_addr, moved_ei, moved_to)
@@ -1325,6 +1311,25 @@ class RepackUnit(wiring.Component):
                     m.next = "DATA"
                 with m.Else():
                     v.next_destination()
+
+    def _block_length(self, m, LB):
+        """``rd_left``, the bytes of the block being sent from ``rd_addr`` on, and two facts
+        about it kept as flops beside it, loaded with it by ``set_left``: it is zero, and it
+        is below 2**(LB+1).  The data state's `fits` (left <= room, with room <= B) then
+        compares LB+1 bits and a flag, not LENGTH_WIDTH bits: the full compare, a carry
+        chain, was the front of the 64-bit core's path at seed 1 of the fifteenth pass
+        (rd_left -> fits -> the enables of `col`, 7.75 ns).  Tests check both flags against
+        rd_left every cycle (`data_mirrors`)."""
+        rd_left = Signal(LENGTH_WIDTH)
+        left_zero = Signal(init=1)
+        left_small = Signal(init=1)
+        self.data_mirrors = [(left_zero, rd_left == 0), (left_small, rd_left[LB + 1:] == 0)]
+
+        def set_left(value):
+            value = Value.cast(value)[:LENGTH_WIDTH]
+            m.d.sync += [rd_left.eq(value), left_zero.eq(value == 0),
+                         left_small.eq(value[LB + 1:] == 0)]
+        return rd_left, left_zero, left_small, set_left
 
     def _data_row(self, m, v):
         """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
