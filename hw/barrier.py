@@ -306,10 +306,10 @@ class BarrierUnit(wiring.Component):
         s.is_root = ~self.has_parent
         # The node's id through a register of the unit's own (configuration is static while
         # barriers run), so that on a board the copy the core fans out to every block is
-        # not the start of the notices' `dst == node_id` compare.  Inside `nicoll synth`'s
-        # harness this register and the core's are both merged with the harness's input
-        # chain (each copies an input), so there the compare still starts on the chain:
-        # the 64-bit core's path at every seed of 1b86574 (docs/engine.md).
+        # not the start of the notices' `dst == node_id` compare.  (Inside `nicoll synth`'s
+        # harness before 56f48b2, this register was merged with the harness's input chain,
+        # whose stages were plain copies: the 64-bit core's path at every seed of 1b86574,
+        # docs/engine.md.)
         s.node_id = Signal.like(self.node_id, name="node_id_q", reset_less=True)
         m.d.sync += s.node_id.eq(self.node_id)
         s.cid = [self.child_id[j] for j in range(s.k)]
