@@ -201,8 +201,8 @@ class BarrierUnit(wiring.Component):
     entry at ``route_addr``; ``route_clear`` : ``In(1)`` empties the table (and clears the
     ``cfg_write`` error).  A write or a clear lands in the table three clock edges after the
     cycle it is made in (two register stages, so the entry it replaces is read from flops);
-    the configuration checks follow a cycle later and ``total`` two (its adder tree has two
-    register stages).
+    the configuration checks follow a cycle later (the gate they make on counting and
+    releasing, a cycle after that) and ``total`` two (its adder tree has two register stages).
 
     Control (only the root's matter, except ``start``, ``done`` and ``done_seq``):
     ``mode`` : ``In(BarrierMode)``, ``ac_sub`` : ``In(AcSubMode)``, ``m`` : ``In(16)``,
@@ -439,8 +439,13 @@ class BarrierUnit(wiring.Component):
         m.d.sync += s.shadow.eq(Cat(_any(valid_q[i] & same[pairs.index((i, j))]
                                          for i in range(j)) for j in range(k)))
         s.sticky = sticky = Signal(ERROR_LAYOUT)   # only cfg_write, outside, notice are used
-        s.cfg_ok = ~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self | cfg_reg.cfg_parent
-                     | cfg_reg.cfg_dup | cfg_reg.cfg_child | sticky.cfg_write)
+        # The gate itself is a flop, a cycle behind the checks (the tree is static while
+        # barriers run): the OR of the seven flags in front of the decision was the 64-bit
+        # core's path at seed 1 of the fifteenth pass (cfg_write -> decide, 7 levels, 7.81 ns).
+        s.cfg_ok = Signal(init=1)
+        m.d.sync += s.cfg_ok.eq(~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self
+                                  | cfg_reg.cfg_parent | cfg_reg.cfg_dup | cfg_reg.cfg_child
+                                  | sticky.cfg_write))
 
     # ---- The root's controls, registered -----------------------------------------------------
     def _control(self, m, s):

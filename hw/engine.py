@@ -956,7 +956,13 @@ class Engine(wiring.Component):
         offset_next = Signal(32)
         m.d.sync += [pkt_end_q.eq(0), offset_next.eq(offset + packet_bytes)]
         limit_next = tx_packet * beat_bytes
-        fits_next = rem_after <= limit_next
+        # Whether what remains after the packet fits the next one, a flop registered with
+        # `rem_after` from the same registers (remaining - packet_bytes <= limit, never
+        # negative): as a compare of `rem_after` it was a 32-bit carry chain in front of the
+        # header's length, the recorded 256-bit core's path (seed 2)
+        # (rem_after -> the arbiter's payload, 8 levels, 7.68 ns).
+        fits_next = Signal()
+        m.d.sync += fits_next.eq(remaining <= packet_bytes + limit_next)
         h_length = Mux(pkt_end_q, Mux(fits_next, rem_after, limit_next), packet_bytes)
         h_final = Mux(pkt_end_q, fits_next, packet_final)
         h_addr = Mux(pkt_end_q, offset_next, offset)

@@ -1100,7 +1100,7 @@ class RepackUnit(wiring.Component):
         dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
         rd_addr = Signal(AB)
-        rd_left, left_zero, left_small, set_left = self._block_length(m, LB)
+        rd_left, left_zero, fits, set_block = self._block_length(m, LB, room)
         # A block's end moves its source's cursor (`moved`, set by the data state).
         moved_ei, moved_to = Signal.like(ei), Signal(AB)
         moved = self._cursor_write(m, cur_addr, moved_ei, moved_to)
@@ -1116,13 +1116,25 @@ class RepackUnit(wiring.Component):
         for b in range(NB):
             m.d.comb += bank_r[b].addr.eq(tab_row)
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
+        # The beat being read is masked as it is loaded (entries past dh in the last beat
+        # read as empty), and whether it is the last one and has a non-empty entry are flops
+        # beside it: the table state then decides on flops (the 256-bit unit's path when
+        # the beat was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
+        # nz.any() -> j, 8 levels, 7.43 ns).
+        final_q = Signal()
+        nz_any_q = Signal()
+
+        def load_table_beat(final):
+            valid = Mux(final, tbo_mask, (1 << NB) - 1)
+            nonzero = Cat(x != 0 for x in bank_len) & valid
+            m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
+                         nz_q.eq(nonzero), nz_any_q.eq(nonzero.any()), final_q.eq(final)]
 
         def next_source():
             # Load the next block (an empty one costs its cycle like any other).
             nxt = cur_addr[ei_next]
-            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt),
-                         room.eq(B - nxt[:LB])]
-            set_left(col[1] if G > 1 else Const(0, LENGTH_WIDTH))
+            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt)]
+            set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), B - nxt[:LB])
             m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
         m.d.comb += emit_rank.eq(c.dst[j])
 
@@ -1186,8 +1198,7 @@ class RepackUnit(wiring.Component):
                         iss_emit.eq(1),
                     ]
                     m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
-                    m.d.sync += [lens_q[b].eq(bank_len[b]) for b in range(NB)]
-                    m.d.sync += nz_q.eq(Cat(x != 0 for x in bank_len))
+                    load_table_beat(tbo_last == 0)
                     m.next = "TABLE"
 
             with m.State("TABLE"):
@@ -1273,13 +1284,11 @@ class RepackUnit(wiring.Component):
         """TABLE state: issue one output table beat; note empty blocks and the last one that
         is not; keep the column of lengths for the data state."""
         NB, G, TBMAX = v.NB, v.G, v.TBMAX
-        tt, tbo_last, tbo_mask = v.tt, v.tbo_last, v.tbo_mask
+        tt, tbo_last = v.tt, v.tbo_last
         col, any_nz, last_nz = v.col, v.any_nz, v.last_nz
-        final_beat = tt == tbo_last
-        valid = Mux(final_beat, tbo_mask, (1 << NB) - 1)
-        lens = [Mux(valid[b], v.lens_q[b], 0) for b in range(NB)]
-        nz = Signal(NB)
-        m.d.comb += nz.eq(v.nz_q & valid)
+        final_beat = v.final_q
+        lens = v.lens_q
+        nz = v.nz_q
         top = Signal(range(max(2, NB)))          # highest non-empty entry of the beat
         for b in range(NB):
             with m.If(nz[b]):
@@ -1287,61 +1296,75 @@ class RepackUnit(wiring.Component):
         with m.If(v.advance):
             m.d.comb += [
                 v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT), v.iss_lit.eq(Cat(lens)),
-                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
+                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~v.nz_any_q),
             ]
             m.d.sync += [tt.eq(tt + 1), v.tab_row.eq(v.tab_row + TBMAX)]
-            m.d.sync += [v.lens_q[b].eq(v.bank_len[b]) for b in range(NB)]
-            m.d.sync += v.nz_q.eq(Cat(x != 0 for x in v.bank_len))
+            v.load_table_beat((tt + 1)[:len(tt)] == tbo_last)
             for i in range(G):
                 with m.If(tt == i // NB):
                     m.d.sync += col[i].eq(lens[i % NB])
-            with m.If(nz.any()):
+            with m.If(v.nz_any_q):
                 # tt·NB + top: NB is a power of two unless it is G (one table beat).
                 m.d.sync += [any_nz.eq(1),
                              last_nz.eq(top if NB == G else Cat(top[:(NB - 1).bit_length()], tt))]
             with m.If(final_beat):
                 m.d.sync += [
                     v.ei.eq(0), v.ei_next.eq(1), v.rd_addr.eq(v.cur_addr[0]),
-                    v.room.eq(v.B - v.cur_addr[0][:v.LB]),
                     v.fill.eq(0),
                 ]
                 # col[0] is written in this beat when it is the first one.
-                v.set_left(Mux(tt == 0, lens[0], col[0]))
-                with m.If(any_nz | nz.any()):
+                v.set_block(Mux(tt == 0, lens[0], col[0]), v.B - v.cur_addr[0][:v.LB])
+                with m.If(any_nz | v.nz_any_q):
                     m.next = "DATA"
                 with m.Else():
                     v.next_destination()
 
-    def _block_length(self, m, LB):
-        """``rd_left``, the bytes of the block being sent from ``rd_addr`` on, and two facts
-        about it kept as flops beside it, loaded with it by ``set_left``: it is zero, and it
-        is below 2**(LB+1).  The data state's `fits` (left <= room, with room <= B) then
-        compares LB+1 bits and a flag, not LENGTH_WIDTH bits: the full compare, a carry
-        chain, was the front of the 64-bit core's path at seed 1 of the fifteenth pass
-        (rd_left -> fits -> the enables of `col`, 7.75 ns).  Tests check both flags against
-        rd_left every cycle (`data_mirrors`)."""
+    def _block_length(self, m, LB, room):
+        """``rd_left``, the bytes of the block being sent from ``rd_addr`` on, with ``room``,
+        the bytes from ``rd_addr`` to the end of its row, and two facts about them kept as
+        flops beside them, all loaded together by ``set_block``: the block is empty
+        (``left_zero``), and it ends in this row (``fits``: left <= room).  The data state
+        decides on the flags alone.  The compare is made as the values are loaded, from what
+        they are loaded from: with `fits` a compare after the registers, it was the front of
+        the core's and the 256-bit unit's paths (rd_left -> fits -> the enables of `col`,
+        7.75 ns, in the 64-bit core at the fifteenth pass; room -> fits -> ei_next, 6.73 ns,
+        the 256-bit unit).  Tests check both flags against the registers every cycle
+        (`data_mirrors`)."""
         rd_left = Signal(LENGTH_WIDTH)
         left_zero = Signal(init=1)
-        left_small = Signal(init=1)
-        self.data_mirrors = [(left_zero, rd_left == 0), (left_small, rd_left[LB + 1:] == 0)]
+        fits = Signal(init=1)
+        self.data_mirrors = [(left_zero, rd_left == 0), (fits, rd_left <= room)]
 
-        def set_left(value):
-            value = Value.cast(value)[:LENGTH_WIDTH]
-            m.d.sync += [rd_left.eq(value), left_zero.eq(value == 0),
-                         left_small.eq(value[LB + 1:] == 0)]
-        return rd_left, left_zero, left_small, set_left
+        def set_block(left, room_value, fits_value=None):
+            # room <= B < 2**(LB+1): left <= room compares LB+1 bits once the rest are zero.
+            left = Value.cast(left)[:LENGTH_WIDTH]
+            room_now = Signal.like(room, name="room_loaded")
+            m.d.comb += room_now.eq(room_value)
+            if fits_value is None:
+                fits_value = (left[LB + 1:] == 0) & (left[:LB + 1] <= room_now)
+            m.d.sync += [rd_left.eq(left), left_zero.eq(left == 0), room.eq(room_now),
+                         fits.eq(fits_value)]
+        return rd_left, left_zero, fits, set_block
 
     def _data_row(self, m, v):
         """DATA state: blocks (S[0], D[j]) .. (S[last_nz], D[j]), one buffer row a cycle, each
         from its source's cursor; an empty block costs a cycle.  Both outcomes of the row (the
         block ends in it, or it fills the row) are computed side by side from registers and
-        chosen by one compare of registers (`fits`)."""
+        chosen by a flag (`fits`, a flop loaded with the block's length and room)."""
         B, LB = v.B, v.LB
-        a, left, room, fill = v.rd_addr, v.rd_left, v.room, v.fill
-        fits = Signal()                         # the block ends in this row: left <= room
-        m.d.comb += fits.eq(v.left_small & (left[:LB + 1] <= room))
-        fill_k = Signal(LB + 1)                 # fill after the row's bytes, up to 2B - 1
-        m.d.comb += fill_k.eq(Mux(fits, fill + left[:LB + 1], fill + room))
+        a, left, room, fill, fits = v.rd_addr, v.rd_left, v.room, v.fill, v.fits
+        # The fill after the row's bytes (up to 2B - 1) and the two facts the state decides
+        # on (the row leaves a partial beat; the message ends on a whole one) are computed for
+        # both outcomes and chosen by `fits`, so the state's enables wait on no sum (the
+        # 256-bit unit's path at the fifteenth pass ran room -> fits -> fill's zero test ->
+        # ei_next, 8 levels, 6.73 ns).
+        fill_k = Signal(LB + 1)
+        ends_partial, ends_whole = Signal(), Signal()
+        sums = [Signal(LB + 1, name=f"fill_{name}") for name in ("fit", "room")]
+        m.d.comb += [sums[0].eq(fill + left[:LB + 1]), sums[1].eq(fill + room),
+                     fill_k.eq(Mux(fits, sums[0], sums[1])),
+                     ends_partial.eq(Mux(fits, sums[0][:LB] != 0, sums[1][:LB] != 0)),
+                     ends_whole.eq(Mux(fits, sums[0] == B, sums[1] == B))]
         final = Signal()
         m.d.comb += final.eq(fits & (v.ei == v.last_nz))
         with m.If(v.advance):
@@ -1351,17 +1374,18 @@ class RepackUnit(wiring.Component):
                 m.d.comb += [
                     v.issue.eq(1), v.iss_kind.eq(v.KIND_ROW),
                     v.iss_row.eq(a[LB:]), v.iss_off.eq(a[:LB]), v.iss_p.eq(fill),
-                    v.iss_emit.eq(fill_k[LB]), v.iss_last.eq(final & (fill_k == B)),
+                    v.iss_emit.eq(fill_k[LB]), v.iss_last.eq(final & ends_whole),
                 ]
                 m.d.sync += fill.eq(fill_k[:LB])
                 with m.If(fits):
                     m.d.sync += [v.moved.eq(1), v.moved_ei.eq(v.ei), v.moved_to.eq(a + left)]
                     v.next_source()
                 with m.Else():
-                    m.d.sync += [a.eq(Cat(Const(0, LB), a[LB:] + 1)), room.eq(B)]
-                    v.set_left(left - room)
+                    m.d.sync += a.eq(Cat(Const(0, LB), a[LB:] + 1))
+                    # The rest, left - room, fits the next row when left <= room + B.
+                    v.set_block(left - room, B, (left[LB + 2:] == 0) & (left[:LB + 2] <= room + B))
                 with m.If(final):
-                    with m.If(fill_k[:LB] != 0):
+                    with m.If(ends_partial):
                         m.next = "FLUSH"
                     with m.Else():
                         v.next_destination()
