@@ -1123,18 +1123,17 @@ class RepackUnit(wiring.Component):
             m.d.comb += bank_r[b].addr.eq(tab_row)
             bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
         # The beat being read is masked as it is loaded (entries past dh in the last beat
-        # read as empty), and whether it is the last one and has a non-empty entry are flops
-        # beside it: the table state then decides on flops (the 256-bit unit's path when
-        # the beat was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
-        # nz.any() -> j, 8 levels, 7.43 ns).
+        # read as empty), and whether it is the last one is a flop beside it: the table
+        # state decides on flops and an OR of them (the 256-bit unit's path when the beat
+        # was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
+        # nz.any() -> j, 8 levels, 7.43 ns).  The OR stays after the flops: loaded as a flop
+        # too, behind the read at j and the compares, it was the next path (6.97 ns).
         final_q = Signal()
-        nz_any_q = Signal()
 
         def load_table_beat(final):
             valid = Mux(final, tbo_mask, (1 << NB) - 1)
-            nonzero = Cat(x != 0 for x in bank_len) & valid
             m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
-                         nz_q.eq(nonzero), nz_any_q.eq(nonzero.any()), final_q.eq(final)]
+                         nz_q.eq(Cat(x != 0 for x in bank_len) & valid), final_q.eq(final)]
 
         def next_source():
             # Load the next block (an empty one costs its cycle like any other).
@@ -1304,7 +1303,7 @@ class RepackUnit(wiring.Component):
         with m.If(v.advance):
             m.d.comb += [
                 v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT), v.iss_lit.eq(Cat(lens)),
-                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~v.nz_any_q),
+                v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
             ]
             m.d.sync += [tt.eq(tt + 1), v.tab_row.eq(v.tab_row + TBMAX)]
             v.load_table_beat((tt + 1)[:len(tt)] == tbo_last)
@@ -1313,7 +1312,7 @@ class RepackUnit(wiring.Component):
                     m.d.sync += [col[i].eq(lens[i % NB]),
                                  v.fitcol[i].eq(_ends_in_row(lens[i % NB],
                                                              v.B - v.cur_addr[i][:v.LB], v.LB))]
-            with m.If(v.nz_any_q):
+            with m.If(nz.any()):
                 # tt·NB + top: NB is a power of two unless it is G (one table beat).
                 m.d.sync += [any_nz.eq(1),
                              last_nz.eq(top if NB == G else Cat(top[:(NB - 1).bit_length()], tt))]
@@ -1326,7 +1325,7 @@ class RepackUnit(wiring.Component):
                 room0 = v.B - v.cur_addr[0][:v.LB]
                 v.set_block(Mux(tt == 0, lens[0], col[0]), room0,
                             Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB), v.fitcol[0]))
-                with m.If(any_nz | v.nz_any_q):
+                with m.If(any_nz | nz.any()):
                     m.next = "DATA"
                 with m.Else():
                     v.next_destination()
