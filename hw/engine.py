@@ -828,7 +828,9 @@ class Engine(wiring.Component):
         m.d.comb += cts_rd.addr.eq(cur.send_to)
         with m.If(tx_start):
             written = cts_wr.en & (cts_wr.addr == cur.send_to[:table_bits])
-            m.d.sync += tag_ok.eq(Mux(written, cts_wr.data, cts_rd.data) == cur.send_tag)
+            # Both tags compared, the write's address compare choosing after them.
+            m.d.sync += tag_ok.eq(Mux(written, cts_wr.data == cur.send_tag,
+                                      cts_rd.data == cur.send_tag))
         with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
             m.d.sync += tag_ok.eq(cts_wr.data == tx_tag)
         with m.If(self.clear):
