@@ -728,6 +728,19 @@ class _UnpackerState:
         self.spent = Signal()
         self.taken = Signal()                             # a beat goes into a slot
         self.lim_in = Signal(range(lanes + 1))            # its byte count (a register)
+        # ``pops`` in its parts: a chunk is served (``serving``) and finishes ``serve_pops``
+        # beats, worked out from the chunk's own flags beside the decision to serve; or a
+        # dropped beat goes (``drop_pop``).  What ``pops`` chooses is chosen by these with
+        # ``serving`` last (``by_pops``), so the served outcome is picked while the decision
+        # to serve is still being made.
+        self.serving = Signal()
+        self.serve_pops = Signal(range(3))
+        self.drop_pop = Signal()
+
+    def by_pops(self, choices):
+        """``choices[pops]``, with ``serving`` the last select."""
+        return Mux(self.serving, Array(choices)[self.serve_pops],
+                   Mux(self.drop_pop, choices[1], choices[0]))
 
 
 class RowUnpacker(wiring.Component):
@@ -957,13 +970,14 @@ class RowUnpacker(wiring.Component):
                     m.d.sync += s.slot_data[k].eq(held_data)
             m.d.sync += s.tail.eq(s.tail + 1)
         # The count after each number of beats that may go, chosen by ``pops`` last.
-        m.d.sync += [s.used.eq(Array(s.used + taken - p for p in range(3))[s.pops]),
+        m.d.comb += s.pops.eq(Mux(s.serving, s.serve_pops, s.drop_pop))
+        m.d.sync += [s.used.eq(s.by_pops([s.used + taken - p for p in range(3)])),
                      s.head.eq(s.head + s.pops)]
         # B0 and B1 in a slot (used >= 1, used >= 2) as flops of their own, chosen by `pops`
         # like `used`, so the plan's decision does not decode the count first.
         m.d.sync += [
-            s.have[b].eq(Array((s.used > b + p) | (taken & (s.used == b + p))
-                               for p in range(3))[s.pops])
+            s.have[b].eq(s.by_pops([(s.used > b + p) | (taken & (s.used == b + p))
+                                    for p in range(3)]))
             for b in range(2)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
         lim_in = s.lim_in
@@ -977,7 +991,7 @@ class RowUnpacker(wiring.Component):
                 kept = [f[k + p] if k + p < _UNPACKER_SLOTS else 0 for f in fields]
                 lands = taken & (s.used == k + p)
                 after.append([Mux(lands, new, old) for new, old in zip(arriving, kept)])
-            m.d.sync += [f[k].eq(Array(a[i] for a in after)[s.pops])
+            m.d.sync += [f[k].eq(s.by_pops([a[i] for a in after]))
                          for i, f in enumerate(fields)]
 
     def _pick(self, s, below):
@@ -1028,11 +1042,12 @@ class RowUnpacker(wiring.Component):
         goes = Mux(ended_beat_last, c_last & ends_at, c_tail_top)
         drop_beat = dropping & have0
 
+        m.d.comb += s.serve_pops.eq(c_cross + goes)
         with m.If(serve):
-            m.d.comb += s.pops.eq(c_cross + goes)
+            m.d.comb += s.serving.eq(1)
             m.d.sync += s.spent.eq(ended_beat_last & ends_at & ~c_last)
         with m.Elif(drop_beat):
-            m.d.comb += [s.pops.eq(1), overrun_now.eq(extra & (lim0 != 0))]
+            m.d.comb += [s.drop_pop.eq(1), overrun_now.eq(extra & (lim0 != 0))]
             m.d.sync += s.spent.eq(0)
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
@@ -1071,7 +1086,7 @@ class RowUnpacker(wiring.Component):
                     lands = s.taken & (s.used == b + p)
                     result += [Mux(lands, new, old) for new, old in zip(arriving, kept[b + p])]
                 choices.append(Cat(*result))
-            return Array(choices)[s.pops]
+            return s.by_pops(choices)
 
         # Each entry's checks are exact for it next cycle whether or not it is the head.
         def flags(entry):
