@@ -1336,12 +1336,11 @@ class RepackUnit(wiring.Component):
         flops beside them, all loaded together by ``set_block``: the block is empty
         (``left_zero``), and it ends in this row (``fits``: left <= room).  The data state
         decides on the flags alone.  The compare is made before the values are loaded (for a
-        block's first row, as the table is read: `fitcol`): with `fits` a compare after the
-        registers, it was the front of
-        the core's and the 256-bit unit's paths (rd_left -> fits -> the enables of `col`,
-        7.75 ns, in the 64-bit core at the fifteenth pass; room -> fits -> ei_next, 6.73 ns,
-        the 256-bit unit).  Tests check both flags against the registers every cycle,
-        `fits` where it is read (`data_mirrors`)."""
+        block's first row, as the table is read: `fitcol`): as a compare after the
+        registers, `fits` was the front of the core's and the 256-bit unit's paths (rd_left
+        -> fits -> the enables of `col`, 7.75 ns, in the 64-bit core at the fifteenth pass;
+        room -> fits -> ei_next, 6.73 ns, the 256-bit unit).  Tests check both flags against
+        the registers every cycle, `fits` where it is read (`data_mirrors`)."""
         rd_left = Signal(LENGTH_WIDTH)
         left_zero = Signal(init=1)
         fits = Signal(init=1)
