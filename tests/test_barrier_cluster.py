@@ -8,6 +8,7 @@ arrivals are spaced by far more than the tree's notice latency and the checks al
 latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
 """
 
+import os
 import random
 
 import pytest
@@ -27,7 +28,11 @@ MIN_SPACING = 160
 # The same configurations (and xdist groups) as tests/test_driver.py, so the Verilator
 # cluster is built once for both.
 _MODEL = pytest.param("model", id=f"model-{NODES['model']}")
-_AMARANTH = pytest.param("amaranth", id=f"amaranth-{NODES['amaranth']}")
+# The Amaranth cluster's tests share one xdist group, so `--dist loadgroup` runs them one after
+# the other on one worker and the module's fixture opens the cluster once (7 to 10 s each
+# time; spread over both workers and between other files' tests, it was opened four times).
+_AMARANTH = pytest.param("amaranth", marks=pytest.mark.xdist_group("amaranth_barrier"),
+                         id=f"amaranth-{NODES['amaranth']}")
 _VERILATOR = pytest.param("verilator", marks=[pytest.mark.verilator,
                                               pytest.mark.xdist_group("verilator")],
                           id=f"verilator-{NODES['verilator']}")
@@ -38,6 +43,20 @@ BACKENDS = [_MODEL, _AMARANTH, _VERILATOR]
 #: each mode and the release latency, which exercise that transport (tens of seconds each
 #: there, against about a second on Verilator).
 SWEEP_BACKENDS = [_MODEL, _VERILATOR]
+#: NICOLL_SIM_FULL=1 runs every case of every loop on the Amaranth cluster too (see _cases).
+SIM_FULL = bool(os.environ.get("NICOLL_SIM_FULL"))
+
+
+def _cases(cl, cases, amaranth):
+    """The cases a test loops over: all of ``cases`` on the model and on Verilator; on the
+    Amaranth cluster the one case ``amaranth`` (all of them with NICOLL_SIM_FULL=1).  Each
+    case of such a loop takes the Amaranth transport's same path (register writes, idle
+    cycles, status polls); what differs between them, the gateware's behaviour for another
+    straggler, threshold or round, is checked on every case on Verilator, which runs the same
+    NicCore, switch and barrier units, and on the model."""
+    cases = list(cases)
+    assert amaranth in cases
+    return cases if cl.backend != "amaranth" or SIM_FULL else [amaranth]
 
 
 def backends(params):
@@ -89,7 +108,8 @@ def _check_stamp(cl, stamp, expected):
 def test_normal_mode_waits_for_the_last(cluster):
     cl = cluster
     rng = random.Random(1)
-    for straggler in range(cl.nodes):
+    # On the Amaranth cluster the last rank, a leaf, is the straggler (see _cases).
+    for straggler in _cases(cl, range(cl.nodes), cl.nodes - 1):
         arrive = _spread(cl, rng, stragglers=[straggler])
         result = cl.barrier(arrive=arrive)
         assert result.aborted == frozenset() and result.estimates == {}
@@ -132,7 +152,9 @@ def _with_sweep(cases, amaranth_cases, ids=str):
 def test_ac_mode_aborts_exactly_the_unfinished(cluster, sub):
     cl = cluster
     rng = random.Random(sub)
-    for _ in range(4):
+    # On the Amaranth cluster the first round of sub-mode "both", where the time threshold
+    # fires before the count (see _cases).
+    for _ in _cases(cl, range(4), 0):
         stragglers = rng.sample(range(cl.nodes), rng.randint(1, max(1, cl.nodes // 2)))
         arrive = _spread(cl, rng, stragglers)
         times = sorted(arrive)
@@ -170,7 +192,8 @@ def test_ac_mode_aborts_exactly_the_unfinished(cluster, sub):
 def test_collect_mode_stamps_and_aborts_nothing(cluster):
     cl = cluster
     rng = random.Random(7)
-    for m in range(1, cl.nodes + 1):
+    # On the Amaranth cluster m = N - 1, whose stamp mt is neither s nor e (see _cases).
+    for m in _cases(cl, range(1, cl.nodes + 1), cl.nodes - 1):
         arrive = _spread(cl, rng)
         times = sorted(arrive)
         result = cl.barrier(arrive=arrive, mode="collect", m=m)
@@ -196,7 +219,10 @@ def test_late_finishers_never_count(cluster):
     the unit drops it and counts it in STALE — never as a completion of a later barrier."""
     cl = cluster
     rng = random.Random(11)
-    rounds = {"model": 1000, "amaranth": 6, "verilator": 20}[cl.backend]
+    # The model's 200 rounds reach every (mode, number of stragglers) of its 8 nodes, all 15
+    # of them within the first 25 rounds of this seed and each 7 to 30 times, and abort every
+    # rank 34 to 43 times (it ran 1000, 12 s of a core, the same paths over again).
+    rounds = {"model": 200, "amaranth": 6, "verilator": 20}[cl.backend]
     # Ranks an earlier test aborted may still have their late done ahead: let them finish
     # before counting.
     for rank in range(cl.nodes):
@@ -232,7 +258,9 @@ def test_release_latency(cluster):
     if cl.backend == "model":
         pytest.skip("the model moves notices with zero latency: there is nothing to measure")
     depth = cl.barrier_tree.depth()
-    for rank in range(cl.nodes):
+    # On the Amaranth cluster the last rank, a leaf: its completion climbs to the root and
+    # the release comes back down, 2 · depth hops (see _cases).
+    for rank in _cases(cl, range(cl.nodes), cl.nodes - 1):
         arrive = [0] * cl.nodes
         arrive[rank] = _spacing(cl)
         cl.barrier(arrive=arrive)

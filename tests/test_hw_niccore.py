@@ -10,6 +10,7 @@ from nicoll._regmap import REGMAP
 from nicoll.hw import cluster as cluster_mod
 from nicoll.hw import niccore as niccore_mod
 from nicoll.hw import simverilog
+from nicoll.hw.alu import all_capabilities
 from nicoll.hw.cluster import ClusterTop, cluster_verilog
 from nicoll.hw.niccore import NicCore
 from nicoll.hw.ops import DType, ReduceOp
@@ -130,8 +131,12 @@ def test_niccore_ports():
 
 def test_niccore_default():
     """The default build: registers, cycle counter, memory, and an idle network port that
-    takes what arrives (the barrier unit never refuses a notice)."""
-    dut = NicCore()
+    takes what arrives (the barrier unit never refuses a notice).  Simulated with one ALU pair:
+    the default ALU (every pair, checked here without simulating it) is three quarters of the
+    simulation's cost (16 s against 4 s) and none of this test reads it; the ALU computes
+    every pair in tests/test_hw_alu.py and the ALU benches (tests/test_alu_cocotb.py)."""
+    assert NicCore().alu_capabilities == all_capabilities()
+    dut = NicCore(alu_capabilities=SMALL_ALU)
     rng = random.Random(1)
 
     async def tb(ctx):
@@ -152,7 +157,9 @@ def test_niccore_default():
 
 
 def test_cycles_start_at_zero():
-    dut = NicCore(data_width=64, mem_size=1024)
+    # One ALU pair (SMALL_ALU): the counter does not depend on the ALU, whose every pair made
+    # this test 5 s instead of 2.
+    dut = NicCore(data_width=64, mem_size=1024, alu_capabilities=SMALL_ALU)
 
     async def tb(ctx):
         # The AR enters the slice at the first clock edge, is decoded at the second and its
