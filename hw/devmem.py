@@ -307,6 +307,10 @@ class DeviceMemory(wiring.Component):
         r_bad   = Signal()
         r_id    = Signal(self._id_width)
         r_count = Signal(8)
+        # `r_count == 0` as a flop of its own, set beside the count: the compare sat between
+        # the count and AR's ready, which loads the count again (the routed 64-bit core's
+        # path r_count -> r_count, 5 levels).
+        r_final = Signal()
 
         # Stage 1: the beat whose row the memory read port holds.  The stage stalls when the
         # buffer after it is full: the port is then not enabled, so it keeps its data.
@@ -324,7 +328,7 @@ class DeviceMemory(wiring.Component):
         m.submodules.r_buffer = r_buffer = SkidBuffer(r_layout)
         advance = ~p1_valid | r_buffer.i.ready
         issue = r_busy & advance
-        last_issue = issue & (r_count == 0)
+        last_issue = issue & r_final
 
         m.d.comb += [
             axi.arready.eq(~r_busy | last_issue),
@@ -339,12 +343,13 @@ class DeviceMemory(wiring.Component):
                 p1_zero.eq(r_bad | ~ok),
                 p1_resp.eq(Mux(r_bad, BusResponse.SLVERR,
                                Mux(ok, BusResponse.OKAY, BusResponse.DECERR))),
-                p1_last.eq(r_count == 0),
+                p1_last.eq(r_final),
                 p1_id.eq(r_id),
                 r_addr.eq(next_address(r_addr, r_step, r_low, r_burst)),
                 r_count.eq(r_count - 1),
+                r_final.eq(r_count == 1),
             ]
-            with m.If(r_count == 0):
+            with m.If(r_final):
                 m.d.sync += r_busy.eq(0)
         with m.If(axi.arvalid & axi.arready):
             m.d.sync += [
@@ -353,6 +358,7 @@ class DeviceMemory(wiring.Component):
                 Cat(r_step, r_low).eq(Cat(*beat_bytes(axi.arsize))),
                 r_burst.eq(axi.arburst),
                 r_count.eq(axi.arlen),
+                r_final.eq(axi.arlen == 0),
                 r_bad.eq(burst_error(axi.arburst, axi.arsize)),
                 r_id.eq(axi.arid),
             ]
