@@ -43,7 +43,7 @@ class Loopback(Elaboratable):
 
     def __init__(self, image, data_width=64):
         assert len(image) == MEM_SIZE
-        beat = data_width // 8
+        beat = self.beat = data_width // 8
         self.engine = Engine(data_width=data_width, max_nodes=MAX_NODES, mem_size=MEM_SIZE,
                              alu_capabilities=CAPABILITIES, queue_depth=QUEUE_DEPTH,
                              packet_beats=PACKET_BEATS)
@@ -137,17 +137,17 @@ def addresses(r):
     return [a for start, n in runs(r) for a in range(start, start + n)]
 
 
-def chunks(r):
+def chunks(r, beat=BEAT):
     """(run, row) pairs of a region: the beats a reducing receive puts through the ALU."""
-    return sum((start + n - 1) // BEAT - start // BEAT + 1 for start, n in runs(r))
+    return sum((start + n - 1) // beat - start // beat + 1 for start, n in runs(r))
 
 
 def ceil(a, b):
     return -(-a // b)
 
 
-def data_packets(cmd):
-    return ceil(cmd["send"]["length"], (cmd["packet_beats"] or PACKET_BEATS) * BEAT)
+def data_packets(cmd, beat=BEAT):
+    return ceil(cmd["send"]["length"], (cmd["packet_beats"] or PACKET_BEATS) * beat)
 
 
 def combine(op, dtype, a, b):
@@ -210,7 +210,8 @@ def counters(ctx, dut):
 
 
 def memory(ctx, dut):
-    return b"".join(ctx.get(dut.memory.data[k]).to_bytes(BEAT, "little") for k in range(ROWS))
+    return b"".join(ctx.get(dut.memory.data[k]).to_bytes(dut.beat, "little")
+                    for k in range(MEM_SIZE // dut.beat))
 
 
 async def pulse(ctx, strobe):
@@ -278,10 +279,11 @@ async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.IN
     await ctx.tick()                # the counters run a cycle behind
     got = counters(ctx, dut)
     moved = sum(c["send"]["length"] for c in cmds)
-    packets = sum(data_packets(c) + 1 for c in cmds)
+    packets = sum(data_packets(c, dut.beat) + 1 for c in cmds)
     assert got["bytes_sent"] == got["bytes_received"] == moved
     assert got["packets_sent"] == got["packets_received"] == packets
-    assert got["alu_beats"] == sum(chunks(c["recv"]) for c in cmds if c["action"] != COPY)
+    assert got["alu_beats"] == sum(chunks(c["recv"], dut.beat) for c in cmds
+                                   if c["action"] != COPY)
     assert got["busy_cycles"] == ctx.get(engine.finished_at) - ctx.get(engine.started_at) > 0
     return got
 
@@ -446,6 +448,32 @@ def test_reduce(op, dtype):
             await run_schedule(ctx, dut, model, [cmd], op=op, dtype=dtype)
 
     simulate(image, main, stall=0.3, seed=3)
+
+
+@pytest.mark.parametrize("op,dtype", [(ReduceOp.SUM, DType.INT32), (ReduceOp.SUM, DType.FLOAT32)])
+def test_reduce_chunks_of_one_row(op, dtype):
+    """At 256 bits a strided receive puts several chunks of one row through the ALU one
+    after the other (runs of 4 bytes at a stride of 8: four chunks a row), and the rows
+    reduced are then sent on by the next command of the queue: each chunk's read of the
+    local row waits for the write of the chunk before it (the scoreboard's entry for the
+    row the receive slice offers), each send's read for the reduce's last write."""
+    rng = random.Random(f"rows{op}{dtype}")
+    image = random_image(rng, "float32" if dtype == DType.FLOAT32 else "bytes")
+    model = Model(image)
+    schedules = []
+    for k, (run, stride) in enumerate([(4, 8), (4, 12), (8, 16), (4, 8)]):
+        length = 4 * 12
+        recv = region(512 + 4 * k, length, run, stride)
+        action = (LOCAL_FIRST, RECEIVED_FIRST)[k % 2]
+        schedules.append([
+            command(send=region(32 * k, length), recv=recv, action=action, tag=2 * k),
+            command(send=recv, recv=region(256 + 32 * k + 4, length), tag=2 * k + 1)])
+
+    async def main(ctx, dut):
+        for cmds in schedules:
+            await run_schedule(ctx, dut, model, cmds, op=op, dtype=dtype)
+
+    simulate(image, main, seed=5, data_width=256)
 
 
 def test_queue_of_commands():
