@@ -440,27 +440,39 @@ class Engine(wiring.Component):
         m.d.sync += [self.wr.addr.eq(wr_addr), wr_data_q.eq(wr_data), self.wr.en.eq(wr_en),
                      wr_pending.eq(wr_issue)]
 
+        # Only the rows of an earlier receive count.  A command's own reads never need to
+        # wait for its own receive: a region covers each byte once (a run is never longer
+        # than its stride) and a command's send and receive regions do not overlap, so the
+        # writes of one receive change no byte that a later row of the same receive, or the
+        # same command's send, reads (writes are byte-masked; the rest of the row read for
+        # the ALU is not written back).  `*_early` marks a slot holding such a row: set for
+        # every row in the pipeline at `age_rows`, the strobe of a send's or receive's
+        # start, and shifted with the rows; a row entering the pipeline is of the running
+        # receive.  The rows of a receive that follow each other in one row (a stride
+        # shorter than the beat) therefore no longer wait a pipeline's latency each, and
+        # the row the receive side offers, which was compared as well, is of the running
+        # receive too (that compare, through the receive slice's head multiplexer, was
+        # the 64-bit engine's critical path).
+        age_rows = Signal()
+        s1_early = Signal()
+        pend_early = Signal(depth)
+        wr_early = Signal()
+
         def hazard(row):
             # One wide OR (yosys maps $reduce_or as a balanced tree; a chain of `|=` stays a
             # chain, and the routed core's critical path ran down it).
-            return Cat((s1_valid & (s1_row == row)), (wr_pending & (self.wr.addr == row)),
-                       *(pend_valid[k] & (pend_row[k] == row) for k in range(depth))).any()
+            return Cat((s1_early & (s1_row == row)), (wr_early & (self.wr.addr == row)),
+                       *(pend_early[k] & (pend_row[k] == row) for k in range(depth))).any()
 
         # The row reads check the scoreboard a cycle ahead (CheckedRing): the flag a read
-        # stage acts on was computed against last cycle's rows, plus the row the receive
-        # side took last cycle (it is in s1 or the write register now).  Rows only leave
-        # the scoreboard between those two moments, so the flag errs on the safe side by at
-        # most a cycle.  The row the receive side offers (``rx_offer``, valid at the
-        # receive slice's output) stands for the row it takes: for the receive slice's own
-        # new entry the two are the same (a new entry is loaded only when the offered row
-        # is taken, or none is offered), for the transmit side it is a superset; either
-        # way the flag does not wait for the take, which itself reads the flag.
+        # stage acts on was computed against last cycle's rows.  Rows of an earlier receive
+        # only leave the scoreboard between those two moments, except at `age_rows`, when
+        # every row becomes one; no read of the new command is in either slice then (its
+        # send's first chunk reaches the transmit slice three cycles after the start at
+        # the earliest, its received rows follow a clear-to-send and a packet through the
+        # network), and none of the previous command's (it started when they were all
+        # taken).  So the flag errs on the safe side by at most a cycle.
         rx_enter = Signal()
-        rx_offer = Signal()
-        rx_enter_row = Signal(self.row_bits)
-
-        def blocks(row):
-            return Cat(hazard(row), rx_offer & (rx_enter_row == row)).any()
         # No write in flight, from a flop: last cycle's rows, and none entering last cycle
         # (rows only enter through rx_enter), so it is never true too early.
         pipeline_empty = Signal(init=1)
@@ -555,6 +567,9 @@ class Engine(wiring.Component):
         next_is_last, at_end = self._queue_position(m, idx, queued)
 
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
+        # A send or a receive starts: every row in the write pipeline is an earlier
+        # receive's from now on (_write_pipeline).
+        m.d.comb += v.age_rows.eq(tx_start | rx_start | agg_rx_start)
         with m.If(self.clear):
             m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), v.queue_empty.eq(1),
                          finished.eq(0), counted.eq(0), v.in_aggregate.eq(0)]
@@ -863,10 +878,10 @@ class Engine(wiring.Component):
     def _tx_read(self, m, v):
         """The transmit read stage: device memory rows into the packer."""
         (
-            lane_bits, tx_walker, packer, blocks, any_error, raise_error, agg_reading,
+            lane_bits, tx_walker, packer, hazard, any_error, raise_error, agg_reading,
             agg_slot,
         ) = (getattr(v, name) for name in (
-            "lane_bits", "tx_walker", "packer", "blocks", "any_error", "raise_error",
+            "lane_bits", "tx_walker", "packer", "hazard", "any_error", "raise_error",
             "agg_reading", "agg_slot",
         ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
@@ -881,12 +896,11 @@ class Engine(wiring.Component):
             CheckedRing(tx_walker.chunks.payload.shape(), checks=2,
                         head_register=self._ring_head_register))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
-        m.d.comb += tx_checked.block_new.eq(Cat(blocks(tx_checked.i.payload.row[:self.row_bits]),
+        m.d.comb += tx_checked.block_new.eq(Cat(hazard(tx_checked.i.payload.row[:self.row_bits]),
                                                 self._outside(tx_checked.i.payload.row)))
         for k in range(2):
-            # Rows enter the pipeline only from the receive side, which `blocks` includes.
             entry_row = tx_checked.entries[k].row
-            m.d.comb += tx_checked.block_entry[k].eq(Cat(blocks(entry_row[:self.row_bits]),
+            m.d.comb += tx_checked.block_entry[k].eq(Cat(hazard(entry_row[:self.row_bits]),
                                                          self._outside(entry_row)))
         chunk = tx_checked.o.payload
         t_advance = ~t_valid | packer.rows.ready
@@ -1301,15 +1315,12 @@ class Engine(wiring.Component):
         """Received rows: stored at once (copy) or read with the local row (reduce)."""
         (
             reset, unpacker, raise_error, beat_bytes, width, depth, s1_valid, alu, rx_reduce,
-            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, blocks, rx_enter, rx_offer,
-            rx_enter_row,
-            s1_row,
-            rx_busy,
+            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, rx_enter, s1_row, rx_busy,
+            s1_early, age_rows,
         ) = (getattr(v, name) for name in (
             "reset", "unpacker", "raise_error", "beat_bytes", "width", "depth", "s1_valid",
             "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "wr_issue", "hazard",
-            "blocks",
-            "rx_enter", "rx_offer", "rx_enter_row", "s1_row", "rx_busy",
+            "rx_enter", "s1_row", "rx_busy", "s1_early", "age_rows",
         ))
         # Rows out of the unpacker into a two-entry slice whose entries carry their checks,
         # made a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory): stored at
@@ -1323,9 +1334,8 @@ class Engine(wiring.Component):
         wiring.connect(m, unpacker.rows, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload
-        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready), rx_offer.eq(rows_in.valid),
-                     rx_enter_row.eq(row.row[:self.row_bits]),
-                     rx_checked.block_new.eq(Cat(blocks(rx_checked.i.payload.row[:self.row_bits]),
+        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready),
+                     rx_checked.block_new.eq(Cat(hazard(rx_checked.i.payload.row[:self.row_bits]),
                                                  self._outside(rx_checked.i.payload.row)))]
         for k in range(2):
             # The head stays the head unless taken (then its flags mean nothing): the row it
@@ -1333,8 +1343,7 @@ class Engine(wiring.Component):
             # the head next cycle, after the head's row entered the pipeline.
             entry_row = rx_checked.entries[k].row
             m.d.comb += rx_checked.block_entry[k].eq(Cat(
-                Mux(rx_checked.head == k, hazard(entry_row[:self.row_bits]),
-                    blocks(entry_row[:self.row_bits])),
+                hazard(entry_row[:self.row_bits]),
                 self._outside(entry_row)))
         r_outside = rx_checked.o_blocked[1]
         with m.If(rows_in.valid & r_outside):
@@ -1362,9 +1371,11 @@ class Engine(wiring.Component):
                          self.local_rd.addr.eq(row.row), self.local_rd.en.eq(s1_advance)]
             # s1's payload loads whenever s1 advances (it means nothing without s1_valid),
             # so its enable is not the take with its scoreboard and error terms.
+            with m.If(age_rows):
+                m.d.sync += s1_early.eq(s1_valid)
             with m.If(s1_advance):
                 m.d.sync += [s1_valid.eq(take), s1_row.eq(row.row), s1_mask.eq(row.mask),
-                             s1_data.eq(row.data)]
+                             s1_data.eq(row.data), s1_early.eq(take & age_rows)]
         # The receive ends a cycle after its last row's take, from a flop: the take (the
         # head's flags, the error flop, the ALU's readiness) was the reset of rx_busy, the
         # 64-bit core's path at seed 2 of 05f119b (8.41 ns).  rx_busy high a cycle longer
@@ -1381,12 +1392,13 @@ class Engine(wiring.Component):
         (
             alu, s1_valid, rx_local_first, s1_data, alu_take, bump, pend_row, s1_row,
             pend_mask, s1_mask, depth, raise_error, wr_addr, wr_data, wr_en, wr_issue,
-            pend_valid,
+            pend_valid, s1_early, pend_early, wr_early, age_rows,
         ) = (getattr(v, name) for name in (
             "alu", "s1_valid", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
             "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "wr_data",
-            "wr_en", "wr_issue", "pend_valid",
+            "wr_en", "wr_issue", "pend_valid", "s1_early", "pend_early", "wr_early", "age_rows",
         ))
+        result = alu.result
         local = self.local_rd.data
         m.d.comb += [alu.a.valid.eq(s1_valid),
                      alu.b.valid.eq(s1_valid),
@@ -1397,12 +1409,15 @@ class Engine(wiring.Component):
         with m.If(alu_take):
             m.d.comb += bump["alu_beats"].eq(1)
         # The delay line: stage 0 takes the row the ALU takes, the last stage is the row of
-        # the result coming out.
+        # the result coming out.  Each stage's row counts as an earlier receive's (see
+        # _write_pipeline) when it was one a stage before, or at `age_rows`.
         m.d.sync += [pend_valid.eq(Cat(alu_take, pend_valid[:-1])),
-                     pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask)]
+                     pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask),
+                     pend_early.eq(Cat(alu_take & (s1_early | age_rows),
+                                       pend_early[:-1] | Mux(age_rows, pend_valid[:-1], 0))),
+                     wr_early.eq(wr_issue & (Mux(result.valid, pend_early[-1], 0) | age_rows))]
         for k in range(1, depth):
             m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
-        result = alu.result
         with m.If(result.valid):
             with m.If(result.payload.error):
                 m.d.comb += raise_error.alu.eq(1)
@@ -1410,5 +1425,5 @@ class Engine(wiring.Component):
                 m.d.comb += [wr_addr.eq(pend_row[-1]), wr_data.eq(result.payload.data),
                              wr_en.eq(pend_mask[-1]), wr_issue.eq(1)]
         with m.If(self.clear):
-            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0)]
+            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), s1_early.eq(0), pend_early.eq(0)]
         share(v, locals())

@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.hdl import Elaboratable, Module, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
@@ -39,7 +39,9 @@ RECEIVED_FIRST = StepAction.REDUCE_RECEIVED_FIRST
 
 class Loopback(Elaboratable):
     """One engine (node 0) whose packets come back to it, its device memory, and ``now``
-    counting clock cycles from 0.  ``hold`` refuses the engine's ``tx`` beats this cycle."""
+    counting clock cycles from 0.  ``hold`` refuses the engine's ``tx`` beats this cycle.
+    ``inject`` puts a one-beat packet of the testbench's on the engine's ``rx`` between the
+    loop's packets (``inject_valid`` until ``inject_ready``), as another node's would arrive."""
 
     def __init__(self, image, data_width=64):
         assert len(image) == MEM_SIZE
@@ -53,6 +55,9 @@ class Loopback(Elaboratable):
         self.loop = SkidBuffer(packet_beat_layout(data_width))
         self.hold = Signal()
         self.now = Signal(64)
+        self.inject = Signal(packet_beat_layout(data_width))
+        self.inject_valid = Signal()
+        self.inject_ready = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -70,7 +75,17 @@ class Loopback(Elaboratable):
         m.d.comb += [loop.i.payload.eq(engine.tx.payload),
                      loop.i.valid.eq(engine.tx.valid & ~self.hold),
                      engine.tx.ready.eq(loop.i.ready & ~self.hold)]
-        wiring.connect(m, loop.o, engine.rx)
+        # The loop's packets and the injected beats share the engine's rx at packet bounds.
+        in_packet = Signal()
+        injecting = self.inject_valid & ~in_packet
+        with m.If(injecting):
+            m.d.comb += [engine.rx.valid.eq(1), engine.rx.payload.eq(self.inject),
+                         self.inject_ready.eq(engine.rx.ready)]
+        with m.Else():
+            m.d.comb += [engine.rx.valid.eq(loop.o.valid), engine.rx.payload.eq(loop.o.payload),
+                         loop.o.ready.eq(engine.rx.ready)]
+            with m.If(loop.o.valid & engine.rx.ready):
+                m.d.sync += in_packet.eq(~loop.o.payload.last)
 
         m.d.sync += self.now.eq(self.now + 1)
         m.d.comb += engine.now.eq(self.now)
@@ -257,7 +272,8 @@ async def settle(ctx, dut, quiet=8):
         await ctx.tick()
 
 
-async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.INT32):
+async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.INT32,
+                       extra_packets=0):
     """Clear, push ``cmds``, go, wait for done; checks memory against the model, STATUS and
     the counters."""
     engine = dut.engine
@@ -281,7 +297,7 @@ async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.IN
     moved = sum(c["send"]["length"] for c in cmds)
     packets = sum(data_packets(c, dut.beat) + 1 for c in cmds)
     assert got["bytes_sent"] == got["bytes_received"] == moved
-    assert got["packets_sent"] == got["packets_received"] == packets
+    assert got["packets_sent"] + extra_packets == got["packets_received"] == packets + extra_packets
     assert got["alu_beats"] == sum(chunks(c["recv"], dut.beat) for c in cmds
                                    if c["action"] != COPY)
     assert got["busy_cycles"] == ctx.get(engine.finished_at) - ctx.get(engine.started_at) > 0
@@ -474,6 +490,67 @@ def test_reduce_chunks_of_one_row(op, dtype):
             await run_schedule(ctx, dut, model, cmds, op=op, dtype=dtype)
 
     simulate(image, main, seed=5, data_width=256)
+
+
+def test_send_waits_for_rows_in_the_alu():
+    """A command's send reads rows the command before it reduced, while their results are
+    still in the ALU: the read waits for the write (the scoreboard's rows of an earlier
+    receive).  The second command's clear-to-send arrives early, as from a peer that reached
+    its receive first (injected; from the engine's own receive it would come back too late),
+    so the send starts as the reduce's last row enters the pipeline; the sent bytes, reduced
+    into a third region (a copy would wait for every earlier write), must be the reduced
+    ones.  Without the scoreboard they are the bytes from before the reduce."""
+    width = 256
+    beat = width // 8
+    assert header_beats(width) == 1             # the injected clear-to-send is one beat
+    rng = random.Random("alu-rows")
+    image = random_image(rng, "float32")
+    model = Model(image)
+    cases = []
+    for k, rows in enumerate((1, 2, 3)):
+        length = rows * beat
+        reduced = region(512 + 128 * k, length)
+        # The reduced region's last row first: the row whose result comes out last.
+        last_row = region(512 + 128 * k + length - beat, beat)
+        cases.append([command(send=region(64 * k, length), recv=reduced,
+                              action=LOCAL_FIRST, tag=10 + 2 * k),
+                      command(send=last_row, recv=region(256 + 64 * k, beat),
+                              action=RECEIVED_FIRST, tag=11 + 2 * k)])
+
+    def clear_to_send(tag):
+        header = packet_header_layout().const({"kind": PacketKind.CLEAR, "src": 0, "dst": 0,
+                                                "seq": tag})
+        return packet_beat_layout(width).const({
+            "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1,
+            "dest": 0, "control": 1})
+
+    pending = []        # the tag of the clear-to-send to inject once a data packet leaves
+
+    async def main(ctx, dut):
+        for cmds in cases:
+            pending.append(cmds[1]["send_tag"])
+            await run_schedule(ctx, dut, model, cmds, op=ReduceOp.SUM, dtype=DType.FLOAT32,
+                               extra_packets=1)
+            assert not pending
+
+    async def monitor(ctx, dut):
+        # After the first command's first data beat leaves (its own clear-to-send taken),
+        # the second command's arrives.
+        tx = dut.engine.tx
+        while True:
+            await ctx.tick()
+            if pending and ctx.get(tx.valid) and ctx.get(tx.ready) and not ctx.get(
+                    tx.payload.control):
+                ctx.set(dut.inject, clear_to_send(pending.pop()))
+                ctx.set(dut.inject_valid, 1)
+                while True:
+                    ready = ctx.get(dut.inject_ready)
+                    await ctx.tick()
+                    if ready:
+                        break
+                ctx.set(dut.inject_valid, 0)
+
+    simulate(image, main, seed=6, data_width=width, monitor=monitor)
 
 
 def test_queue_of_commands():
