@@ -30,8 +30,9 @@ stream each; their header names the tag and the stream offset, which the receive
 Overlap (seed 000): received beats are reduced as they arrive, so segment j+1 always travels
 while segment j is reduced, at beat granularity.  A command starts as soon as the previous one
 has sent its last beat and taken its last received beat, while that beat's reduction is
-still in the ALU; a row read that would see a write still in flight waits for it (a
-scoreboard of the rows in the write pipeline), so the overlap can never read stale data.
+still in the ALU; a row read that would see a write of an earlier receive still in flight
+waits for it (a scoreboard of the rows in the write pipeline), so the overlap can never
+read stale data.
 A command with ``fence`` set, a barrier, and a command whose receive stores where the previous
 one reduced (or the reverse) wait for every earlier write instead.
 """
