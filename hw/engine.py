@@ -1154,6 +1154,7 @@ class Engine(wiring.Component):
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
         d_left = Signal(32)
         d_agg_lo, d_agg_hi, d_agg_base = v.d_agg_lo, v.d_agg_hi, v.d_agg_base
+        agg_stride_q = Signal(32)
         m.d.sync += [
             d.stale.eq(rx_start | (state == LOAD)),
             d_after.eq(ahead.length + rx_bytes),
@@ -1182,14 +1183,20 @@ class Engine(wiring.Component):
             d_slot_end.eq(ahead.addr + ahead.length),
             d.slot_over.eq(d_slot_end > cur.recv.stride),
             # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
-            # the partial products and the sum registered here, added by _rx_state.  From
-            # the stored header, not `ahead`: the sum is read a cycle after P_DECIDE takes
-            # the packet, which is two cycles after the header is stored at the earliest
-            # (P_DECIDE waits its first cycle on an aggregate packet), and `ahead`'s
-            # multiplexer in front of the multipliers was the 256-bit engine's critical path
-            # (p_state -> d_agg_hi, 6.91 ns, 3 levels).
-            d_agg_lo.eq(got.seq[8:16] * cur.recv.stride[:16]),
-            d_agg_hi.eq(got.seq[8:16] * cur.recv.stride[16:32]),
+            # the partial products and the sum registered here, added by _rx_state.  The
+            # sum is read a cycle after P_DECIDE takes the packet, which is two cycles after
+            # the header is stored at the earliest (P_DECIDE waits its first cycle on an
+            # aggregate packet), so the products are taken from the stored header, a cycle
+            # of slack; the stride is a copy of the command's, loaded a cycle after it, so
+            # the multipliers' operands are flops that can sit beside them.  The operands
+            # came through `ahead`'s multiplexer (the 256-bit engine's path p_state ->
+            # d_agg_hi, 6.91 ns), then from `cur` across the block (the 64-bit engine's,
+            # cur -> MULT18X18D -> d_agg_hi, 7.09 ns, 3.07 of it the multiplier; the copy
+            # is valid long before an aggregate packet can arrive: the command enters the
+            # AGGREGATE state two cycles after it is loaded).
+            agg_stride_q.eq(cur.recv.stride),
+            d_agg_lo.eq(got.seq[8:16] * agg_stride_q[:16]),
+            d_agg_hi.eq(got.seq[8:16] * agg_stride_q[16:32]),
             d_agg_base.eq(cur.recv.offset + got.addr),
         ]
         share(v, locals())
