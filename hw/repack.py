@@ -1489,7 +1489,7 @@ class RepackControl(wiring.Component):
 
     Rate
     ----
-    Serial by design: the setup decodes ``start`` and walks the lists (3·n + 7 cycles, plus
+    Serial by design: the setup decodes ``start`` and walks the lists (3·n + 9 cycles, plus
     one per sub-matrix); then per cycle one unit event (with its notice) or half a scan step
     (a step takes two cycles), while registrations, one per cycle, go through a pipeline of
     their own.  Starting a sub-matrix costs max(dh, dv) cycles to read its rank lists, one to
