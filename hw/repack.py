@@ -2087,9 +2087,10 @@ class RepackControl(wiring.Component):
         most G, and note each rank's group and each group's first entry and members.
 
         Four stages: A reads entry i into `e0`; A1 compares it with n into `ca`; B checks and
-        notes it; C acts on B's verdict (a refusal, or the walk's end).  The `seen` bit is read in B, after the previous entry's write.  It is
-        cleared before the SRC walk, which requires 0 and sets 1; the DST walk requires 1 and
-        sets 0, so each walk sees each rank once."""
+        notes it; C acts on B's verdict (a refusal, or the walk's end).  The `seen` bit is
+        read in B, after the previous entry's write.  It is cleared before the SRC walk,
+        which requires 0 and sets 1; the DST walk requires 1 and sets 0, so each walk sees
+        each rank once."""
         ca, G = v.ca, v.G
         with m.State(state):
             m.d.comb += v.st_check.eq(1)
