@@ -407,6 +407,16 @@ class Engine(wiring.Component):
         strided region ran off it)."""
         return (row >> self.row_bits) != 0
 
+    def _check_rows(self, m, ring, hazard):
+        """A row slice's two checks, for the entry loading and for each entry held: bit 0
+        the scoreboard (a write of an earlier receive still in flight), bit 1 the row
+        outside memory."""
+        def checks(row):
+            return Cat(hazard(row[:self.row_bits]), self._outside(row))
+        m.d.comb += ring.block_new.eq(checks(ring.i.payload.row))
+        for k in range(2):
+            m.d.comb += ring.block_entry[k].eq(checks(ring.entries[k].row))
+
     def _write_pipeline(self, m, v):
         """The write pipeline to memory and its hazard scoreboard."""
         beat_bytes, width = v.beat_bytes, v.width
@@ -897,12 +907,7 @@ class Engine(wiring.Component):
             CheckedRing(tx_walker.chunks.payload.shape(), checks=2,
                         head_register=self._ring_head_register))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
-        m.d.comb += tx_checked.block_new.eq(Cat(hazard(tx_checked.i.payload.row[:self.row_bits]),
-                                                self._outside(tx_checked.i.payload.row)))
-        for k in range(2):
-            entry_row = tx_checked.entries[k].row
-            m.d.comb += tx_checked.block_entry[k].eq(Cat(hazard(entry_row[:self.row_bits]),
-                                                         self._outside(entry_row)))
+        self._check_rows(m, tx_checked, hazard)
         chunk = tx_checked.o.payload
         t_advance = ~t_valid | packer.rows.ready
         t_outside = tx_checked.o_blocked[1]
@@ -1342,17 +1347,8 @@ class Engine(wiring.Component):
         wiring.connect(m, unpacker.rows, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload
-        m.d.comb += [rx_enter.eq(rows_in.valid & rows_in.ready),
-                     rx_checked.block_new.eq(Cat(hazard(rx_checked.i.payload.row[:self.row_bits]),
-                                                 self._outside(rx_checked.i.payload.row)))]
-        for k in range(2):
-            # The head stays the head unless taken (then its flags mean nothing): the row it
-            # offers is its own, so only the scoreboard counts.  The entry behind it may be
-            # the head next cycle, after the head's row entered the pipeline.
-            entry_row = rx_checked.entries[k].row
-            m.d.comb += rx_checked.block_entry[k].eq(Cat(
-                hazard(entry_row[:self.row_bits]),
-                self._outside(entry_row)))
+        m.d.comb += rx_enter.eq(rows_in.valid & rows_in.ready)
+        self._check_rows(m, rx_checked, hazard)
         r_outside = rx_checked.o_blocked[1]
         with m.If(rows_in.valid & r_outside):
             m.d.comb += raise_error.region.eq(1)
@@ -1423,7 +1419,7 @@ class Engine(wiring.Component):
                      pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask),
                      pend_early.eq(Cat(alu_take & (s1_early | age_rows),
                                        pend_early[:-1] | Mux(age_rows, pend_valid[:-1], 0))),
-                     wr_early.eq(wr_issue & (Mux(result.valid, pend_early[-1], 0) | age_rows))]
+                     wr_early.eq(wr_issue & ((result.valid & pend_early[-1]) | age_rows))]
         for k in range(1, depth):
             m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
         with m.If(result.valid):
