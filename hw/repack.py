@@ -1164,32 +1164,7 @@ class RepackUnit(wiring.Component):
                 share(v, locals())
                 self._configure(m, v)
 
-            with m.State("COLLECT"):
-                m.d.comb += st_collect.eq(1)
-                m.d.sync += [
-                    idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
-                    idle_out.eq(~take & (idle_out | (idle_left == 1))),
-                ]
-                with m.If(timeout_fire):
-                    m.d.comb += count(RepackError.TIMEOUT)
-                    with m.If(in_state != IN_HEAD):
-                        m.d.sync += in_state.eq(IN_DROP)
-                    m.d.sync += v.accepting.eq(0)
-                    m.next = "REPORT"
-                with m.Elif((arrived == c.dh) & (in_state == IN_HEAD)):
-                    m.d.sync += v.accepting.eq(0)
-                    with m.If(v.fail_now):
-                        m.next = "REPORT"
-                    with m.Else():
-                        m.d.sync += [j.eq(0), tab_row.eq(0)]
-                        m.next = "HEADER"
-
-            with m.State("REPORT"):
-                # The sub-matrix is dropped whole: DONE carries the first error.
-                with m.If(ev_free):
-                    m.d.comb += [v.st_report.eq(1), *post()]    # DONE, the failure's code
-                    m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
-                    m.next = "IDLE"
+            self._collect(m, v)
 
             def next_destination():
                 with m.If(j == dv_last):
@@ -1232,6 +1207,39 @@ class RepackUnit(wiring.Component):
                     m.d.comb += post()      # DONE (the output is empty)
                     m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                     m.next = "IDLE"
+
+    def _collect(self, m, v):
+        """COLLECT and REPORT states: wait for the sources' messages (every source's header
+        and table taken) within the input budget; a failure or a timeout drops the
+        sub-matrix whole, reported by one DONE event."""
+        c, take, count, in_state, j, tab_row = v.c, v.take, v.count, v.in_state, v.j, v.tab_row
+        idle_left, idle_out = v.idle_left, v.idle_out
+        with m.State("COLLECT"):
+            m.d.comb += v.st_collect.eq(1)
+            m.d.sync += [
+                idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
+                idle_out.eq(~take & (idle_out | (idle_left == 1))),
+            ]
+            with m.If(v.timeout_fire):
+                m.d.comb += count(RepackError.TIMEOUT)
+                with m.If(in_state != v.IN_HEAD):
+                    m.d.sync += in_state.eq(v.IN_DROP)
+                m.d.sync += v.accepting.eq(0)
+                m.next = "REPORT"
+            with m.Elif((v.arrived == c.dh) & (in_state == v.IN_HEAD)):
+                m.d.sync += v.accepting.eq(0)
+                with m.If(v.fail_now):
+                    m.next = "REPORT"
+                with m.Else():
+                    m.d.sync += [j.eq(0), tab_row.eq(0)]
+                    m.next = "HEADER"
+
+        with m.State("REPORT"):
+            # The sub-matrix is dropped whole: DONE carries the first error.
+            with m.If(v.ev_free):
+                m.d.comb += [v.st_report.eq(1), *v.post()]    # DONE, the failure's code
+                m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
+                m.next = "IDLE"
 
     def _configure(self, m, v):
         """IDLE state: take a configuration; refuse it (BAD_CONFIG, CAPACITY, checked as it
