@@ -659,11 +659,19 @@ class RepackUnit(wiring.Component):
         IN_HEAD, IN_TABLE, IN_DATA, IN_DROP = range(4)    # parse, check, store source messages
         in_state = Signal(2)
         # A second stage registers each beat with its header compares, made against the
-        # configuration it will be parsed under: `c`, or the one taken in this cycle.  That
-        # is exact: a configuration is taken only while idle with room for events, and then
-        # the beat in this stage is parsed in that same cycle (as a stray), so no beat waits
-        # here across a change of `c`.
+        # configuration it will be parsed under: while idle, the one offered at the input
+        # (`cfg_in`, taken in this cycle or not), else `c`.  That is exact where it
+        # matters.  A beat parsed while collecting was loaded either while collecting (`c`
+        # does not change until the unit is idle again) or in the cycle its configuration
+        # was taken: a configuration is taken only while idle with room for events, and
+        # then the beat in this stage is parsed in that same cycle, as a stray.  A beat
+        # loaded while idle with no take is parsed while idle, as a stray, whatever its
+        # compares say (a take needs room for events, and room lets the beat go too).
+        # Choosing by the take (`cfg_in.ready`, from `ev_free`) was the 64-bit core's routed
+        # path at seed 1 of f99efcb (ev_free -> take -> count_ok, 7 levels, 7.95 ns);
+        # `idle` is a flop.
         cfg_take = v.cfg_in.valid & v.cfg_in.ready
+        idle = v.idle
         p = v.cfg_in.payload.cfg
         src_on = Signal(G)                      # entries of S in use: k < dh
         with m.If(cfg_take):
@@ -700,17 +708,13 @@ class RepackUnit(wiring.Component):
                 in_q.zero.eq(~sk.nz.any()), in_q.small.eq(sk.tsum <= B),
                 in_q.pad_nz.eq(sk_pad_nz),
                 in_q.final_ok.eq(sk_full_keep & ~sk.beat.last & ~sk_pad_nz),
-                # Each compare made against both configurations, the take choosing last:
-                # the take arrives late (ev_free -> cfg_in.ready -> take; the 64-bit core's
-                # routed path at seed 1 of the fifteenth pass ran from it through the
-                # source compares, 8 levels).
-                in_q.tag_ok.eq(Mux(cfg_take, sk_hdr.tag == p.tag, sk_hdr.tag == c.tag)),
+                in_q.tag_ok.eq(Mux(idle, sk_hdr.tag == p.tag, sk_hdr.tag == c.tag)),
                 in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
-                in_q.count_ok.eq(Mux(cfg_take, sk_hdr.count == p.dv, sk_hdr.count == c.dv)),
+                in_q.count_ok.eq(Mux(idle, sk_hdr.count == p.dv, sk_hdr.count == c.dv)),
                 in_q.full_keep.eq(sk_full_keep),
                 in_q.keep_low.eq(sk.beat.keep[0] & ~(sk.beat.keep[1:] & ~sk.beat.keep[:-1]).any()),
                 in_q.keep_n.eq(low_mask_count(sk.beat.keep)[:LB]),
-                in_q.hit.eq(Mux(cfg_take,
+                in_q.hit.eq(Mux(idle,
                                 v.cfg_in.payload.src_on & Cat(p.src[k] == sk_hdr.rank
                                                               for k in range(G)),
                                 src_on & Cat(c.src[k] == sk_hdr.rank for k in range(G)))),
@@ -2173,6 +2177,15 @@ class RepackControl(wiring.Component):
         sc_a, sc_b, sc_pair, sc_fresh = Signal(), Signal(), Signal(), Signal()
         # With them, the position's compares and the next row's first pair.
         sc_a_last, sc_b_last, sc_row_next = Signal(), Signal(), Signal.like(pi_row)
+        # The exchange's end (every unit DONE, every notice taken) as a flop, a cycle late.
+        # Once true in RUN the condition stays true: every unit has reported DONE, after
+        # its TAKEN and DELIVERED events (one FIFO per unit), so the only events left are
+        # stale units', which are quiet; nothing pushes a notice or sets `pend_done`, and
+        # `all_done` is cleared only at a start.  The three-term AND at the head of RUN's
+        # priorities was the 64-bit core's routed path at seed 3 of f99efcb (spare_valid
+        # -> the end -> the next state, 6 levels, 8.20 ns).
+        end_ok = Signal()
+        m.d.sync += end_ok.eq(v.run_q & v.all_done & ~v.nq_busy & ~v.pend_done)
         m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
                      sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.run_q),
                      sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
@@ -2207,7 +2220,7 @@ class RepackControl(wiring.Component):
             ]
 
             eq = v.eq
-            with m.If(v.all_done & ~v.nq_busy & ~v.pend_done):
+            with m.If(end_ok):
                 # Every unit has reported DONE and every notice has been taken.
                 v.end(v.op_code)
                 m.d.comb += v.run_leave.eq(1)

@@ -92,7 +92,9 @@ def simulate(dut, main, background, cycles):
 class UnitRun:
     """Drives one RepackUnit through a list of steps; collects its output beats and events.
 
-    A step is ``("config", dict)``, ``("message", beats)``, ``("wait_done",)`` (until the
+    A step is ``("config", dict)``, ``("message", beats)``, ``("config_with", dict, beats,
+    lead)`` (the message's first beat offered ``lead`` cycles before the configuration),
+    ``("wait_done",)`` (until the
     unit has reported one more DONE), ``("idle", cycles)``, ``("events_closed", cycles)`` (the
     event sink takes no event for that many cycles from now) or ``("wait_idle",)`` (until
     ``busy`` is low)."""
@@ -120,6 +122,8 @@ class UnitRun:
                     ctx.set(unit.cfg.valid, 0)
                 elif step[0] == "message":
                     await send_beats(ctx, unit.i, step[1], self.rng, self.in_stall)
+                elif step[0] == "config_with":
+                    await self._config_with_message(ctx, *step[1:])
                 elif step[0] == "wait_done":
                     dones += 1
                     while sum(e["kind"] == UnitEvent.DONE for e in self.events) < dones:
@@ -142,6 +146,27 @@ class UnitRun:
                  fields=("kind", "rank", "tag", "code"), gate=self._events_open),
         ], cycles)
         return self
+
+    async def _config_with_message(self, ctx, cfg, beats, lead):
+        unit = self.unit
+        ctx.set(unit.i.payload, beats[0])
+        ctx.set(unit.i.valid, 1)
+        cfg_pending, sent, cycle = True, 0, 0
+        while cfg_pending or sent < len(beats):
+            if cycle == lead:
+                ctx.set(unit.cfg.payload, cfg)
+                ctx.set(unit.cfg.valid, 1)
+            *_, cfg_ready, i_ready = await ctx.tick().sample(unit.cfg.ready, unit.i.ready)
+            cycle += 1
+            if cfg_pending and cycle > lead and cfg_ready:
+                cfg_pending = False
+                ctx.set(unit.cfg.valid, 0)
+            if sent < len(beats) and i_ready:
+                sent += 1
+                if sent < len(beats):
+                    ctx.set(unit.i.payload, beats[sent])
+                else:
+                    ctx.set(unit.i.valid, 0)
 
     def _events_open(self):
         """Called by the event sink once per cycle."""
@@ -347,6 +372,33 @@ def test_unit_rate():
     # two-stage rotator), which a sub-matrix passes once: 117 busy cycles before them, 122
     # with them.
     assert run.busy_cycles <= beats_in + beats_out + 6 + 5, run.busy_cycles
+
+
+@pytest.mark.parametrize("width", [64, 256])
+@pytest.mark.parametrize("lead", [0, 1, 2])
+def test_unit_header_with_its_configuration(width, lead):
+    """A header offered up to two cycles before its configuration: at two, the header
+    reaches the compare stage in the cycle the configuration is taken (the input has two
+    more slices than the configuration), so its compares (tag, count, sources) must be
+    made against that configuration, not the previous one (which has another tag, other
+    sources and another count here).  Three cycles early, the header is parsed while the
+    unit is still idle: a stray, by design."""
+    G = 4
+    rng = random.Random(width)
+    unit = RepackUnit(width, 4096, G)
+    first, expected = submatrix_steps(rng, G, width, 5, [1], [2], {(1, 2): rng.randbytes(9)})
+    S, D = [3, 4], [6, 7, 8]
+    blocks = {(i, j): rng.randbytes(rng.randrange(1, 20)) for i in S for j in D}
+    total = sum(len(b) for b in blocks.values())
+    msgs = [message_beats(pack_message(i, 6, [blocks[i, j] for j in D], width), width)
+            for i in S]
+    steps = first + [("config_with", unit_config(G, 6, S, D, total), msgs[0], lead),
+                     ("message", msgs[1]), ("wait_done",)]
+    expected += [(j, pack_message(j, 6, [blocks[i, j] for i in S], width)) for j in D]
+    run = UnitRun(unit, seed=1).run(steps)
+    assert run.errors == 0, RepackError(run.last_error)
+    assert run.messages() == expected
+    assert [e["code"] for e in run.events if e["kind"] == UnitEvent.DONE] == [RepackError.OK] * 2
 
 
 def test_unit_events_without_pops():
