@@ -1644,6 +1644,17 @@ class RepackControl(wiring.Component):
         v.op_code = Signal(RepackError)         # first error a unit reported
 
         v.i = Signal(range(R + 1))              # list walks
+        # The compares that end CLEAR, CLEAR_PAIRS, GATHER and SEND, as flops loaded with
+        # the counters they compare (`i == n_last`, `sa == p_last`, `sb == q_last`,
+        # `left == 1`): a compare between the state decode and the next state was a level of
+        # the control state's next-state logic, the 64-bit core's routed path at every seed
+        # of 63d5359 (control_state -> ... -> control_state, 6 levels, 8.06 to 8.51 ns).
+        # Tests check each against its compare every cycle (`state_mirrors`).
+        v.i_last = Signal()
+        v.sa_last = Signal()
+        v.sb_last = Signal()
+        v.left_one = Signal()
+        v.st_clear_pairs = Signal()
         v.grp = Signal(range(R + 1))
         # The walk's current group: its size with this entry (gsize), and flags kept a
         # cycle ahead: this entry is the group's first (g_first), the group is already G
@@ -1801,6 +1812,13 @@ class RepackControl(wiring.Component):
         v.running_q = Signal()
         self.state_mirrors = [(v.idle_q, v.st_idle), (v.run_q, v.st_run),
                               (v.running_q, v.running)]
+        # And the flags that end CLEAR, CLEAR_PAIRS, GATHER and SEND (where they are read).
+        self.state_mirrors += [
+            (v.i_last & v.st_clear, (v.i == v.n_last) & v.st_clear),
+            (v.sa_last & v.st_clear_pairs, (v.sa == v.p_last) & v.st_clear_pairs),
+            (v.sb_last & v.st_clear_pairs, (v.sb == v.q_last) & v.st_clear_pairs),
+            (v.left_one, v.left == 1),
+        ]
 
         def end(code):
             """finish()'s registers, without the state change (RUN's actions, which are
@@ -2039,7 +2057,8 @@ class RepackControl(wiring.Component):
                     v.timeout.eq(s.timeout),
                     v.wd_budget.eq(s.timeout + (REPORT_SLACK - 1)),
                     v.start_bad.eq((s.n == 0) | (s.n > v.R) | (s.timeout == 0)),
-                    self.cycles.eq(0), v.i.eq(0), v.op_code.eq(RepackError.OK),
+                    self.cycles.eq(0), v.i.eq(0), v.i_last.eq(s.n == 1),
+                    v.op_code.eq(RepackError.OK),
                     v.idle_q.eq(0),
                 ]
                 m.next = "DECODE"
@@ -2055,8 +2074,8 @@ class RepackControl(wiring.Component):
         with m.State("CLEAR"):
             m.d.comb += [v.st_clear.eq(1), v.seen_w.en.eq(1), v.regd_w.en.eq(1),
                          v.cnt_w.en.eq(1)]
-            m.d.sync += v.i.eq(v.i + 1)
-            with m.If(v.i == v.n_last):
+            m.d.sync += [v.i.eq(v.i + 1), v.i_last.eq(v.i + 1 == v.n_last)]
+            with m.If(v.i_last):
                 m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.e0_valid.eq(0),
                              v.a_done.eq(0), v.c_bad.eq(0), v.c_last.eq(0),
                              v.src_ra.eq(0), v.dst_ra.eq(0)]
@@ -2076,22 +2095,24 @@ class RepackControl(wiring.Component):
             with m.If(v.cap_bad):
                 v.fail_setup(RepackError.CAPACITY)
             with m.Else():
-                m.d.sync += [v.sa.eq(0), v.sb.eq(0), v.pi.eq(0)]
+                m.d.sync += [v.sa.eq(0), v.sb.eq(0), v.pi.eq(0), v.sa_last.eq(v.p_last == 0),
+                             v.sb_last.eq(v.q_last == 0)]
                 m.next = "CLEAR_PAIRS"
 
         with m.State("CLEAR_PAIRS"):
+            m.d.comb += v.st_clear_pairs.eq(1)
             m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(v.pi), v.pw.data.eq(0)]
             m.d.sync += v.pi.eq(v.pi + 1)
-            with m.If(v.sb == v.q_last):
-                m.d.sync += v.sb.eq(0)
-                with m.If(v.sa == v.p_last):
+            with m.If(v.sb_last):
+                m.d.sync += [v.sb.eq(0), v.sb_last.eq(v.q_last == 0)]
+                with m.If(v.sa_last):
                     m.d.sync += [v.pairs_left.eq(v.pi + 1), v.all_done.eq(0), v.sa.eq(0),
                                  v.pi.eq(0), v.pi_row.eq(0), v.run_q.eq(1), v.running_q.eq(1)]
                     m.next = "RUN"
                 with m.Else():
-                    m.d.sync += v.sa.eq(v.sa + 1)
+                    m.d.sync += [v.sa.eq(v.sa + 1), v.sa_last.eq(v.sa + 1 == v.p_last)]
             with m.Else():
-                m.d.sync += v.sb.eq(v.sb + 1)
+                m.d.sync += [v.sb.eq(v.sb + 1), v.sb_last.eq(v.sb + 1 == v.q_last)]
 
     def _check_list(self, m, v, state, list_r, list_ra, writes, *, first, count_reg, last_reg,
                     nxt):
@@ -2214,6 +2235,7 @@ class RepackControl(wiring.Component):
                 v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(1),
                 v.a_left.eq(gsd.members), v.b_left.eq(gdd.members), v.a_on.eq(1), v.b_on.eq(1),
                 v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
+                v.left_one.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members) == 1),
                 v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
                 v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
                 v.cfg.timeout.eq(v.timeout),
@@ -2299,10 +2321,11 @@ class RepackControl(wiring.Component):
                     with m.If(v.b_on):
                         m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
             m.d.sync += [x.eq(x << 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
-                         v.left.eq(v.left - 1), v.a_left.eq(v.a_left - 1),
+                         v.left.eq(v.left - 1), v.left_one.eq(v.left == 2),
+                         v.a_left.eq(v.a_left - 1),
                          v.b_left.eq(v.b_left - 1), v.a_on.eq(v.a_left > 1),
                          v.b_on.eq(v.b_left > 1)]
-            with m.If(v.left == 1):
+            with m.If(v.left_one):
                 m.next = "CONFIGURE"
 
         with m.State("CONFIGURE"):
@@ -2311,7 +2334,7 @@ class RepackControl(wiring.Component):
                 m.d.comb += v.unit_cfgs[k].valid.eq(v.unit_sel == k)
             # SEND's list walk is loaded in every CONFIGURE cycle (nothing reads it here), so
             # the unit's ready and the watchdog are not the enables of its registers.
-            m.d.sync += [v.src_ra.eq(v.sbase), v.left.eq(v.size_a)]
+            m.d.sync += [v.src_ra.eq(v.sbase), v.left.eq(v.size_a), v.left_one.eq(v.size_a == 1)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(Array(c.ready for c in v.unit_cfgs)[v.unit_sel]):
@@ -2326,12 +2349,13 @@ class RepackControl(wiring.Component):
             # nothing reads it again before RUN reloads it (the 64-bit core's path at seed 3
             # of 0e8299b: the state decode and the watchdog into `src_ra`, 7.71 ns).
             with m.If(v.nq_room):
-                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1)]
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1),
+                             v.left_one.eq(v.left == 2)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
                 v.post_notice()
-                with m.If(v.left == 1):
+                with m.If(v.left_one):
                     m.d.sync += v.run_q.eq(1)
                     m.next = "RUN"
 
