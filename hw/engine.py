@@ -471,10 +471,8 @@ class Engine(wiring.Component):
         s1_early = Signal()
         pend_early = Signal(depth)
         wr_early = Signal()
-        early_any = Signal()
-        m.d.comb += early_any.eq(Cat(s1_early, wr_early, pend_early).any())
-
-        hazard = early_any
+        hazard = Signal()               # an early row in flight: every read waits
+        m.d.comb += hazard.eq(Cat(s1_early, wr_early, pend_early).any())
 
         # The row reads check the scoreboard a cycle ahead (CheckedRing): the flag a read
         # stage acts on was computed against last cycle's rows.  Rows of an earlier receive

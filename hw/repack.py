@@ -2314,6 +2314,10 @@ class RepackControl(wiring.Component):
         """GATHER, CONFIGURE and SEND: read S and D into the unit configuration, hand it to
         the unit, tell each source of S."""
         K, G, x = v.K, v.G, v.x
+
+        def step_left():
+            # GATHER and SEND count `left` down by one, `left_one` beside it.
+            return [v.left.eq(v.left - 1), v.left_one.eq(v.left == 2)]
         with m.State("GATHER"):
             m.d.comb += v.st_gather.eq(1)
             # One rank of S and one of D a cycle, from list addresses kept in registers.
@@ -2327,8 +2331,7 @@ class RepackControl(wiring.Component):
                     with m.If(v.b_on):
                         m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
             m.d.sync += [x.eq(x << 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
-                         v.left.eq(v.left - 1), v.left_one.eq(v.left == 2),
-                         v.a_left.eq(v.a_left - 1),
+                         *step_left(), v.a_left.eq(v.a_left - 1),
                          v.b_left.eq(v.b_left - 1), v.a_on.eq(v.a_left > 1),
                          v.b_on.eq(v.b_left > 1)]
             with m.If(v.left_one):
@@ -2355,8 +2358,7 @@ class RepackControl(wiring.Component):
             # nothing reads it again before RUN reloads it (the 64-bit core's path at seed 3
             # of 0e8299b: the state decode and the watchdog into `src_ra`, 7.71 ns).
             with m.If(v.nq_room):
-                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1),
-                             v.left_one.eq(v.left == 2)]
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), *step_left()]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
