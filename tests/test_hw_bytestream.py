@@ -538,7 +538,15 @@ def run_unpacker(data_width, messages, *, stall, seed, checks=None):
         flags["overrun"] = ctx.get(dut.overrun)
         flags["underrun"] = ctx.get(dut.underrun)
 
+    async def mirrors(ctx):
+        # Flags kept as flops of their own equal what they copy, every cycle.
+        pairs = [x for pair in dut.mirrors for x in pair]
+        while True:
+            values = (await ctx.tick().sample(*pairs))[-len(pairs):]
+            assert values[0::2] == values[1::2], values
+
     simulate(dut, main, background=[
+        mirrors,
         feed(dut.beats, beats_q, random.Random(f"{seed}b"), stall),
         feed(dut.chunks, chunks_q, random.Random(f"{seed}c"), stall),
         collect(dut.rows, ROW_FIELDS, random.Random(f"{seed}r"), stall, got),
