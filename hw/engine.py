@@ -977,13 +977,19 @@ class Engine(wiring.Component):
         offset_next = Signal(32)
         m.d.sync += [pkt_end_q.eq(0), offset_next.eq(offset + packet_bytes)]
         limit_next = tx_packet * beat_bytes
-        # Whether what remains after the packet fits the next one, a flop registered with
-        # `rem_after` from the same registers (remaining - packet_bytes <= limit, never
-        # negative): as a compare of `rem_after` it was a 32-bit carry chain in front of the
-        # header's length, the recorded 256-bit core's path (seed 2)
-        # (rem_after -> the arbiter's payload, 8 levels, 7.68 ns).
+        # Whether what remains after the packet fits the next one, a flop registered from
+        # `rem_after` a cycle after it: as a compare of `rem_after` read by the header it was
+        # a 32-bit carry chain in front of the header's length, the recorded 256-bit core's
+        # path (seed 2) (rem_after -> the arbiter's payload, 8 levels, 7.68 ns); as a flop
+        # of `remaining <= packet_bytes + limit_next` it was an adder and a compare in one
+        # cycle, the 64-bit core's path at seed 3 of 26dfd56 (7.48 ns).  It is current in
+        # time: `remaining` and `packet_bytes` load in a cycle t (a start or a packet's end),
+        # `rem_after` follows at t + 1 and `fits_next` at t + 2, and the packet's end is read
+        # no earlier than t + 3 (a header beat at t + 1, a payload beat at t + 2, `pkt_end_q`
+        # at t + 3); packets of one payload beat run at that spacing
+        # (tests/test_hw_engine.py::test_packet_headers).
         fits_next = Signal()
-        m.d.sync += fits_next.eq(remaining <= packet_bytes + limit_next)
+        m.d.sync += fits_next.eq(rem_after <= limit_next)
         h_length = Mux(pkt_end_q, Mux(fits_next, rem_after, limit_next), packet_bytes)
         h_final = Mux(pkt_end_q, fits_next, packet_final)
         h_addr = Mux(pkt_end_q, offset_next, offset)
