@@ -11,7 +11,7 @@ from nicoll.hw import cluster as cluster_mod
 from nicoll.hw import niccore as niccore_mod
 from nicoll.hw import simverilog
 from nicoll.hw.alu import all_capabilities
-from nicoll.hw.cluster import ClusterTop, cluster_verilog
+from nicoll.hw.cluster import ClusterTop
 from nicoll.hw.niccore import NicCore
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.regmap import BusResponse
@@ -202,21 +202,36 @@ def test_cluster_three_nodes():
     run_testbenches(dut, *(node_tb(i) for i in range(nodes)), check, watchdog_cycles=50000)
 
 
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator")
 def test_cluster_verilog():
-    # The optimized Verilog every build uses; both paths of the conversion are checked on a
-    # small design in test_simulation_verilog_optimizes_away_only_dead_logic.
-    text = cluster_verilog(nodes=2, data_width=64, max_nodes=4, mem_size=1024,
-                           alu_capabilities=SMALL_ALU)
+    # The optimized Verilog (cluster_verilog) of the Verilator cluster the suite's cluster
+    # tests run, as its build folder keeps it: the same build, not a second conversion (20 s
+    # of a core for a two-node cluster).  Both paths of the conversion are checked on a small
+    # design in test_simulation_verilog_optimizes_away_only_dead_logic.
+    from conftest import NODES, cluster_kwargs
+    from nicoll.config import ClusterConfig, build_defaults
+    from nicoll.sim.verilator_backend import build_cluster
+    nodes, kwargs = NODES["verilator"], cluster_kwargs("verilator")
+    max_nodes, capabilities = build_defaults("verilator", nodes, kwargs["max_nodes"],
+                                             kwargs["alu_capabilities"])
+    config = ClusterConfig(nodes=nodes, data_width=kwargs["data_width"], max_nodes=max_nodes,
+                           mem_size=kwargs["mem_size"], alu_capabilities=capabilities)
+    text = (build_cluster(config) / "nicoll_cluster.v").read_text()
     assert "module nicoll_cluster(" in text
+    last = nodes - 1
     for name in ("n1_s_axil__awaddr", "n0_s_axil__rdata", "n1_s_axi__wdata", "n1_s_axi__awid",
-                 "n0_s_axi__rlast", "switch_dropped", "n0_activity", "n1_activity", "cycles"):
+                 "n0_s_axi__rlast", "switch_dropped", "n0_activity", f"n{last}_activity",
+                 "cycles"):
         assert f" {name};" in text, name
-    assert "n2_s_axil" not in text
-    # Node 0 has the repack units; node 1 is built from the core without them.
+    assert f"n{nodes}_s_axil" not in text
+    # Node 0 has the repack units; the others are built from the core without them.
     assert "module nicoll_niccore(" in text and "module nicoll_niccore_plain(" in text
     assert "nicoll_niccore_plain.core.hub" not in text and "nicoll_niccore.core.hub" in text
+    assert text.count("  nicoll_niccore_plain node") == nodes - 1
     # The backdoor reaches each node's memory array by this name.
-    assert "reg [63:0] mem [127:0];" in text
+    rows = kwargs["mem_size"] // (kwargs["data_width"] // 8)
+    assert f"reg [{kwargs['data_width'] - 1}:0] mem [{rows - 1}:0];" in text
     # The core's module is niccore_verilog()'s conversion (the CSR bench's top): its ports.
     core = text[text.index("module nicoll_niccore("):]
     core = core[:core.index("endmodule")]
