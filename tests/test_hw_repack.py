@@ -600,8 +600,12 @@ class Exchange:
 
     def __init__(self, engine, plan, blocks, *, seed, stall=0.3, reg_order=None,
                  extra_regs=(), skip=(), senders_skip=(), corrupt=None, budget=None,
-                 timeout=400, reg_gap=12):
+                 timeout=400, reg_gap=12, busy_start=None):
         self.eng = engine
+        # A second start offered for this many cycles after the first is taken (with this
+        # payload): it must not be taken, nor change the exchange (`busy_start`: (payload,
+        # cycles)).
+        self.busy_start = busy_start
         self.plan = plan
         self.blocks = blocks
         self.rng = random.Random(seed)
@@ -689,6 +693,16 @@ class Exchange:
             ctx.set(eng.start.valid, 1)
             await ctx.tick().until(eng.start.ready)
             ctx.set(eng.start.valid, 0)
+            if self.busy_start is not None:
+                payload, cycles = self.busy_start
+                ctx.set(eng.start.payload, payload)
+                ctx.set(eng.start.valid, 1)
+                for _ in range(cycles):
+                    assert not ctx.get(eng.start.ready), "a start was taken during an exchange"
+                    await ctx.tick()
+                    self.cycle += 1
+                ctx.set(eng.start.valid, 0)
+                assert ctx.get(eng.ops) == ops, "the exchange ended before the second start went"
             while ctx.get(eng.ops) == ops:
                 await ctx.tick()
                 self.cycle += 1
@@ -812,6 +826,18 @@ def test_exchange_sequence_and_edges():
     blocks = random_matrix(rng, 6)
     ex = Exchange(eng, plan, blocks, seed=22, stall=0.2)
     ex.run()
+    check_exchange(ex)
+
+
+def test_start_while_busy_waits():
+    """A start offered while an exchange runs is not taken (the start's ready is low) and
+    changes nothing: its payload (fewer ranks, a budget and a timeout far too small) would
+    fail the exchange if any of it were latched."""
+    rng = random.Random(41)
+    plan = plan_subgroups(6, 8, 2, 3, max_group=4)
+    blocks = random_matrix(rng, 6)
+    ex = Exchange(_engine(), plan, blocks, seed=41, stall=0.2,
+                  busy_start=({"n": 2, "budget": 8, "timeout": 1}, 300)).run()
     check_exchange(ex)
 
 
