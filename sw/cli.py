@@ -195,20 +195,9 @@ def _synth(args):
                                         build_dir=build_dir, widelut=not args.nowidelut)
         console.print(depth.to_text(args.paths))
         return 0
-    results = []
-    for number, seed in enumerate(args.seed, 1):
-        # One folder per seed of a sweep, so each run's files stay to be read.
-        seed_dir = build_dir if len(args.seed) == 1 else build_dir / f"seed{seed}"
-        run = f"{name}" if len(args.seed) == 1 else f"{name}, seed {seed} ({number}/{len(args.seed)})"
-        with console.status(f"synthesizing {run} for {args.board}") as status:
-            results.append(synthesize(factory, name=name, board=args.board, build_dir=seed_dir,
-                                      seed=seed, target_mhz=target_mhz, router=args.router,
-                                      widelut=not args.nowidelut,
-                                      progress=lambda message: status.update(
-                                          f"{run}: {message} (nextpnr takes minutes)")))
-        if len(args.seed) > 1:
-            console.print(f"seed {seed}: {results[-1].fmax_mhz:.2f} MHz "
-                          f"({'met' if results[-1].timing_met else 'missed'})")
+    if args.jobs < 1:
+        raise NicollError(f"--jobs must be at least 1, not {args.jobs}")
+    results = _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz)
     result = max(results, key=lambda r: r.fmax_mhz)
     text = result.to_text()
     if len(results) > 1:
@@ -221,12 +210,90 @@ def _synth(args):
     console.print(f"report written to {report}")
     if args.record:
         from . import synthesis
-        command = ".venv/bin/nicoll " + " ".join(a for a in args.argv if a != "--record")
+        command = ".venv/bin/nicoll " + " ".join(_recorded_argv(args.argv))
         synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
                                          command=command, parameters=parameters,
                                          sweep=results if len(results) > 1 else None))
         console.print(f"recorded in {synthesis.RECORD_PATH} and {synthesis.TABLE_PATH}")
     return 0
+
+
+def _recorded_argv(argv):
+    """The arguments of a recorded run without ``--record`` and ``--jobs``: neither changes
+    the result, so the row names the command that reproduces it."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--jobs":
+            skip = True
+        elif arg != "--record" and not arg.startswith("--jobs="):
+            kept.append(arg)
+    return kept
+
+
+def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz):
+    """One place and route per seed, ``args.jobs`` at a time; the results in seed order.
+    The tools are processes of their own, so a run in a thread leaves the interpreter free:
+    each seed elaborates, runs yosys and nextpnr in its own folder."""
+    import concurrent.futures
+    import threading
+    seeds = args.seed
+    stages = {seed: "waiting" for seed in seeds}
+    lock = threading.Lock()
+
+    def run(seed):
+        # One folder per seed of a sweep, so each run's files stay to be read.
+        seed_dir = build_dir if len(seeds) == 1 else build_dir / f"seed{seed}"
+
+        def progress(message):
+            with lock:
+                stages[seed] = message
+        progress("elaborating")
+        try:
+            return synthesize(factory, name=name, board=args.board, build_dir=seed_dir,
+                              seed=seed, target_mhz=target_mhz, router=args.router,
+                              widelut=not args.nowidelut, progress=progress)
+        finally:
+            progress("done")
+
+    def line():
+        with lock:
+            if len(seeds) == 1:
+                return f"synthesizing {name} for {args.board}: {stages[seeds[0]]} (nextpnr takes minutes)"
+            return (f"synthesizing {name} for {args.board}, " + ", ".join(
+                f"seed {seed}: {stages[seed]}" for seed in seeds) + " (nextpnr takes minutes)")
+
+    def report(seed, result):
+        if len(seeds) > 1:
+            console.print(f"seed {seed}: {result.fmax_mhz:.2f} MHz "
+                          f"({'met' if result.timing_met else 'missed'})")
+
+    results = {}
+    with console.status(line()) as status:
+        if args.jobs == 1 or len(seeds) == 1:
+            # In this thread, one after another (an interrupt stops the sweep at once).
+            for seed in seeds:
+                status.update(line())
+                results[seed] = run(seed)
+                report(seed, results[seed])
+            return [results[seed] for seed in seeds]
+        # Seeds not started are cancelled by an error or an interrupt; those running finish
+        # their tools first (the pool's threads are joined before the program ends).
+        pool = concurrent.futures.ThreadPoolExecutor(min(args.jobs, len(seeds)))
+        try:
+            pending = {pool.submit(run, seed): seed for seed in seeds}
+            while pending:
+                done, _ = concurrent.futures.wait(
+                    pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    seed = pending.pop(future)
+                    results[seed] = future.result()     # an error stops the sweep
+                    report(seed, results[seed])
+                status.update(line())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+    return [results[seed] for seed in seeds]
 
 
 def _synth_design(args, capabilities, pairs_text):
@@ -402,6 +469,9 @@ def _parser():
                        help="nextpnr placement seed; a list (1,2,3) runs one place and route "
                             "per seed, reports each and keeps the best (every seed's Fmax "
                             "goes into the record)")
+    synth.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="place and route up to N seeds at once (each is a yosys and a "
+                            "nextpnr process of one core; default 1)")
     synth.add_argument("--target-mhz", type=float, default=None,
                        help="clock to time the design against (default: "
                             + ", ".join(f"{k} {v:g}" for k, v in SYNTH_TARGETS_MHZ.items())

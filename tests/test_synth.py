@@ -440,3 +440,41 @@ def test_seed_list_errors(text, message, capsys):
         main(["synth", "--block", "packer", "--estimate", "--seed", text])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_recorded_command_leaves_out_jobs_and_record():
+    from nicoll.cli import _recorded_argv
+    argv = ["synth", "--seed", "1,2,3", "--jobs", "3", "--record", "--jobs=2", "--data-width", "64"]
+    assert _recorded_argv(argv) == ["synth", "--seed", "1,2,3", "--data-width", "64"]
+
+
+def test_seeds_run_in_parallel_and_come_back_in_seed_order(tmp_path):
+    """With --jobs 2, two seeds' runs overlap (each waits at a barrier for the other, which
+    times out if they ran one after the other) and the results keep the seeds' order."""
+    import threading
+    from types import SimpleNamespace
+    from rich.console import Console
+    from nicoll.cli import _synth_seeds
+    meeting = threading.Barrier(2, timeout=10)
+    folders = {}
+
+    def fake_synthesize(factory, *, name, board, build_dir, seed, target_mhz, router, widelut,
+                        progress):
+        progress("nextpnr")
+        folders[seed] = build_dir
+        if seed in (2, 3):
+            meeting.wait()
+        return SimpleNamespace(seed=seed, fmax_mhz=100.0 + seed, timing_met=False)
+
+    args = SimpleNamespace(seed=[3, 1, 2], jobs=2, board="versa_ecp5", router="router1",
+                           nowidelut=False)
+    results = _synth_seeds(args, Console(file=open(tmp_path / "out", "w")), fake_synthesize,
+                           None, "x", tmp_path, 150.0)
+    assert [r.seed for r in results] == [3, 1, 2]
+    assert folders == {s: tmp_path / f"seed{s}" for s in (1, 2, 3)}
+
+
+def test_jobs_must_be_positive(capsys):
+    from nicoll.cli import main
+    assert main(["synth", "--block", "packer", "--data-width", "64", "--jobs", "0"]) != 0
+    assert "--jobs must be at least 1, not 0" in capsys.readouterr().err
