@@ -2306,8 +2306,16 @@ class RepackControl(wiring.Component):
         # The counts and the notice are wired in `_wiring` and `_notice_data`.
         m.d.comb += v.cnt_w.en.eq(1)
         v.post_notice()
+        # The rank's counts after this event against Q and P, as compares of the counts
+        # read against Q, P or their flops less one (an event adds one to one of the two):
+        # the sum in front of the compares was the tree's estimated worst path (the event's
+        # rank -> the counts' read -> + 1 -> == Q -> `pend_done`, 4 levels, 182 MHz at
+        # be1c6fd; `tests/test_logic_depth.py`).
+        counts = v.cnt_r.data
+        sends_done = Mux(v.ev_taken, counts.sent == v.q_last, counts.sent == v.Q)
+        receives_done = Mux(v.ev_taken, counts.recv == v.P, counts.recv == v.p_last)
         m.d.sync += [
-            v.pend_done.eq((v.new_sent == v.Q) & (v.new_recv == v.P)),
+            v.pend_done.eq(sends_done & receives_done),
             v.done_rank.eq(v.eq.rank),
         ]
 
