@@ -261,7 +261,7 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
     from nicoll.sim.toolchain import tool_env
     from .synth import (SynthesisError, _check_board, _log_tail, _harness_platform,
-                        _yosys_overrides)
+                        _yosys_overrides, extract_plan)
 
     board_info = _check_board(board)
     build_dir = Path(build_dir).resolve()
@@ -269,7 +269,7 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
     harness, platform = _harness_platform(component_factory, board_info)
     plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,
                           do_program=False, **_yosys_overrides(widelut))
-    plan.extract(str(build_dir))
+    extract_plan(plan, build_dir)
     netlist = build_dir / f"{name}.json"
     netlist.unlink(missing_ok=True)
     env = tool_env()

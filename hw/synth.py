@@ -37,7 +37,7 @@ from .memattrs import yosys_collision_commands
 __all__ = [
     "BOARDS", "HarnessCost", "SynthHarness",
     "CriticalPath", "NextpnrReport", "parse_nextpnr_report",
-    "SynthResult", "SynthesisError", "synthesize", "ROUTERS",
+    "SynthResult", "SynthesisError", "synthesize", "extract_plan", "ROUTERS",
 ]
 
 
@@ -651,15 +651,35 @@ def _harness_platform(component_factory, board_info):
     return harness, board_info.platform()
 
 
+#: Amaranth's ``BuildPlan.extract`` writes the plan's files by changing the process's working
+#: directory, so two runs in threads of one process (``nicoll synth --jobs``) must not extract
+#: at once: one run's files landed in another's folder, and the first run found no script.
+_EXTRACT_LOCK = threading.Lock()
+
+
+def extract_plan(plan, build_dir):
+    """Write ``plan``'s files into ``build_dir`` (absolute), one extraction at a time per
+    process; return the folder."""
+    build_dir = Path(build_dir).resolve()
+    with _EXTRACT_LOCK:
+        plan.extract(str(build_dir))
+    return build_dir
+
+
 def _run_plan(plan, name, build_dir, files, report):
     """Run the tools of ``plan`` in a thread, calling ``report`` as each stage starts; return
     the exception that stopped them, or None."""
+    import subprocess
+    import sys
     from nicoll.sim.toolchain import tool_env
     outcome = {}
 
     def run():
         try:
-            plan.execute_local(str(build_dir), env=tool_env())
+            folder = extract_plan(plan, build_dir)
+            script = ["cmd", "/c", f"call {plan.script}.bat"] if sys.platform.startswith(
+                "win32") else ["sh", f"{plan.script}.sh"]
+            subprocess.check_call(script, cwd=folder, env=tool_env())
         except BaseException as error:  # re-raised in the calling thread
             outcome["error"] = error
 

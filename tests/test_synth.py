@@ -76,7 +76,7 @@ def test_all():
     assert set(synth_mod.__all__) == {
         "BOARDS", "HarnessCost", "SynthHarness", "CriticalPath", "NextpnrReport",
         "parse_nextpnr_report", "SynthResult", "SynthesisError", "synthesize",
-        "ROUTERS"}
+        "extract_plan", "ROUTERS"}
     for name in synth_mod.__all__:
         assert hasattr(synth_mod, name)
 
@@ -478,3 +478,36 @@ def test_jobs_must_be_positive(capsys):
     from nicoll.cli import main
     assert main(["synth", "--block", "packer", "--data-width", "64", "--jobs", "0"]) != 0
     assert "--jobs must be at least 1, not 0" in capsys.readouterr().err
+
+
+def test_plans_extracted_from_threads_land_in_their_folders(tmp_path):
+    """Amaranth's BuildPlan.extract changes the working directory while it writes; runs of
+    `nicoll synth --jobs` extract from threads of one process.  Through extract_plan, every
+    plan's files land in its own folder and the working directory is unchanged."""
+    import os
+    import threading
+    from amaranth.build.run import BuildPlan
+    from nicoll.hw.synth import extract_plan
+    cwd = os.getcwd()
+    errors = []
+
+    def extract_many(k):
+        try:
+            for round_ in range(40):
+                plan = BuildPlan(script="build")
+                for f in range(20):
+                    plan.add_file(f"f{f}.txt", f"{k} {round_}")
+                folder = extract_plan(plan, tmp_path / f"plan{k}")
+                assert folder == (tmp_path / f"plan{k}").resolve()
+                for f in range(20):
+                    assert (folder / f"f{f}.txt").read_text() == f"{k} {round_}"
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=extract_many, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert os.getcwd() == cwd
