@@ -264,11 +264,13 @@ class Harness:
     async def tick(self, ctx):
         await ctx.tick()
         self.cycle += 1
-        # The root's flops that stand for a decision made from other flops (its release
-        # decision, made a cycle ahead) equal that decision, every cycle.  Only the root
-        # decides: elsewhere both are 0 by construction (the decision's terms hold is_root).
-        for flop, reference in self.units[self.root].mirrors:
-            assert ctx.get(flop) == ctx.get(reference), (self.cycle, flop.name)
+        # Values kept ahead of their use equal what they stand for, every cycle, in every
+        # unit: the release decision (made a cycle ahead; only the root decides, elsewhere
+        # both are 0 because the decision's terms hold is_root) and whether a notice counts
+        # (chosen among flags made in the decode cycle).
+        for unit in self.units:
+            for value, reference in unit.mirrors:
+                assert ctx.get(value) == ctx.get(reference), (self.cycle, value.name)
 
     # -- running barriers --------------------------------------------------------------------
     async def run(self, ctx, arrivals, *, late_done=True, max_cycles=20_000):
@@ -1156,6 +1158,42 @@ def test_done_after_kill_is_stale():
 
     run_testbenches(dut, tb)
     assert out == [(1, 0, 1, 0, 1, 1), (1, 0, 2, 0, 1, 1)]
+
+
+@pytest.mark.parametrize("gap", [0, 1, 2])
+def test_repeated_completion_counts_once(gap):
+    """A COMPLETE repeated ``gap`` cycles after the first (0: the next cycle, when the first
+    is still in execute and its bit not yet in the vector) sets no new bit: the count, the
+    vector and the notices sent up are those of one completion."""
+    dut = Single()
+    u = dut.unit
+    out = {}
+
+    async def tb(ctx):
+        await setup_node(ctx, u, **GOOD)
+        ctx.set(u.tx.ready, 1)
+        ctx.set(u.start, 1)
+        await ctx.tick()
+        ctx.set(u.start, 0)
+        await ctx.tick()
+        sent = 0
+        for delay in (0, gap):
+            for _ in range(delay):
+                sent += ctx.get(u.tx.valid)
+                await ctx.tick()
+            ctx.set(u.rx.payload, notice(NoticeKind.COMPLETE, 0, 4, 1, subject=4))
+            ctx.set(u.rx.valid, 1)
+            sent += ctx.get(u.tx.valid)
+            await ctx.tick()
+            ctx.set(u.rx.valid, 0)
+        for _ in range(8):
+            sent += ctx.get(u.tx.valid)
+            await ctx.tick()
+        out.update(ones=ctx.get(u.ones), vector=ctx.get(u.vector), sent=sent,
+                   error=ctx.get(u.error))
+
+    run_testbenches(dut, tb)
+    assert out == {"ones": 1, "vector": 1 << 4, "sent": 1, "error": 0}
 
 
 def test_rx_never_waits_on_a_stalled_tx():
