@@ -760,6 +760,12 @@ class Engine(wiring.Component):
         # the 64-bit core's path at seed 2 of the fifteenth pass (7.57 ns).
         agg_product_lo = Signal(32)     # group * stride[:16]
         agg_product_hi = Signal(16)     # group * stride[16:], the bits below 2**32 only
+        # The stride's copy beside the multipliers, loaded a cycle after `cur` (the command
+        # enters AGGREGATE two cycles after it is loaded, and a pop comes later still): read
+        # from `cur` across the block it was the 64-bit core's path at seed 1 of be1c6fd
+        # (cur -> MULT18X18D -> agg_product_lo, 7.39 ns), as on the receive side (_rx_decide).
+        agg_send_stride = Signal(32)
+        m.d.sync += agg_send_stride.eq(cur.send.stride)
         agg_multiplying = Signal()
         agg_addressing = Signal()
         agg_checking = Signal()
@@ -793,8 +799,8 @@ class Engine(wiring.Component):
                          agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
                          agg_group_bad.eq(group >= cur.send_tag)]
         with m.If(agg_multiplying):
-            m.d.sync += [agg_product_lo.eq(agg_group * cur.send.stride[:16]),
-                         agg_product_hi.eq(agg_group * cur.send.stride[16:32])]
+            m.d.sync += [agg_product_lo.eq(agg_group * agg_send_stride[:16]),
+                         agg_product_hi.eq(agg_group * agg_send_stride[16:32])]
         m.d.sync += [agg_multiplying.eq(pop), agg_addressing.eq(agg_multiplying),
                      agg_reading.eq(agg_addressing & ~agg_group_bad),
                      agg_len_valid.eq(agg_reading), agg_checking.eq(agg_len_valid),
