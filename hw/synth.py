@@ -18,6 +18,7 @@ counts them from the harness's structure before synthesis, an upper bound.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -666,6 +667,50 @@ def extract_plan(plan, build_dir):
     return build_dir
 
 
+#: yosys's netlists made in this process, by the digest of their inputs (:func:`_yosys_key`):
+#: the runs of a seed sweep differ only in nextpnr's options, so the first run's netlist
+#: serves the others (yosys takes most of an hour for the 256-bit core; three copies of it
+#: on two cores had doubled a sweep's time).  Each entry's lock is held while its yosys
+#: runs, so a run wanting the same netlist waits for it instead of making it again.
+_NETLISTS = {}
+_NETLISTS_LOCK = threading.Lock()
+
+
+def _yosys_key(plan):
+    """A digest of everything yosys reads from ``plan``: its script and the design."""
+    digest = hashlib.sha256()
+    for filename in sorted(plan.files):
+        if filename.endswith((".ys", ".il", ".v", ".sv")):
+            content = plan.files[filename]
+            digest.update(filename.encode() + b"\0")
+            digest.update(content.encode() if isinstance(content, str) else content)
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _make_netlist(plan, name, folder, env, report):
+    """Leave yosys's netlist and log of ``plan`` in ``folder``: made here, or copied from the
+    folder of an earlier run of this process with the same inputs."""
+    import shutil
+    import subprocess
+    with _NETLISTS_LOCK:
+        entry = _NETLISTS.setdefault(_yosys_key(plan), {"lock": threading.Lock(), "folder": None})
+    outputs = (f"{name}.json", f"{name}.rpt")
+    with entry["lock"]:
+        source = entry["folder"]
+        if source is not None and source != folder and all(
+                (source / f).exists() for f in outputs):
+            report(f"yosys (its netlist from {source})")
+            for filename in outputs:
+                # A fresh modification time: the netlist's marks the end of the yosys stage.
+                shutil.copyfile(source / filename, folder / filename)
+            return
+        # The same command as the plan's script (its first step, which then does nothing).
+        subprocess.check_call([env["YOSYS"], "-q", "-l", f"{name}.rpt", f"{name}.ys"],
+                              cwd=folder, env=env)
+        entry["folder"] = folder
+
+
 def _run_plan(plan, name, build_dir, files, report):
     """Run the tools of ``plan`` in a thread, calling ``report`` as each stage starts; return
     the exception that stopped them, or None."""
@@ -673,13 +718,21 @@ def _run_plan(plan, name, build_dir, files, report):
     import sys
     from nicoll.sim.toolchain import tool_env
     outcome = {}
+    # Stage messages from the worker, passed on by the calling thread.
+    messages = []
 
     def run():
         try:
             folder = extract_plan(plan, build_dir)
-            script = ["cmd", "/c", f"call {plan.script}.bat"] if sys.platform.startswith(
-                "win32") else ["sh", f"{plan.script}.sh"]
-            subprocess.check_call(script, cwd=folder, env=tool_env())
+            env = tool_env()
+            if sys.platform.startswith("win32"):
+                script = ["cmd", "/c", f"call {plan.script}.bat"]
+            else:
+                _make_netlist(plan, name, folder, env, messages.append)
+                # yosys's step of the script then does nothing: `true` takes any arguments.
+                env["YOSYS"] = "true"
+                script = ["sh", f"{plan.script}.sh"]
+            subprocess.check_call(script, cwd=folder, env=env)
         except BaseException as error:  # re-raised in the calling thread
             outcome["error"] = error
 
@@ -691,6 +744,8 @@ def _run_plan(plan, name, build_dir, files, report):
     stages = [("netlist", "nextpnr"), ("config", "ecppack")]
     while worker.is_alive():
         worker.join(_POLL_S)
+        while messages:
+            report(messages.pop(0))
         while stages and files[stages[0][0]].exists():
             report(stages.pop(0)[1])
     return outcome.get("error")

@@ -104,7 +104,8 @@ def markdown(entries):
         "of 100 is a run made before the flow took one, at the board's oscillator). \"met\" means the",
         "routed Fmax reaches it. Placement varies with nextpnr's seed by several percent: a row",
         "from a seed sweep (`--seed 1,2,3`) is its best seed's run, and the list below gives",
-        "every seed's Fmax. `--jobs N` places and routes up to N seeds at once; a seed's result",
+        "every seed's Fmax. The seeds of a sweep share one yosys netlist (they differ only in",
+        "nextpnr's run); `--jobs N` places and routes up to N seeds at once, and a seed's result",
         "does not depend on it.",
         "",
         "| block | configuration | part | LUT4 (core) | FF (core) | DP16KD | MULT18X18D "

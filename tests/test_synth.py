@@ -37,6 +37,15 @@ class Echo(wiring.Component):
         return m
 
 
+class EchoInverted(Echo):
+    """Echo with ``y`` inverted: another design with Echo's ports."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.d.comb += self.y.eq(~(self.a ^ 0x5a))
+        return m
+
+
 class MacMem(wiring.Component):
     """Small but real: a multiply-accumulate (MULT18X18D, carry chains) and a 512x16 block
     RAM (one DP16KD), the design behind the sample report.  The write enable passes
@@ -360,6 +369,29 @@ def test_synthesize_small(tmp_path):
     assert data["lut4"] == result.lut4 and data["timing_met"] == result.timing_met
     text = result.to_text()
     assert "LUT4 (TRELLIS_COMB)" in text and "Fmax" in text
+
+
+@pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
+def test_seeds_share_one_netlist(tmp_path):
+    # Runs of one design that differ in nextpnr's seed run yosys once: the second copies the
+    # first's netlist (byte for byte) and places it with its own seed.  Another design under
+    # the same name runs yosys again.
+    runs = {}
+    for folder, factory, name, seed in [("a", Echo, "echo", 1), ("b", Echo, "echo", 2),
+                                        ("c", EchoInverted, "echo", 1)]:
+        messages = []
+        result = synthesize(factory, name=name, build_dir=tmp_path / folder, seed=seed,
+                            progress=messages.append)
+        runs[folder] = (messages, result)
+    shared = [m for m in runs["b"][0] if m.startswith("yosys (its netlist from")]
+    assert shared == [f"yosys (its netlist from {(tmp_path / 'a').resolve()})"]
+    assert not any(m.startswith("yosys (") for f in "ac" for m in runs[f][0])
+    assert ((tmp_path / "a" / "echo.json").read_bytes()
+            == (tmp_path / "b" / "echo.json").read_bytes())
+    assert runs["b"][1].seed == 2 and runs["b"][1].lut4 == runs["a"][1].lut4
+    assert runs["b"][0][-3:] == ["nextpnr", "ecppack", "reading report"]
+    assert ((tmp_path / "a" / "echo.json").read_bytes()
+            != (tmp_path / "c" / "echo.json").read_bytes())
 
 
 @pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
