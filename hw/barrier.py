@@ -537,15 +537,17 @@ class BarrierUnit(wiring.Component):
         s.x_count_hit = Signal(k)
         s.x_bit = Signal()              # the subject's bit in the decode cycle
         s.x_same = Signal()             # same subject as the notice then in execute
-        # Whether the notice counts, for each case of the forwarding from the cycle in
-        # between (_execute): a release there (seq + 1, bit cleared), or not and the notice
-        # in execute set this subject's bit, or not and another.  Execute only chooses
-        # among three flops: the count's increment made there from x_same, x_bit and the
-        # sequence compares was the 256-bit core's path at seed 1 of af2587d (x_same ->
-        # new bit -> c_count -> eq_total, 7 levels, 8.05 ns).
-        s.x_count_inc = Signal()
-        s.x_count_other = Signal()
-        s.x_count_same = Signal()
+        # Whether a COMPLETE that hits (x_count_hit) counts, for each case of the forwarding
+        # from the cycle in between (_execute): a release there (seq + 1, bit cleared), or
+        # not and the notice in execute set this subject's bit, or not and another.
+        # Execute chooses among three flops, where it combined x_same, x_bit and both
+        # sequence compares (the 256-bit core's path at seed 1 of af2587d: x_same -> new
+        # bit -> c_count -> eq_total, 7 levels, 8.05 ns).  The hit itself stays a flop per
+        # slot: ORed here, behind the route lookup, it was 2 levels more on the 64-node
+        # unit's worst path.
+        s.x_ok_inc = Signal()
+        s.x_ok_other = Signal()
+        s.x_ok_same = Signal()
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
         # Each slot's routed ids as a vector (compares on the table's flops, off the notice's
@@ -558,16 +560,16 @@ class BarrierUnit(wiring.Component):
         complete_ok = complete & s.cfg_ok
         first = [self.child_valid[j] & (cid[j] == p.src) & ~s.shadow[j] for j in range(k)]
         routed = [in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1) for j in range(k)]
-        hit = Cat(complete_ok & first[j] & routed[j] for j in range(k))
-        fresh = hit.any() & (p.seq == self.seq) & ~self.vector.bit_select(p.subject[:ibits], 1)
+        bit = self.vector.bit_select(p.subject[:ibits], 1)
+        fresh = (p.seq == self.seq) & ~bit
         same = p.subject == s.x_subject
         m.d.sync += [
-            s.x_count_inc.eq(hit.any() & (p.seq == s.seq_inc)),
-            s.x_count_other.eq(fresh & ~same),
-            s.x_count_same.eq(fresh & same),
+            s.x_ok_inc.eq(p.seq == s.seq_inc),
+            s.x_ok_other.eq(fresh & ~same),
+            s.x_ok_same.eq(fresh & same),
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
-            s.x_count_hit.eq(hit),
+            s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
             s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
             s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
             s.x_first.eq(Cat(first)),
@@ -577,7 +579,7 @@ class BarrierUnit(wiring.Component):
             s.x_seq_now.eq(p.seq == self.seq),
             s.x_seq_inc.eq(p.seq == s.seq_inc),
             s.x_routed.eq(Cat(routed)),
-            s.x_bit.eq(self.vector.bit_select(p.subject[:ibits], 1)),
+            s.x_bit.eq(bit),
             s.x_same.eq(same),
             s.x_subject.eq(p.subject),
             s.x_estimate.eq(p.estimate),
@@ -659,8 +661,8 @@ class BarrierUnit(wiring.Component):
         s.d_count = Signal()
         s.d_stale = Signal()
         m.d.comb += [
-            s.c_count.eq(Mux(s.rel_last, s.x_count_inc,
-                             s.x_count_other | (s.x_count_same & ~s.c_new_last))),
+            s.c_count.eq(s.x_count_hit.any()
+                         & Mux(s.rel_last, s.x_ok_inc, s.x_ok_other | (s.x_ok_same & ~s.c_new_last))),
             c_count_ref.eq(s.x_count_hit.any() & seq_ok & new_bit),
             s.d_count.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
             s.c_new.eq(s.c_count & ~s.decide),
@@ -702,18 +704,21 @@ class BarrierUnit(wiring.Component):
                 m.d.sync += s.done_in[j].eq(s.done_in[j] + 1)
         # The increments without the release of this cycle (see _decide): a release clears
         # `ones` and the flags below in _leave, after these assignments.
-        one = s.c_count ^ s.d_count
-        two = s.c_count & s.d_count
-        # The sums are made from flops; the late increments only choose one of them.
-        m.d.sync += ones.eq(Mux(two, ones + 2, Mux(one, ones + 1, ones)))
+        # The sums are made from flops; the late increments only choose one of them, the
+        # COMPLETE's last (it arrives later than the done strobe's, through the notice's
+        # flags and the forwarding).
+        def by_increment(values):
+            return Mux(s.c_count, Mux(s.d_count, values[2], values[1]),
+                       Mux(s.d_count, values[1], values[0]))
+        m.d.sync += ones.eq(by_increment([ones, ones + 1, ones + 2]))
 
         # The flags of the next cycle: ones + inc + i against m and N, inc = 0, 1 or 2.
         ge = [ones >= s.m_minus[i] for i in range(5)]
         eq = [ones == s.total_minus[i] for i in range(5)]
         for i in range(3):
             m.d.sync += [
-                s.ge_m[i].eq(Mux(two, ge[i + 2], Mux(one, ge[i + 1], ge[i]))),
-                s.eq_total[i].eq(Mux(two, eq[i + 2], Mux(one, eq[i + 1], eq[i]))),
+                s.ge_m[i].eq(by_increment(ge[i:i + 3])),
+                s.eq_total[i].eq(by_increment(eq[i:i + 3])),
             ]
         m.d.sync += s.nonzero.eq(s.nonzero | s.c_count | s.d_count)
         # ones reaches m (m = 0: ge_m[0] is always set, no stamp) or N in this cycle.  The
@@ -762,7 +767,7 @@ class BarrierUnit(wiring.Component):
              ((can_all & eq[i]) | (can_count & ge[i]) |
               (can_time & (Mux(s.nonzero, time_kept, s.c_le[0]) if i else time_kept))))
             for i in range(3)]
-        m.d.sync += s.decide.eq(Mux(two, decide_by[2], Mux(one, decide_by[1], decide_by[0])))
+        m.d.sync += s.decide.eq(by_increment(decide_by))
 
 
     # ---- Forwarding completions up: a queue that cannot overflow -----------------------------
