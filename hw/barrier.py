@@ -539,13 +539,12 @@ class BarrierUnit(wiring.Component):
         s.x_same = Signal()             # same subject as the notice then in execute
         # Whether a COMPLETE that hits (x_count_hit) counts, for each case of the forwarding
         # from the cycle in between (_execute): a release there (seq + 1, bit cleared), or
-        # not and the notice in execute set this subject's bit, or not and another.
-        # Execute chooses among three flops, where it combined x_same, x_bit and both
-        # sequence compares (the 256-bit core's path at seed 1 of af2587d: x_same -> new
-        # bit -> c_count -> eq_total, 7 levels, 8.05 ns).  The hit itself stays a flop per
-        # slot: ORed here, behind the route lookup, it was 2 levels more on the 64-node
-        # unit's worst path.
-        s.x_ok_inc = Signal()
+        # not and the notice in execute set this subject's bit, or not and another (the
+        # first case is x_seq_inc).  Execute chooses among three flops, where it combined
+        # x_same, x_bit and both sequence compares (the 256-bit core's path at seed 1 of
+        # af2587d: x_same -> new bit -> c_count -> eq_total, 7 levels, 8.05 ns).  The hit
+        # itself stays a flop per slot: ORed here, behind the route lookup, it was 2 levels
+        # more on the 64-node unit's worst path.
         s.x_ok_other = Signal()
         s.x_ok_same = Signal()
         s.x_subject = Signal(DEST_WIDTH)
@@ -564,7 +563,6 @@ class BarrierUnit(wiring.Component):
         fresh = (p.seq == self.seq) & ~bit
         same = p.subject == s.x_subject
         m.d.sync += [
-            s.x_ok_inc.eq(p.seq == s.seq_inc),
             s.x_ok_other.eq(fresh & ~same),
             s.x_ok_same.eq(fresh & same),
             s.x_valid.eq(take),
@@ -662,7 +660,7 @@ class BarrierUnit(wiring.Component):
         s.d_stale = Signal()
         m.d.comb += [
             s.c_count.eq(s.x_count_hit.any()
-                         & Mux(s.rel_last, s.x_ok_inc, s.x_ok_other | (s.x_ok_same & ~s.c_new_last))),
+                         & Mux(s.rel_last, s.x_seq_inc, s.x_ok_other | (s.x_ok_same & ~s.c_new_last))),
             c_count_ref.eq(s.x_count_hit.any() & seq_ok & new_bit),
             s.d_count.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
             s.c_new.eq(s.c_count & ~s.decide),

@@ -669,8 +669,8 @@ def extract_plan(plan, build_dir):
 
 #: yosys's netlists made in this process, by the digest of their inputs (:func:`_yosys_key`):
 #: the runs of a seed sweep differ only in nextpnr's options, so the first run's netlist
-#: serves the others (yosys takes most of an hour for the 256-bit core; three copies of it
-#: on two cores had doubled a sweep's time).  Each entry's lock is held while its yosys
+#: serves the others (yosys takes 5 min for the 256-bit core alone; three copies of it at
+#: once on two cores took over 25).  Each entry's lock is held while its yosys
 #: runs, so a run wanting the same netlist waits for it instead of making it again.
 _NETLISTS = {}
 _NETLISTS_LOCK = threading.Lock()
