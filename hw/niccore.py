@@ -291,11 +291,12 @@ class NicCore(wiring.Component):
                  PacketKind.REPACK_NOTICE: 1, PacketKind.REPACK_OUT: 1}
         if hub_ports:
             route.update({PacketKind.REPACK_REGISTER: 2, PacketKind.REPACK_IN: 2})
+        # The demultiplexer's own input slice stands for the port's slice: each beat's output
+        # is decided on the way in, so the outputs' valid comes from a flop.
         m.submodules.rx_demux = demux = PacketDemux(self._data_width, route,
-                                                    outputs=3 if hub_ports else 2, default=0)
-        rx_in = self._slice(m, "rx_slice_in")
-        wiring.connect(m, wiring.flipped(self.net_rx), rx_in.i)
-        wiring.connect(m, rx_in.o, demux.i)
+                                                    outputs=3 if hub_ports else 2, default=0,
+                                                    input_slice=True)
+        wiring.connect(m, wiring.flipped(self.net_rx), demux.i)
         for k, port in enumerate([barrier_rx, engine_rx] + ([hub_ports[1]] if hub_ports else [])):
             rx_out = self._slice(m, f"rx_slice_{k}")
             wiring.connect(m, getattr(demux, f"o_{k}"), rx_out.i)

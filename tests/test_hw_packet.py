@@ -440,8 +440,42 @@ def test_demux_constructor_errors():
     with pytest.raises(ValueError, match=r"^Data width must be a positive multiple of 8, "
                                          r"not 0$"):
         PacketDemux(0, {}, outputs=1, default=0)
+    with pytest.raises(TypeError, match=r"^input_slice must be a bool, not 1$"):
+        PacketDemux(64, {}, outputs=1, default=0, input_slice=1)
 
 
+@pytest.mark.parametrize("input_slice", [False, True])
+def test_demux_latency_and_throughput(input_slice):
+    """Without the slice a beat is offered in the cycle it arrives; with it, one cycle later,
+    and in both cases a beat a cycle passes when the output is ready (full throughput)."""
+    dut = PacketDemux(64, ROUTE, outputs=3, default=2, input_slice=input_slice)
+    kinds = [PacketKind.DATA, PacketKind.BARRIER, PacketKind.CLEAR, PacketKind.DATA]
+    offered = []
+
+    async def tb(ctx):
+        for k in range(3):
+            ctx.set(getattr(dut, f"o_{k}").ready, 1)
+        for cycle in range(len(kinds) + 2):
+            if cycle < len(kinds):
+                ctx.set(dut.i.valid, 1)
+                ctx.set(dut.i.payload.data, kinds[cycle].value)
+                ctx.set(dut.i.payload.last, 1)
+            else:
+                ctx.set(dut.i.valid, 0)
+            assert ctx.get(dut.i.ready) == 1
+            for k in range(3):
+                port = getattr(dut, f"o_{k}")
+                if ctx.get(port.valid):
+                    offered.append((cycle, k, ctx.get(port.payload.data) & 0xf))
+            await ctx.tick()
+
+    run_testbenches(dut, tb)
+    delay = 1 if input_slice else 0
+    assert offered == [(cycle + delay, ROUTE[kind], kind.value)
+                       for cycle, kind in enumerate(kinds)]
+
+
+@pytest.mark.parametrize("input_slice", [False, True])
 @pytest.mark.parametrize("route,outputs,default,seed,src_stall,dst_stall", [
     (ROUTE, 3, 2, 0, 0.0, 0.0),
     (ROUTE, 3, 0, 1, 0.3, 0.5),
@@ -449,12 +483,13 @@ def test_demux_constructor_errors():
     ({PacketKind.DATA: 3}, 4, 1, 3, 0.1, 0.7),
     ({}, 1, 0, 4, 0.2, 0.2),
 ])
-def test_demux_routes_whole_packets(route, outputs, default, seed, src_stall, dst_stall):
+def test_demux_routes_whole_packets(route, outputs, default, seed, src_stall, dst_stall,
+                                    input_slice):
     """Packets of every kind (0 .. 15 in the first beat's low bits; later beats' low bits are
     random) reach the routed output, others the default one, whole and in order, with each
     output stalling at random."""
     rng = random.Random(seed)
-    dut = PacketDemux(64, route, outputs=outputs, default=default)
+    dut = PacketDemux(64, route, outputs=outputs, default=default, input_slice=input_slice)
     packets = [tagged_packet(rng, 0, seq, rng.randrange(1, 6), control=rng.getrandbits(1),
                              kind=rng.randrange(16))
                for seq in range(80)]
