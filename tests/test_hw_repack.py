@@ -829,6 +829,38 @@ def test_exchange_sequence_and_edges():
     check_exchange(ex)
 
 
+class _PlanWithWrites:
+    """``plan`` with ``extra`` order writes after its own (every other attribute is the
+    plan's)."""
+
+    def __init__(self, plan, extra):
+        self._plan, self._extra = plan, list(extra)
+
+    def order_writes(self):
+        return self._plan.order_writes() + self._extra
+
+    def __getattr__(self, name):
+        return getattr(self._plan, name)
+
+
+def test_order_index_past_the_lists_writes_nothing():
+    """A list write whose index is past the lists (8 and 9 with max_ranks 8: 0 and 1 if the
+    index were cut to the address's bits) counts BAD_CONFIG and leaves the lists alone: the
+    exchange after it, whose lists those writes would have broken (a rank twice, a list ended
+    early), runs to a correct result."""
+    rng = random.Random(51)
+    plan = plan_subgroups(6, 8, 2, 3, max_group=4)
+    blocks = random_matrix(rng, 6)
+    src, dst = plan.order_writes()[0], plan.order_writes()[-1]
+    extra = [{"list": OrderList.SRC, "index": 8, "rank": src["rank"] ^ 1, "end": 1},
+             {"list": OrderList.DST, "index": 9 + 8 * 16, "rank": dst["rank"], "end": 1}]
+    ex = Exchange(_engine(max_ranks=8, units=2), _PlanWithWrites(plan, extra), blocks,
+                  seed=52, stall=0.2).run()
+    assert (ex.errors, ex.last_error) == (2, RepackError.BAD_CONFIG)
+    ex.errors = 0                       # the two refusals, counted; the rest as any exchange
+    check_exchange(ex)
+
+
 def test_start_while_busy_waits():
     """A start offered while an exchange runs is not taken (the start's ready is low) and
     changes nothing: its payload (fewer ranks, a budget and a timeout far too small) would
