@@ -407,12 +407,24 @@ class Engine(wiring.Component):
         strided region ran off it)."""
         return (row >> self.row_bits) != 0
 
+    #: Flags a row slice (CheckedRing) keeps beside each entry, besides the row's address.
+    _ROW_CHECKS = 2
+
+    def _row_ring(self, shape):
+        """A row slice (CheckedRing) for ``shape`` entries with :meth:`_check_rows`'s flags."""
+        return CheckedRing(shape, checks=self._ROW_CHECKS + self.row_bits,
+                           head_register=self._ring_head_register)
+
     def _check_rows(self, m, ring, hazard):
-        """A row slice's two checks, for the entry loading and for each entry held: bit 0
-        the scoreboard (a write of an earlier receive still in flight), bit 1 the row
-        outside memory."""
+        """A row slice's flags, for the entry loading and for each entry held: bit 0 the
+        scoreboard (a write of an earlier receive still in flight), bit 1 the row outside
+        memory, then the row's address in memory.  The address rides with the flags so that
+        a block RAM's read address is the ring's flag register (or a 2:1 choice of two),
+        not the payload's multiplexer at the ring's head pointer: the routed 256-bit core's
+        path at seed 2 of fbf2cbb ran from the receive ring's head through that
+        multiplexer to the local read's block RAMs (8.33 ns, one hop of 3.5 ns)."""
         def checks(row):
-            return Cat(hazard, self._outside(row))
+            return Cat(hazard, self._outside(row), row[:self.row_bits])
         m.d.comb += ring.block_new.eq(checks(ring.i.payload.row))
         for k in range(2):
             m.d.comb += ring.block_entry[k].eq(checks(ring.entries[k].row))
@@ -909,8 +921,7 @@ class Engine(wiring.Component):
         # a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory); its input
         # ready is a flop, so the walker's chunk decision does not chain into the issue.
         m.submodules.tx_checked = tx_checked = v.reset(
-            CheckedRing(tx_walker.chunks.payload.shape(), checks=2,
-                        head_register=self._ring_head_register))
+            self._row_ring(tx_walker.chunks.payload.shape()))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
         self._check_rows(m, tx_checked, hazard)
         chunk = tx_checked.o.payload
@@ -935,7 +946,7 @@ class Engine(wiring.Component):
         # issue, with its checks, then drives only the slice's pointers and t_valid rather
         # than the enable of every block RAM of the read port.
         m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
-                     self.send_rd.addr.eq(chunk.row),
+                     self.send_rd.addr.eq(tx_checked.o_blocked[self._ROW_CHECKS:]),
                      self.send_rd.en.eq(t_advance)]
         with m.If(t_advance):
             m.d.sync += [t_valid.eq(t_issue & ~t_outside),
@@ -1365,9 +1376,7 @@ class Engine(wiring.Component):
         # loads only the slice's pointers, not its 256-bit entries (CheckedRing): the routed
         # 256-bit core's critical path was that take as the enable of every payload flop of
         # a one-entry slice (11.2 ns, 10.2 of it routing).
-        m.submodules.rx_checked = rx_checked = reset(
-            CheckedRing(unpacker.rows.payload.shape(), checks=2,
-                        head_register=self._ring_head_register))
+        m.submodules.rx_checked = rx_checked = reset(self._row_ring(unpacker.rows.payload.shape()))
         wiring.connect(m, unpacker.rows, rx_checked.i)
         rows_in = rx_checked.o
         row = rows_in.payload
@@ -1396,7 +1405,8 @@ class Engine(wiring.Component):
             # never used (s1_valid stays low), and the enable of every block RAM of the
             # read port is then not the take.
             m.d.comb += [rows_in.ready.eq(take),
-                         self.local_rd.addr.eq(row.row), self.local_rd.en.eq(s1_advance)]
+                         self.local_rd.addr.eq(rx_checked.o_blocked[self._ROW_CHECKS:]),
+                         self.local_rd.en.eq(s1_advance)]
             # s1's payload loads whenever s1 advances (it means nothing without s1_valid),
             # so its enable is not the take with its scoreboard and error terms.
             with m.If(age_rows):
