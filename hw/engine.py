@@ -918,8 +918,8 @@ class Engine(wiring.Component):
         t_n = Signal(lane_bits + 1)
         t_last = Signal()
         # The walker's chunks into a two-entry slice whose entries carry their checks, made
-        # a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory); its input
-        # ready is a flop, so the walker's chunk decision does not chain into the issue.
+        # a cycle ahead, and their memory rows (_check_rows); its input ready is a flop, so
+        # the walker's chunk decision does not chain into the issue.
         m.submodules.tx_checked = tx_checked = v.reset(
             self._row_ring(tx_walker.chunks.payload.shape()))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
@@ -1371,7 +1371,7 @@ class Engine(wiring.Component):
             "rx_enter", "s1_row", "rx_busy", "s1_early", "age_rows",
         ))
         # Rows out of the unpacker into a two-entry slice whose entries carry their checks,
-        # made a cycle ahead (bit 0 the scoreboard, bit 1 the row outside memory): stored at
+        # made a cycle ahead, and their memory rows (_check_rows): stored at
         # once (copy) or reduced with the local row.  The take reads the head's flags and
         # loads only the slice's pointers, not its 256-bit entries (CheckedRing): the routed
         # 256-bit core's critical path was that take as the enable of every payload flop of
