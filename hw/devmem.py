@@ -296,7 +296,8 @@ class DeviceMemory(wiring.Component):
         return m
 
     def _read_channel(self, m, rd_port, row, in_range, beat_bytes, next_address, burst_error):
-        """The AXI read channel: an address phase, the memory read, a two-entry slice to R."""
+        """The AXI read channel: an address phase, the memory read, its register, a two-entry
+        slice to R."""
         axi = self.axi
         # ---- Read channel -------------------------------------------------------------------
         r_busy  = Signal()                      # an AR has been taken; beats are being issued
@@ -320,13 +321,24 @@ class DeviceMemory(wiring.Component):
         p1_last  = Signal()
         p1_id    = Signal(self._id_width)
 
-        # Stage 2: two-entry register slice in front of the R channel.  Its ready comes from
+        # Stage 2: the block RAM's word in a register of its own, before any logic (the rule
+        # of docs/architecture.md: the zeroing of an error beat sat between the read port
+        # and the slice's input multiplexer, the routed 64-bit core's seed-3 path at 7acef53).
+        p2_valid = Signal()
+        p2_zero  = Signal()
+        p2_data  = Signal(self._data_width)
+        p2_resp  = Signal(2)
+        p2_last  = Signal()
+        p2_id    = Signal(self._id_width)
+
+        # Stage 3: two-entry register slice in front of the R channel.  Its ready comes from
         # a flop, so RREADY reaches no further than the slice.
         r_layout = data.StructLayout({
             "data": self._data_width, "resp": 2, "last": 1, "id": self._id_width,
         })
         m.submodules.r_buffer = r_buffer = SkidBuffer(r_layout)
-        advance = ~p1_valid | r_buffer.i.ready
+        advance2 = ~p2_valid | r_buffer.i.ready
+        advance = ~p1_valid | advance2
         issue = r_busy & advance
         last_issue = issue & r_final
 
@@ -337,6 +349,15 @@ class DeviceMemory(wiring.Component):
         ]
         with m.If(advance):
             m.d.sync += p1_valid.eq(issue)
+        with m.If(advance2):
+            m.d.sync += [
+                p2_valid.eq(p1_valid),
+                p2_zero.eq(p1_zero),
+                p2_data.eq(rd_port.data),
+                p2_resp.eq(p1_resp),
+                p2_last.eq(p1_last),
+                p2_id.eq(p1_id),
+            ]
         with m.If(issue):
             ok = in_range(r_addr)
             m.d.sync += [
@@ -364,11 +385,11 @@ class DeviceMemory(wiring.Component):
             ]
 
         m.d.comb += [
-            r_buffer.i.valid.eq(p1_valid),
-            r_buffer.i.payload.data.eq(Mux(p1_zero, 0, rd_port.data)),
-            r_buffer.i.payload.resp.eq(p1_resp),
-            r_buffer.i.payload.last.eq(p1_last),
-            r_buffer.i.payload.id.eq(p1_id),
+            r_buffer.i.valid.eq(p2_valid),
+            r_buffer.i.payload.data.eq(Mux(p2_zero, 0, p2_data)),
+            r_buffer.i.payload.resp.eq(p2_resp),
+            r_buffer.i.payload.last.eq(p2_last),
+            r_buffer.i.payload.id.eq(p2_id),
             axi.rvalid.eq(r_buffer.o.valid),
             axi.rdata.eq(r_buffer.o.payload.data),
             axi.rresp.eq(r_buffer.o.payload.resp),

@@ -13,8 +13,8 @@ Commands and messages
 ---------------------
 A command has a send half (the bytes of region ``send`` go to node ``send_to`` as message
 ``send_tag``) and a receive half (message ``recv_tag`` from node ``recv_from`` lands in region
-``recv``: stored, or reduced with the bytes already there, local operand first or received
-operand first).  A region is ``length`` bytes of device memory taken ``run`` bytes at a time,
+``recv``: stored, or reduced with the bytes already there; the two reduce actions name an
+operand order, which the ALU's results do not depend on: its ops are commutative bit for bit).  A region is ``length`` bytes of device memory taken ``run`` bytes at a time,
 each run ``stride`` bytes after the one before (``run`` 0 or ≥ ``length``: contiguous).
 A message is the region's bytes as one packed stream; the sender and the receiver may lay
 them out differently (any alignment, contiguous or strided).
@@ -1096,7 +1096,6 @@ class Engine(wiring.Component):
         rx_bytes = Signal(32)           # bytes of the message accepted so far
         rx_left = Signal(32)            # bytes of the message still to come
         rx_reduce = Signal()
-        rx_local_first = Signal()
         rx_walk = Signal()
         rx_region = Signal(REGION_LAYOUT)
         cts_pending = Signal()
@@ -1122,8 +1121,7 @@ class Engine(wiring.Component):
                          rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
                          rx_left.eq(cur.recv.length), rx_bytes.eq(0),
                          rx_region.eq(cur.recv),
-                         rx_reduce.eq(cur.action != StepAction.COPY),
-                         rx_local_first.eq(cur.action == StepAction.REDUCE_LOCAL_FIRST)]
+                         rx_reduce.eq(cur.action != StepAction.COPY)]
         m.d.comb += [rx_walker.command.valid.eq(rx_walk),
                      rx_walker.command.payload.eq(rx_region)]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
@@ -1428,20 +1426,25 @@ class Engine(wiring.Component):
     def _alu_write(self, m, v):
         """The ALU: operands in, results written back, the scoreboard kept."""
         (
-            alu, s1_valid, rx_local_first, s1_data, alu_take, bump, pend_row, s1_row,
+            alu, s1_valid, s1_data, alu_take, bump, pend_row, s1_row,
             pend_mask, s1_mask, depth, raise_error, wr_addr, wr_data, wr_en, wr_issue,
             pend_valid, s1_early, pend_early, wr_early, age_rows,
         ) = (getattr(v, name) for name in (
-            "alu", "s1_valid", "rx_local_first", "s1_data", "alu_take", "bump", "pend_row",
+            "alu", "s1_valid", "s1_data", "alu_take", "bump", "pend_row",
             "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "wr_data",
             "wr_en", "wr_issue", "pend_valid", "s1_early", "pend_early", "wr_early", "age_rows",
         ))
         result = alu.result
         local = self.local_rd.data
+        # Operand order: the local row is always `a`.  Every op of the ALU gives the same
+        # bits either way (tests/test_hw_alu.py::test_every_op_is_commutative_bit_for_bit),
+        # so the block RAM's read goes to the ALU's operand registers with no multiplexer in
+        # between (the routed 64-bit core's seed-1 path at 7acef53, 7.21 ns); the action's
+        # order matters only where a NaN keeps a payload (the device model's numpy).
         m.d.comb += [alu.a.valid.eq(s1_valid),
                      alu.b.valid.eq(s1_valid),
-                     alu.a.payload.data.eq(Mux(rx_local_first, local, s1_data)),
-                     alu.b.payload.data.eq(Mux(rx_local_first, s1_data, local)),
+                     alu.a.payload.data.eq(local),
+                     alu.b.payload.data.eq(s1_data),
                      alu.a.payload.op.eq(self.op), alu.a.payload.dtype.eq(self.dtype),
                      alu.result.ready.eq(1)]
         with m.If(alu_take):

@@ -198,3 +198,22 @@ def test_float_sum_only_build_has_no_integer_unit():
              (ReduceOp.SUM, DType.INT32), (ReduceOp.SUM, DType.FLOAT32)]
     beats, expected = make_beats(pairs, 64, rng, per_pair=4)
     check(run_alu(alu, beats, stall_out=0.3, seed=5), beats, expected, caps)
+
+
+def test_every_op_is_commutative_bit_for_bit():
+    """op(a, b) and op(b, a) are the same bits for every pair the ALU has, NaNs with payloads
+    and zeros of both signs among the operands (a NaN result is the canonical one; min/max
+    order −0 below +0).  The engine relies on it: it gives the ALU the local row as ``a``
+    whichever operand order the step's action names, so no multiplexer sits between the
+    block RAM's read and the ALU's operand registers (docs/algorithms.md, "Operand order")."""
+    rng = random.Random(14)
+    caps = all_capabilities()
+    pairs = sorted(caps, key=lambda p: (p[1].value, p[0].value))
+    beats, _ = make_beats(pairs, 64, rng, per_pair=6)
+    swapped = [(op, dtype, b, a, last) for op, dtype, a, b, last in beats]
+    alu = ReductionALU(64, capabilities=caps)
+    forward, backward = run_alu(alu, beats), run_alu(alu, swapped, stall_out=0.3, seed=6)
+    assert len(forward) == len(backward) == len(beats)
+    for (op, dtype, a, b, _), one, other in zip(beats, forward, backward):
+        assert one[2] == other[2] == 0, (op, dtype)
+        assert one[0] == other[0], (op, dtype, a.hex(), b.hex(), one[0].hex(), other[0].hex())
