@@ -326,7 +326,7 @@ class DeviceMemory(wiring.Component):
         # and the slice's input multiplexer, the routed 64-bit core's seed-3 path at 7acef53).
         p2_valid = Signal()
         p2_zero  = Signal()
-        p2_data  = Signal(self._data_width)
+        p2_data  = Signal(self._data_width, reset_less=True)   # meaningful only with p2_valid
         p2_resp  = Signal(2)
         p2_last  = Signal()
         p2_id    = Signal(self._id_width)

@@ -32,6 +32,7 @@ from amaranth.hdl import Elaboratable, Module, Signal, Cat, Value
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
+from .bram_outreg import absorb_output_registers
 from .memattrs import yosys_collision_commands
 
 
@@ -502,6 +503,10 @@ class SynthResult:
     build_dir: str
     report_path: str
     utilization: Mapping
+    #: Flip-flops that became block-RAM output registers, and the block-RAM ports that got
+    #: them (:mod:`~nicoll.hw.bram_outreg`); the FF count above no longer includes them.
+    outreg_ff: int = 0
+    outreg_ports: int = 0
 
     @property
     def timing_met(self):
@@ -528,7 +533,10 @@ class SynthResult:
             f"  ports: {self.input_bits} input bits, {self.output_bits} output bits",
             row("LUT4 (TRELLIS_COMB)", self.lut4, self.lut4_available, self.harness_lut4),
             row("FF (TRELLIS_FF)", self.ff, self.ff_available, self.harness_ff),
-            row("DP16KD", self.dp16kd, self.dp16kd_available),
+            row("DP16KD", self.dp16kd, self.dp16kd_available)
+            + (f"   output registers on {self.outreg_ports} "
+               f"port{'s' if self.outreg_ports != 1 else ''} ({self.outreg_ff} FF)"
+               if self.outreg_ports else ""),
             row("MULT18X18D", self.mult18x18d, self.mult18x18d_available),
             f"  Fmax {self.fmax_mhz:.2f} MHz on {self.clock_net} "
             f"(constraint {self.clock_constraint_mhz:.2f} MHz, {verdict})",
@@ -695,7 +703,7 @@ def _make_netlist(plan, name, folder, env, report):
     import subprocess
     with _NETLISTS_LOCK:
         entry = _NETLISTS.setdefault(_yosys_key(plan), {"lock": threading.Lock(), "folder": None})
-    outputs = (f"{name}.json", f"{name}.rpt")
+    outputs = (f"{name}.json", f"{name}.rpt", f"{name}.outreg.json")
     with entry["lock"]:
         source = entry["folder"]
         if source is not None and source != folder and all(
@@ -708,7 +716,25 @@ def _make_netlist(plan, name, folder, env, report):
         # The same command as the plan's script (its first step, which then does nothing).
         subprocess.check_call([env["YOSYS"], "-q", "-l", f"{name}.rpt", f"{name}.ys"],
                               cwd=folder, env=env)
+        _absorb_output_registers(folder, name)
         entry["folder"] = folder
+
+
+def _absorb_output_registers(folder, name):
+    """Give the block RAMs of ``folder``'s netlist the registers after their reads
+    (:mod:`~nicoll.hw.bram_outreg`) and leave what was done in ``{name}.outreg.json``."""
+    netlist_path = folder / f"{name}.json"
+    with open(netlist_path, encoding="utf-8") as f:
+        netlist = json.load(f)
+    merges = absorb_output_registers(netlist, name)
+    # Written beside and renamed: the stage watcher takes the netlist's appearance as the
+    # start of nextpnr, so it must never see half a file.
+    partial = folder / f"{name}.json.partial"
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump(netlist, f)
+    os.replace(partial, netlist_path)
+    with open(folder / f"{name}.outreg.json", "w", encoding="utf-8") as f:
+        json.dump([dataclasses.asdict(merge) for merge in merges], f, indent=1)
 
 
 def _run_plan(plan, name, build_dir, files, report):
@@ -806,6 +832,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         "config": build_dir / f"{name}.config",
         "bitstream": build_dir / f"{name}.bit",
         "svf": build_dir / f"{name}.svf",
+        "outreg": build_dir / f"{name}.outreg.json",
     }
     # Products of an earlier run would make the stage watcher and the parser read stale data.
     for path in files.values():
@@ -855,6 +882,8 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     with open(files["netlist"], encoding="utf-8") as f:
         cost = _count_harness_cells(json.load(f), name, input_bits=harness.input_bits,
                                     output_bits=harness.output_bits)
+    with open(files["outreg"], encoding="utf-8") as f:
+        merged = [entry["merged"] for entry in json.load(f) if entry["merged"]]
     return SynthResult(
         name=name,
         board=board,
@@ -887,4 +916,6 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         build_dir=str(build_dir),
         report_path=str(files["report"]),
         utilization=dict(parsed.utilization),
+        outreg_ff=sum(merged),
+        outreg_ports=len(merged),
     )
