@@ -14,8 +14,9 @@ Commands and messages
 A command has a send half (the bytes of region ``send`` go to node ``send_to`` as message
 ``send_tag``) and a receive half (message ``recv_tag`` from node ``recv_from`` lands in region
 ``recv``: stored, or reduced with the bytes already there; the two reduce actions name an
-operand order, which the ALU's results do not depend on: its ops are commutative bit for bit).  A region is ``length`` bytes of device memory taken ``run`` bytes at a time,
-each run ``stride`` bytes after the one before (``run`` 0 or ≥ ``length``: contiguous).
+operand order, which the ALU's results do not depend on: its ops are commutative bit for
+bit).  A region is ``length`` bytes of device memory taken ``run`` bytes at a time, each run
+``stride`` bytes after the one before (``run`` 0 or ≥ ``length``: contiguous).
 A message is the region's bytes as one packed stream; the sender and the receiver may lay
 them out differently (any alignment, contiguous or strided).
 
