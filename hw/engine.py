@@ -824,14 +824,7 @@ class Engine(wiring.Component):
                 m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
             # The slot's offset modulo 2**32, as the 32-bit address it becomes.
             m.d.sync += agg_slot.eq(cur.send.offset + agg_product_lo + (agg_product_hi << 16))
-        with m.If(agg_len_valid):
-            m.d.sync += agg_length.eq(self.send_rd.data[:32])
-        with m.If(agg_checking):
-            # A message must be non-empty, fit its slot and travel as one packet; the
-            # compares are registered, and the start (which loads the transmit half) reads
-            # only their flag.
-            m.d.sync += agg_fits.eq((agg_length != 0) & (agg_length <= agg_room)
-                                    & (agg_length <= 0xFFFF * beat_bytes))
+        # agg_checking loads agg_length and agg_fits in _tx_read, from the data stage.
         with m.If(agg_starting):
             with m.If(~agg_fits):
                 m.d.comb += raise_error.region.eq(1)
@@ -908,10 +901,11 @@ class Engine(wiring.Component):
         """The transmit read stage: device memory rows into the packer."""
         (
             lane_bits, tx_walker, packer, hazard, any_error, raise_error, agg_reading,
-            agg_slot,
+            agg_slot, agg_checking, agg_length, agg_fits, agg_room, beat_bytes,
         ) = (getattr(v, name) for name in (
             "lane_bits", "tx_walker", "packer", "hazard", "any_error", "raise_error",
-            "agg_reading", "agg_slot",
+            "agg_reading", "agg_slot", "agg_checking", "agg_length", "agg_fits", "agg_room",
+            "beat_bytes",
         ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
         t_valid = Signal()
@@ -956,6 +950,21 @@ class Engine(wiring.Component):
                          r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
         with m.If(agg_reading):
             m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
+        with m.If(agg_checking):
+            # The length word comes from the data stage's register (r_data), which loaded
+            # the read at the end of agg_len_valid: the transmit half is idle from the pop on
+            # (tx_busy fell as the packer's last beat left, so neither of its stages holds a
+            # row and both advance every cycle), as agg_reading's override of the read's
+            # address requires too.  A register of its own on the read's output kept the
+            # block RAM from taking the data stage's register as its output register
+            # (nicoll.hw.bram_outreg: each data output must reach one flop).
+            # A message must be non-empty, fit its slot and travel as one packet; the
+            # compares are registered, and the start (which loads the transmit half) reads
+            # only their flag.
+            length = r_data[:32]
+            m.d.sync += [agg_length.eq(length),
+                         agg_fits.eq((length != 0) & (length <= agg_room)
+                                     & (length <= 0xFFFF * beat_bytes))]
         m.d.comb += [packer.rows.valid.eq(r_valid),
                      packer.rows.payload.data.eq(r_data),
                      packer.rows.payload.lo.eq(r_lo),
