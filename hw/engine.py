@@ -49,6 +49,7 @@ from amaranth.lib.wiring import In, Out
 from ..actions import Action
 from .bytestream import REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker
 from .deadline import Deadline
+from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ._builder import share
@@ -274,7 +275,13 @@ class Engine(wiring.Component):
         """The command queue, the push-time checks and the error register."""
         beat_bytes = v.beat_bytes
         # ---- Queue and push-time checks (nothing refused is queued) -----------------------
-        queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[])
+        # A row is written only while the engine is not running (a push then is refused)
+        # and read only while it is, so a read meeting a write of its row is never used:
+        # collisions may be undefined.  Defined, yosys kept a copy of every read bit and a
+        # multiplexer after the block RAM, which then could not take `cur` as its output
+        # register (nicoll.hw.bram_outreg).
+        queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[],
+                       attrs=COLLISIONS_DONT_CARE)
         m.submodules.queue = queue
         q_wr = queue.write_port()
         q_rd = queue.read_port(domain="sync", transparent_for=())
