@@ -449,18 +449,19 @@ def test_synthesize_niccore_small(tmp_path):
     assert parse_nextpnr_report(result.report_path).used("TRELLIS_COMB") == result.lut4
 
 
-def _fake_result(seed, fmax_mhz):
+def _fake_result(seed, fmax_mhz, outreg_ff=0):
     """A SynthResult's fields as the record reads them (no tool run)."""
     return SimpleNamespace(
         name="packer_w64", board="versa_ecp5", device="LFE5UM-45F-8BG381", seed=seed,
-        lut4=600, harness_lut4=50, ff=590, harness_ff=200, dp16kd=0, mult18x18d=0,
+        lut4=600, harness_lut4=50, ff=590, harness_ff=200, dp16kd=2, mult18x18d=0,
+        outreg_ff=outreg_ff,
         fmax_mhz=fmax_mhz, clock_constraint_mhz=200.0, timing_met=fmax_mhz >= 200.0,
         critical_path=None, wall_time_s=60.0, tool_versions={"amaranth": "0.5"})
 
 
 def test_seed_sweep_is_recorded_seed_by_seed(tmp_path):
     from nicoll import synthesis
-    sweep = [_fake_result(1, 198.4), _fake_result(2, 205.1), _fake_result(3, 190.0)]
+    sweep = [_fake_result(1, 198.4, 24), _fake_result(2, 205.1, 24), _fake_result(3, 190.0, 24)]
     best = max(sweep, key=lambda r: r.fmax_mhz)
     entry = synthesis.entry(best, block="packer", data_width=64, command="nicoll synth",
                             parameters={"data_width": 64}, sweep=sweep)
@@ -469,9 +470,11 @@ def test_seed_sweep_is_recorded_seed_by_seed(tmp_path):
     assert [s["timing_met"] for s in entry["seeds"]] == [False, True, False]
     table = synthesis.markdown(synthesis.record(entry, tmp_path / "s.json", tmp_path / "s.md"))
     assert "seeds: 1: 198.4 MHz (missed), 2: 205.1 MHz (met), 3: 190.0 MHz (missed)" in table
-    single = synthesis.entry(sweep[0], block="packer", data_width=64, command="nicoll synth",
-                             parameters={})
-    assert "seeds" not in single
+    assert entry["outreg_ff"] == 24
+    assert "24 flip-flops became block-RAM output registers" in table
+    single = synthesis.entry(_fake_result(1, 198.4), block="packer", data_width=64,
+                             command="nicoll synth", parameters={})
+    assert "seeds" not in single and "outreg_ff" not in single
 
 
 @pytest.mark.parametrize("text,message", [("1,x", "integers separated by commas"),
