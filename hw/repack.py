@@ -1723,6 +1723,9 @@ class RepackControl(wiring.Component):
         v.free_unit = _priority(m, v.free, "free_unit")
 
         v.pend_done = Signal()                  # a rank DONE notice waits for the queue
+        v.pend_hold = Signal()                  # pend_done, kept from the cycle before
+        v.pend_set = Signal()                   # a rank event was taken in the cycle before
+        v.rank_complete = Signal()              # ... and completed its rank (see _wiring)
         v.done_rank = Signal(RANK_WIDTH)
 
         # FSM state flags, set in the states.
@@ -1989,6 +1992,23 @@ class RepackControl(wiring.Component):
                      v.new_recv.eq(v.cnt_r.data.recv + ~v.ev_taken)]
         with m.If(~v.st_clear):
             m.d.comb += [v.cnt_w.data.sent.eq(v.new_sent), v.cnt_w.data.recv.eq(v.new_recv)]
+        # `pend_done` from three flops: the compares of the event's rank's counts are made
+        # in every cycle, outside the state machine's choices (_rank_event sets `pend_set`
+        # only), so the counts' read and the compares no longer reach `pend_done` through
+        # those choices (the 64-bit core's path at seed 1 of 2b387db: eq.rank -> the counts'
+        # LUT RAM -> the compares -> the choices -> pend_done, 6 levels, 7.46 ns).  The
+        # rank's counts after this event against Q and P, as compares of the counts read
+        # against Q, P or their flops less one (an event adds one to one of the two): the
+        # sum in front of the compares was the tree's estimated worst path at be1c6fd
+        # (`tests/test_logic_depth.py`).
+        counts = v.cnt_r.data
+        sends_done = Mux(v.ev_taken, counts.sent == v.q_last, counts.sent == v.Q)
+        receives_done = Mux(v.ev_taken, counts.recv == v.P, counts.recv == v.p_last)
+        m.d.comb += v.pend_done.eq(v.pend_hold | (v.pend_set & v.rank_complete))
+        # Defaults: the state machine's post and abort clear `pend_hold`, a rank event sets
+        # `pend_set` (assigned after these, so theirs win).
+        m.d.sync += [v.rank_complete.eq(sends_done & receives_done),
+                     v.pend_hold.eq(v.pend_done), v.pend_set.eq(0)]
         # The list walks write a rank's group and its group's first entry and size.
         for grp_w, group_w in ((v.sgrp_w, v.gs_w), (v.dgrp_w, v.gd_w)):
             m.d.comb += [
@@ -2283,7 +2303,7 @@ class RepackControl(wiring.Component):
                 m.d.sync += v.run_q.eq(0)
             with m.Elif(v.pend_done & v.nq_room):
                 v.post_notice()
-                m.d.sync += v.pend_done.eq(0)
+                m.d.sync += v.pend_hold.eq(0)
             with m.Elif(v.eq_valid & (v.eq_quiet | (v.nq_room & ~v.pend_done))):
                 # Unit events before the scan: they free units and complete ranks.  An event
                 # and its notice take one cycle.
@@ -2318,21 +2338,12 @@ class RepackControl(wiring.Component):
         """A TAKEN or DELIVERED: tell the rank, and note a rank with all its sends and
         receives done.  Ref: seed 003, step 7.5 (told on completion) and 7.6 (a rank
         completes once all its sends and receives are done)."""
-        # The counts and the notice are wired in `_wiring` and `_notice_data`.
+        # The counts, the notice and the completion's compares (`rank_complete`) are wired
+        # in `_wiring` and `_notice_data`.  This cycle's event is taken only while no DONE
+        # notice is pending, so `pend_done` is then `pend_set & rank_complete` next cycle.
         m.d.comb += v.cnt_w.en.eq(1)
         v.post_notice()
-        # The rank's counts after this event against Q and P, as compares of the counts
-        # read against Q, P or their flops less one (an event adds one to one of the two):
-        # the sum in front of the compares was the tree's estimated worst path (the event's
-        # rank -> the counts' read -> + 1 -> == Q -> `pend_done`, 4 levels, 182 MHz at
-        # be1c6fd; `tests/test_logic_depth.py`).
-        counts = v.cnt_r.data
-        sends_done = Mux(v.ev_taken, counts.sent == v.q_last, counts.sent == v.Q)
-        receives_done = Mux(v.ev_taken, counts.recv == v.P, counts.recv == v.p_last)
-        m.d.sync += [
-            v.pend_done.eq(sends_done & receives_done),
-            v.done_rank.eq(v.eq.rank),
-        ]
+        m.d.sync += [v.pend_set.eq(1), v.done_rank.eq(v.eq.rank)]
 
     def _abort(self, m, v, *, leave=True):
         # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
@@ -2340,7 +2351,8 @@ class RepackControl(wiring.Component):
         # (False for RUN, whose transition is in `_run`).
         v.count(RepackError.TIMEOUT)
         m.d.comb += v.nq_flush.eq(1)
-        m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_done.eq(0), v.running_q.eq(0)]
+        m.d.sync += [v.ustale.eq(v.ustale | v.ubusy), v.pend_hold.eq(0), v.pend_set.eq(0),
+                     v.running_q.eq(0)]
         (v.finish if leave else v.end)(RepackError.TIMEOUT)
 
     def _assign(self, m, v):
