@@ -209,10 +209,10 @@ def test_every_op_is_commutative_bit_for_bit():
     rng = random.Random(14)
     caps = all_capabilities()
     pairs = sorted(caps, key=lambda p: (p[1].value, p[0].value))
-    beats, _ = make_beats(pairs, 64, rng, per_pair=6)
+    beats, _ = make_beats(pairs, 64, rng, per_pair=4)
     swapped = [(op, dtype, b, a, last) for op, dtype, a, b, last in beats]
     alu = ReductionALU(64, capabilities=caps)
-    forward, backward = run_alu(alu, beats), run_alu(alu, swapped, stall_out=0.3, seed=6)
+    forward, backward = run_alu(alu, beats), run_alu(alu, swapped)
     assert len(forward) == len(backward) == len(beats)
     for (op, dtype, a, b, _), one, other in zip(beats, forward, backward):
         assert one[2] == other[2] == 0, (op, dtype)
