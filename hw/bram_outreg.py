@@ -11,7 +11,7 @@ knows read latency one only.
 
 The gateware is written for it: every read port of device memory feeds a register and
 nothing else (DeviceMemory's host read stage, the engine's data stage before the packer,
-the ALU's operand register).  :func:`absorb_output_registers` rewrites yosys's JSON netlist
+the ALU's operand register, the engine's current command).  :func:`absorb_output_registers` rewrites yosys's JSON netlist
 before nextpnr reads it: for each DP16KD port whose every used data output drives exactly
 one ``TRELLIS_FF`` on the port's clock, with one clock enable shared by all of them, no
 set/reset and an initial value of zero, those flops are removed and the port's output
@@ -43,10 +43,6 @@ class OutputRegisterMerge:
     skipped: str = ""       # why not, when merged == 0
 
 
-def _const(bit, value):
-    return bit == value
-
-
 def _sinks_of(cells):
     """Net bit -> [(cell name, port)] of every input port it reaches."""
     sinks = {}
@@ -70,7 +66,7 @@ def _flop_enable(flop, clock):
         return None, "a flop that starts at 1"
     lsr_mux = params.get("LSRMUX", "LSR").strip()
     lsr = conns.get("LSR", ["0"])
-    if not ((lsr_mux == "LSR" and _const(lsr[0], "0")) or (lsr_mux == "INV" and _const(lsr[0], "1"))):
+    if not ((lsr_mux == "LSR" and lsr[0] == "0") or (lsr_mux == "INV" and lsr[0] == "1")):
         return None, "a flop with a set/reset"
     ce_mux = params.get("CEMUX", "1").strip()
     if ce_mux == "1":
@@ -92,7 +88,7 @@ def _merge_port(cells, sinks, top_bits, name, bram, port):
         return skip("its output register is in use")
     if params.get(f"CLK{port}MUX", f"CLK{port}") != f"CLK{port}":
         return skip("an inverted clock")
-    if not _const(conns.get(f"RST{port}", ["0"])[0], "0"):
+    if conns.get(f"RST{port}", ["0"])[0] != "0":
         return skip("its reset input is used (it would reset the output register)")
     clock = conns[f"CLK{port}"][0]
     outputs = sorted(p for p in conns if p.startswith(f"DO{port}"))
