@@ -11,10 +11,11 @@ knows read latency one only.
 
 The gateware is written for it: every read port of device memory feeds a register and
 nothing else (DeviceMemory's host read stage, the engine's data stage before the packer,
-the ALU's operand register, the engine's current command).  :func:`absorb_output_registers` rewrites yosys's JSON netlist
-before nextpnr reads it: for each DP16KD port whose every used data output drives exactly
-one ``TRELLIS_FF`` on the port's clock, with one clock enable shared by all of them, no
-set/reset and an initial value of zero, those flops are removed and the port's output
+the ALU's operand register, the engine's current command).
+:func:`absorb_output_registers` rewrites yosys's JSON netlist before nextpnr reads it: for
+each DP16KD port whose every used data output drives exactly one ``TRELLIS_FF`` on the
+port's clock, with one clock enable shared by all of them, no set/reset and an initial
+value of zero, those flops are removed and the port's output
 register takes their place (their ``Q`` nets are then driven by the block RAM), with their
 enable on ``OCE`` and their GSR setting.  The behaviour is the same cycle for cycle: the
 flop loaded the port's data when its enable was high, as the output register does (Ref:
