@@ -553,6 +553,63 @@ def test_send_waits_for_rows_in_the_alu():
     simulate(image, main, seed=6, data_width=width, monitor=monitor)
 
 
+def test_clear_to_send_at_every_cycle_around_the_start():
+    """A clear-to-send that arrives in any cycle around a send's start (injected, as from a
+    peer that reached its receive first) is matched with the tag it writes, never with the
+    entry it replaces: the tag check a start loads is computed over two cycles from `cur`,
+    and a write in either of them, or in the start's own, must count.  The second command's
+    clear-to-send arrives at every cycle of a window around its start (which waits for the
+    first command to finish); each run's tags differ from the last run's, so a stale entry
+    is a mismatch (a protocol error)."""
+    width = 256
+    beat = width // 8
+    assert header_beats(width) == 1             # the injected clear-to-send is one beat
+    image = random_image(random.Random("cts-window"))
+    model = Model(image)
+    # Delays 20-23 put the write two cycles before the start, one before, in it and after.
+    delays = range(12, 28)
+    state = {"tag": None, "delay": None}
+
+    def clear_to_send(tag):
+        header = packet_header_layout().const({"kind": PacketKind.CLEAR, "src": 0, "dst": 0,
+                                                "seq": tag})
+        return packet_beat_layout(width).const({
+            "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1,
+            "dest": 0, "control": 1})
+
+    async def main(ctx, dut):
+        for delay in delays:
+            tags = (40 + 2 * delay, 41 + 2 * delay)
+            state.update(tag=tags[1], delay=delay)
+            cmds = [command(send=region(0, 2 * beat), recv=region(512, 2 * beat), tag=tags[0]),
+                    command(send=region(64, beat), recv=region(768, beat), tag=tags[1])]
+            await run_schedule(ctx, dut, model, cmds, extra_packets=1)
+            assert state["tag"] is None, f"the clear-to-send at delay {delay} was not taken"
+
+    async def monitor(ctx, dut):
+        # `delay` cycles after the first command's first data beat leaves (its own
+        # clear-to-send taken), the second command's clear-to-send.
+        tx = dut.engine.tx
+        while True:
+            await ctx.tick()
+            if state["tag"] is None or not (ctx.get(tx.valid) and ctx.get(tx.ready)
+                                            and not ctx.get(tx.payload.control)):
+                continue
+            if state["delay"]:
+                await ctx.tick().repeat(state["delay"])
+            ctx.set(dut.inject, clear_to_send(state["tag"]))
+            ctx.set(dut.inject_valid, 1)
+            while True:
+                ready = ctx.get(dut.inject_ready)
+                await ctx.tick()
+                if ready:
+                    break
+            ctx.set(dut.inject_valid, 0)
+            state["tag"] = None
+
+    simulate(image, main, seed=8, data_width=width, monitor=monitor)
+
+
 def test_queue_of_commands():
     """Several commands in one queue, each reading what the one before wrote: a copy then a
     reduce into the copied bytes; a reduce then a send of the bytes just reduced into another
