@@ -291,6 +291,20 @@ def _tree_sum(values):
     return values[0]
 
 
+def _sum_exceeds(a, b, limit):
+    """``a + b > limit`` for unsigned ``a``, ``b`` and a signed ``limit``, as one carry chain:
+    the sign of ``a + b + ~limit`` (that is ``a + b - limit - 1``), its three operands first
+    reduced to two by a carry-save stage (one LUT per bit).  Written as an add and then a
+    compare, it is two chains in series (the 64-bit repack unit's worst path)."""
+    n = max(len(a), len(b), len(limit)) + 2
+    x = Cat(a, Const(0, n - len(a)))
+    y = Cat(b, Const(0, n - len(b)))
+    z = Cat(~limit, (~limit[-1]).replicate(n - len(limit)))
+    half = x ^ y ^ z
+    carry = Cat(Const(0, 1), (x & y) | (x & z) | (y & z))[:n]
+    return ~(half + carry)[n - 1]
+
+
 def _rotate_bytes(value, amount, at):
     """``value`` rotated right by ``amount << at`` bytes (byte q + amount·2**at moves to byte
     q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
@@ -458,13 +472,16 @@ class RepackUnit(wiring.Component):
         # Length tables, stored as they arrive, in NB banks so that one output table beat (the
         # lengths of NB consecutive sources for one destination) is read in one cycle: table
         # beat t of source i is row (i // NB) * TBMAX + t of bank i % NB.  Small, read
-        # combinationally (distributed RAM).
+        # combinationally (distributed RAM).  Each row keeps its entries' non-zero flags
+        # beside them (the input beat's `nz`, computed before the unit): the table state
+        # reads a flag, where a compare of the read entry was behind its flops (tab_row -> the
+        # read -> the entry's zero test -> nz_q, the 64-bit unit's worst estimate).
         NB = min(E, G)
         BROWS = -(-G // NB) * TBMAX
         TBO = -(-G // NB)                       # output table beats, at most
         bank_w, bank_r = [], []
         for b in range(NB):
-            m.submodules[f"tables{b}"] = bank = Memory(shape=W, depth=BROWS, init=[])
+            m.submodules[f"tables{b}"] = bank = Memory(shape=W + E, depth=BROWS, init=[])
             bank_w.append(bank.write_port())
             bank_r.append(bank.read_port(domain="comb"))
 
@@ -757,7 +774,7 @@ class RepackUnit(wiring.Component):
             with m.If(take & (in_state == IN_HEAD)):
                 m.d.sync += in_q.over.eq(sk.tsum > room_bytes)
             with m.Elif(take & (in_state == IN_TABLE)):
-                m.d.sync += in_q.over.eq(sk.tsum + in_q.tsum > room_left)
+                m.d.sync += in_q.over.eq(_sum_exceeds(sk.tsum, in_q.tsum, room_left))
             with m.Else():
                 m.d.sync += in_q.over.eq(sk.tsum > room_left)
         # The budget left after a message's table, a cycle after the decision that accepts it:
@@ -869,7 +886,7 @@ class RepackUnit(wiring.Component):
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
                     for b in range(NB):
-                        m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(beat.data),
+                        m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
                                      bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
                         tab_wrow.eq(tab_wrow + 1),
@@ -1123,9 +1140,11 @@ class RepackUnit(wiring.Component):
         lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
         nz_q = Signal(NB)
         bank_len = []                           # lengths of sources at tab_row, destination j
+        bank_nz = []                            # and whether each is non-zero
         for b in range(NB):
             m.d.comb += bank_r[b].addr.eq(tab_row)
-            bank_len.append(bank_r[b].data.word_select(j & (E - 1), LENGTH_WIDTH))
+            bank_len.append(bank_r[b].data[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
+            bank_nz.append(bank_r[b].data[E * LENGTH_WIDTH:].bit_select(j & (E - 1), 1))
         # The beat being read is masked as it is loaded (entries past dh in the last beat
         # read as empty), and whether it is the last one is a flop beside it: the table
         # state decides on flops and an OR of them (the 256-bit unit's path when the beat
@@ -1137,7 +1156,7 @@ class RepackUnit(wiring.Component):
         def load_table_beat(final):
             valid = Mux(final, tbo_mask, (1 << NB) - 1)
             m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
-                         nz_q.eq(Cat(x != 0 for x in bank_len) & valid), final_q.eq(final)]
+                         nz_q.eq(Cat(bank_nz) & valid), final_q.eq(final)]
 
         def next_source():
             # Load the next block (an empty one costs its cycle like any other).
@@ -1413,8 +1432,11 @@ class RepackUnit(wiring.Component):
                     v.next_source()
                 with m.Else():
                     m.d.sync += a.eq(Cat(Const(0, LB), a[LB:] + 1))
-                    # The rest, left - room, fits the next row when left <= room + B.
-                    v.set_block(left - room, B, (left[LB + 2:] == 0) & (left[:LB + 2] <= room + B))
+                    # The rest, left - room, fits the next row when left <= room + B; with
+                    # room <= B that sum is wiring (B is bit LB, set in room only when room
+                    # is B), where an adder in front of the compare was the unit's worst path.
+                    room_b = Cat(room[:LB], ~room[LB], room[LB])
+                    v.set_block(left - room, B, (left[LB + 2:] == 0) & (left[:LB + 2] <= room_b))
                 with m.If(final):
                     with m.If(ends_partial):
                         m.next = "FLUSH"

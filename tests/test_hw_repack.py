@@ -193,6 +193,32 @@ def submatrix_steps(rng, G, width, tag, S, D, blocks, *, budget=None, shuffle=Tr
 
 # ---- Interface ----------------------------------------------------------------------------
 
+
+def test_sum_exceeds_every_value():
+    """The budget check's carry-save form of ``a + b > limit``, for every value at small
+    widths (unsigned a and b, a signed limit wider than either)."""
+    from amaranth.hdl import Module, Signal, signed
+    a, b, limit, out = Signal(4), Signal(3), Signal(signed(6)), Signal()
+    m = Module()
+    m.d.comb += out.eq(repack_mod._sum_exceeds(a, b, limit))
+    wrong = []
+
+    async def bench(ctx):
+        for av in range(16):
+            for bv in range(8):
+                for lv in range(-32, 32):
+                    ctx.set(a, av)
+                    ctx.set(b, bv)
+                    ctx.set(limit, lv)
+                    if ctx.get(out) != (av + bv > lv):
+                        wrong.append((av, bv, lv))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not wrong, wrong[:5]
+
+
 def test_all():
     assert repack_mod.__all__ == [
         "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
