@@ -1933,6 +1933,7 @@ class RepackControl(wiring.Component):
         v.eq_stale = Signal()                   # from a unit left busy by an aborted exchange
         v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
         v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
+        v.rank_event_taken = Signal()           # ... as a rank event (_rank_event)
         load = Signal()
         m.d.comb += load.eq(~v.eq_valid | v.eq_take)
         for k in range(K):
@@ -2287,6 +2288,18 @@ class RepackControl(wiring.Component):
         # -> the end -> the next state, 6 levels, 8.20 ns).
         end_ok = Signal()
         m.d.sync += end_ok.eq(v.run_q & v.all_done & ~v.nq_busy & ~v.pend_done)
+        # The rank counts' write enable as the AND of the flops that choose a rank event in
+        # RUN's priorities below (`_rank_event`): made at the end of those priorities, it
+        # was the 64-bit core's routed path at seed 3 of 87ae9b9 (eq_quiet -> the choices
+        # -> the LUT RAM's write enable, 7.95 ns).  A rank event needs no notice already
+        # pending and room for its own, and is not quiet (so neither DONE nor stale); tests
+        # check the AND against the priorities' choice every cycle (`state_mirrors`).
+        rank_write = Signal()
+        m.d.comb += rank_write.eq(v.run_q & ~end_ok & ~v.idle_out & v.eq_valid & ~v.eq_quiet
+                                  & v.nq_room & ~v.pend_done)
+        with m.If(rank_write):
+            m.d.comb += v.cnt_w.en.eq(1)
+        self.state_mirrors.append((rank_write, v.rank_event_taken))
         m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
                      sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.run_q),
                      sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
@@ -2371,7 +2384,7 @@ class RepackControl(wiring.Component):
         # The counts, the notice and the completion's compares (`rank_complete`) are wired
         # in `_wiring` and `_notice_data`.  This cycle's event is taken only while no DONE
         # notice is pending, so `pend_done` is then `pend_set & rank_complete` next cycle.
-        m.d.comb += v.cnt_w.en.eq(1)
+        m.d.comb += v.rank_event_taken.eq(1)   # the counts' write: `rank_write`, in _run
         v.post_notice()
         m.d.sync += [v.pend_set.eq(1), v.done_rank.eq(v.eq.rank)]
 
