@@ -631,17 +631,19 @@ class RepackUnit(wiring.Component):
         # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
         # of the valid ones whenever it is used.
         # The adder tree is split: a first register stage (ready from the skid buffer's
-        # flop) holds the beat with its entries summed down to two partial sums, and the
-        # last addition is made on the way into the skid buffer, so no path runs through
-        # more than two of the tree's adders.
+        # flop) holds the beat with its entries summed down to partial sums, and the rest
+        # of the tree is on the way into the skid buffer, half of its log2(E) levels on
+        # each side (two and two at 256 bits, where three before the register were the
+        # 256-bit unit's estimated worst path).
         m.submodules.in_slice = in_slice = SkidBuffer(message_beat_layout(W))
         wiring.connect(m, wiring.flipped(self.i), in_slice.i)
         beat_in = in_slice.o
         in_entries = length_table_layout(W)(beat_in.payload.data)
-        halves = [_tree_sum(in_entries[e] for e in range(k, E, 2)) for k in range(min(2, E))]
+        parts = 1 << ((E.bit_length() - 1) // 2)
+        partials = [_tree_sum(in_entries[e] for e in range(k, E, parts)) for k in range(parts)]
         pre = Signal(data.StructLayout({
             "beat": message_beat_layout(W),
-            "half": data.ArrayLayout(LENGTH_WIDTH + LE, len(halves)),
+            "part": data.ArrayLayout(LENGTH_WIDTH + LE, parts),
             "nz": E,
         }))
         pre_valid = Signal()
@@ -654,13 +656,13 @@ class RepackUnit(wiring.Component):
         with m.If(beat_in.valid & beat_in.ready):
             m.d.sync += [pre_valid.eq(1), pre.beat.eq(beat_in.payload),
                          pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E)))]
-            m.d.sync += [pre.half[k].eq(h) for k, h in enumerate(halves)]
+            m.d.sync += [pre.part[k].eq(h) for k, h in enumerate(partials)]
         with m.Elif(in_skid.i.ready):
             m.d.sync += pre_valid.eq(0)
         m.d.comb += [
             in_skid.i.valid.eq(pre_valid),
             in_skid.i.payload.beat.eq(pre.beat),
-            in_skid.i.payload.tsum.eq(_tree_sum(pre.half[k] for k in range(len(halves)))),
+            in_skid.i.payload.tsum.eq(_tree_sum(pre.part[k] for k in range(parts))),
             in_skid.i.payload.nz.eq(pre.nz),
         ]
         share(v, {"in_skid": in_skid})
