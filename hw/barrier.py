@@ -182,6 +182,10 @@ class BarrierUnit(wiring.Component):
         Child slots (1 .. 64).
     log_depth : int
         Entries of the root's abort log: a power of two, 16 .. 1024.
+    dst_checked : bool
+        The sender of ``rx`` compares each notice's ``dst`` with ``node_id`` itself and gives
+        the result on ``rx_to_me`` (``In(1)``, with ``rx``), as NicCore's header receiver
+        does; without it the unit compares.
 
     Members
     -------
@@ -216,8 +220,10 @@ class BarrierUnit(wiring.Component):
     in, ``log_seq``, ``log_ids``, ``log_count``, ``log_overflow`` out.  See docs/barrier.md.
     """
 
-    def __init__(self, max_nodes, max_children, *, log_depth=16):
+    def __init__(self, max_nodes, max_children, *, log_depth=16, dst_checked=False):
         _check_int("max_nodes", max_nodes, 1, MAX_NODES_LIMIT)
+        if not isinstance(dst_checked, bool):
+            raise TypeError(f"dst_checked must be a bool, not {dst_checked!r}")
         _check_int("max_children", max_children, 1, MAX_CHILDREN_LIMIT)
         if not isinstance(log_depth, int) or isinstance(log_depth, bool):
             raise TypeError(f"log_depth must be an integer, not {log_depth!r}")
@@ -228,9 +234,11 @@ class BarrierUnit(wiring.Component):
         self._max_children = max_children
         self._log_depth = log_depth
         self._route_width = bits_for(max_children)
+        self._dst_checked = dst_checked
         super().__init__({
             "tx": Out(notice_stream()),
             "rx": In(notice_stream()),
+            **({"rx_to_me": In(1)} if dst_checked else {}),
             "now": In(TIME_WIDTH),
             # configuration
             "node_id": In(DEST_WIDTH),
@@ -317,8 +325,9 @@ class BarrierUnit(wiring.Component):
         # member and tree checks, and its fan-out put it far from the decode (the 64-bit
         # core's path at seed 1 of the sixteenth pass: node_id_q -> to_me -> x_count_hit,
         # 6 levels, 6.36 of 7.85 ns routing).
-        s.node_id_rx_n = Signal.like(self.node_id, name="node_id_rx_n", reset_less=True)
-        m.d.sync += s.node_id_rx_n.eq(~self.node_id)
+        if not self._dst_checked:
+            s.node_id_rx_n = Signal.like(self.node_id, name="node_id_rx_n", reset_less=True)
+            m.d.sync += s.node_id_rx_n.eq(~self.node_id)
         s.cid = [self.child_id[j] for j in range(s.k)]
         self._route_table(m, s)
         self._tree_checks(m, s)
@@ -517,7 +526,10 @@ class BarrierUnit(wiring.Component):
         m.d.comb += self.rx.ready.eq(1)
         s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
         take = self.rx.valid & ~self.start
-        to_me = p.dst == ~s.node_id_rx_n
+        # With dst_checked, the receiver in front made that compare (`rx_to_me`, a flop of
+        # HeaderReceiver): behind the header register it was the 64-bit core's routed path
+        # at seed 1 of 59f4419 (dst -> to_me -> x_count_hit, 5 levels, 7.46 ns).
+        to_me = self.rx_to_me if self._dst_checked else (p.dst == ~s.node_id_rx_n)
         from_parent = self.has_parent & (p.src == self.parent_id)
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node

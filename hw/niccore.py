@@ -193,7 +193,8 @@ class NicCore(wiring.Component):
     @property
     def barrier(self):
         if self._barrier is None:
-            self._barrier = BarrierUnit(self._max_nodes, self._barrier_children)
+            self._barrier = BarrierUnit(self._max_nodes, self._barrier_children,
+                                        dst_checked=True)
         return self._barrier
 
     @property
@@ -514,6 +515,8 @@ class NicCore(wiring.Component):
         notice = unit.rx.payload
         m.d.comb += [
             receiver.header.ready.eq(1),        # the unit's rx is always ready
+            receiver.node_id.eq(node_id),
+            unit.rx_to_me.eq(receiver.to_node),
             unit.rx.valid.eq(receiver.header.valid & (header.kind == PacketKind.BARRIER)),
             # A code beyond the notice kinds arrives as kind 3, which the unit refuses.
             notice.kind.as_value().eq(Mux(header.code < 4, header.code, 3)),

@@ -83,6 +83,11 @@ def test_constructor_errors():
     with pytest.raises(ValueError, match=r"^log_depth must be a power of two between 16 and "
                                          r"1024, not 8$"):
         BarrierUnit(8, 2, log_depth=8)
+    with pytest.raises(TypeError, match=r"^dst_checked must be a bool, not 1$"):
+        BarrierUnit(8, 2, dst_checked=1)
+    # The port for the sender's compare exists only when the sender makes it.
+    assert "rx_to_me" not in BarrierUnit(8, 2).signature.members
+    assert BarrierUnit(8, 2, dst_checked=True).signature.members["rx_to_me"].flow.name == "In"
 
 
 def test_ports():

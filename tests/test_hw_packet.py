@@ -67,6 +67,10 @@ def test_errors():
         HeaderReceiver("64")
 
 
+#: The receiving node's id in the round trip (``to_node``).
+NODE_ID = 0x1234
+
+
 def random_header(rng):
     return {"kind": PacketKind.BARRIER, "code": rng.getrandbits(4), "src": rng.getrandbits(16),
             "dst": rng.getrandbits(16), "seq": rng.getrandbits(16), "arg": rng.getrandbits(16),
@@ -84,6 +88,8 @@ def test_headers_round_trip_under_backpressure(data_width):
     the beats carry dest, control, keep and last as documented."""
     rng = random.Random(data_width)
     headers = [random_header(rng) for _ in range(40)]
+    for header in headers[::3]:
+        header["dst"] = NODE_ID                 # a third of them for this node
     sender, receiver = HeaderSender(data_width), HeaderReceiver(data_width)
     top = Module()
     top.submodules.sender = sender
@@ -91,6 +97,7 @@ def test_headers_round_trip_under_backpressure(data_width):
     wiring.connect(top, sender.packets, receiver.packets)
     beats_seen = []
     got = []
+    to_nodes = []
 
     async def source(ctx):
         for header in headers:
@@ -110,12 +117,15 @@ def test_headers_round_trip_under_backpressure(data_width):
                                    "last": beat.last})
 
     async def sink(ctx):
+        ctx.set(receiver.node_id, NODE_ID)
         while len(got) < len(headers):
             ctx.set(receiver.header.ready, rng.random() < 0.6)
-            _, _, valid, ready, value = await ctx.tick().sample(
-                receiver.header.valid, receiver.header.ready, receiver.header.payload)
+            _, _, valid, ready, value, to_node = await ctx.tick().sample(
+                receiver.header.valid, receiver.header.ready, receiver.header.payload,
+                receiver.to_node)
             if valid and ready:
                 got.append(value.as_value().value)
+                to_nodes.append(to_node)
 
     sim = Simulator(top)
     sim.add_clock(PERIOD)
@@ -125,6 +135,9 @@ def test_headers_round_trip_under_backpressure(data_width):
     sim.add_testbench(sink)
     sim.run()
     assert got == [as_int(h) for h in headers]
+    # `to_node` is the header's dst compared with node_id, for every header.
+    assert to_nodes == [h["dst"] == NODE_ID for h in headers]
+    assert 0 < sum(to_nodes) < len(headers)
     per_packet = header_beats(data_width)
     assert len(beats_seen) == per_packet * len(headers)
     for k, beat in enumerate(beats_seen):
