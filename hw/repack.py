@@ -560,6 +560,7 @@ class RepackUnit(wiring.Component):
         self._output_pipeline(m, v)
         self._sender(m, v)
         self._event_fields(m, v)
+        self.data_mirrors.append((v.taken_now, v.taken_in_fsm))
         return m
 
     @staticmethod
@@ -798,9 +799,26 @@ class RepackUnit(wiring.Component):
         full_keep = in_q.full_keep
         tail_bytes = Signal(LB)                 # bytes of the final data beat, mod B
 
+        # Ref: seed 003, step 7.5: each source is told its data was taken, at its message's
+        # end (TAKEN, posted while accepting: cur_rank).  The post is an AND of flops made
+        # beside the input states' decisions, not at their end, where it was the 256-bit
+        # core's routed path at seeds 1 and 2 of 87ae9b9 (accepting -> the take -> the data
+        # state's checks -> the event register, 7 levels, 8.04 and 8.38 ns).  A last beat is
+        # taken only with room for its event (in_ready).  The decisions' own choice
+        # (`taken_in_fsm`) is checked against it every cycle by the tests (`data_mirrors`).
+        tail_ok = Signal()                      # the final data beat's keep is tail_bytes
+        m.d.comb += tail_ok.eq(in_q.keep_low & (in_q.keep_n == tail_bytes))
+        ends_table = (t_last & ~in_q.pad_nz & full_keep & ~in_q.over & msg_zero & in_q.zero)
+        taken_now = Signal()
+        m.d.comb += taken_now.eq(in_q_valid & v.accepting & ev_free & beat.last
+                                 & (((in_state == IN_DATA) & data_final & tail_ok)
+                                    | ((in_state == IN_TABLE) & ends_table)))
+        with m.If(taken_now):
+            m.d.comb += post()
+        taken_in_fsm = Signal()
+
         def taken():
-            # Ref: seed 003, step 7.5: each source is told its data was taken.
-            return post()               # TAKEN (accepting): cur_rank
+            return taken_in_fsm.eq(1)
 
         share(v, locals())
 
@@ -932,7 +950,7 @@ class RepackUnit(wiring.Component):
                     m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
                     m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
                                  data_left.eq(data_left - B), data_final.eq(data_left <= 2 * B)]
-                    tail_ok = in_q.keep_low & (in_q.keep_n == tail_bytes)
+                    tail_ok = v.tail_ok
                     with m.If(~Mux(final_row, tail_ok, full_keep)):
                         # Ref: issue 5: a length table that disagrees with the message length.
                         m.d.comb += count(RepackError.LENGTH)
