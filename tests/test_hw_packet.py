@@ -114,7 +114,7 @@ def test_headers_round_trip_under_backpressure(data_width):
                                                                 link.payload):
             if valid and ready:
                 beats_seen.append({"dest": beat.dest, "control": beat.control,
-                                   "last": beat.last})
+                                   "last": beat.last, "keep": beat.keep})
 
     async def sink(ctx):
         ctx.set(receiver.node_id, NODE_ID)
@@ -144,6 +144,9 @@ def test_headers_round_trip_under_backpressure(data_width):
         header = headers[k // per_packet]
         assert beat["dest"] == header["dst"] and beat["control"] == 1
         assert beat["last"] == (k % per_packet == per_packet - 1)
+        # keep marks the header's bytes in the beat: all of them but in its last beat.
+        used = min(data_width, packet_header_layout().size - (k % per_packet) * data_width)
+        assert beat["keep"] == (1 << -(-used // 8)) - 1
 
 
 def test_receiver_counts_extra_and_short_packets():
