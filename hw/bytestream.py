@@ -995,7 +995,12 @@ class RowUnpacker(wiring.Component):
             for k in range(_UNPACKER_SLOTS):
                 popped = _or_all([(s.head + q)[:len(s.head)] == k for q in range(p)]) if p \
                     else Const(0, 1)
-                bits.append((~s.free_slot[k] & ~popped) | (taken & (s.tail == k)))
+                # A beat lands in slot `tail` as one is taken (held, and a slot free: the
+                # flags' OR, the same as `used` below 4, which kept the take's own LUT
+                # shared with the chunk ring's flags, a level deeper on the unpacker's
+                # estimated worst path).
+                lands = held_valid & s.free_slot.any() & (s.tail == k)
+                bits.append((~s.free_slot[k] & ~popped) | lands)
             occupied.append(Cat(bits))
         m.d.sync += s.free_slot.eq(~s.by_pops(occupied))
         # The count after each number of beats that may go, chosen by ``pops`` last.
