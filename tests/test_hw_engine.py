@@ -272,6 +272,29 @@ async def settle(ctx, dut, quiet=8):
         await ctx.tick()
 
 
+def clear_to_send(tag, width):
+    """A one-beat clear-to-send packet from node 0 with sequence ``tag`` (a data width whose
+    header is one beat)."""
+    assert header_beats(width) == 1
+    header = packet_header_layout().const({"kind": PacketKind.CLEAR, "src": 0, "dst": 0,
+                                            "seq": tag})
+    return packet_beat_layout(width).const({
+        "data": header.as_value().value, "keep": (1 << width // 8) - 1, "last": 1,
+        "dest": 0, "control": 1})
+
+
+async def inject(ctx, dut, payload):
+    """Offer ``payload`` on the loop's inject port until the engine takes it."""
+    ctx.set(dut.inject, payload)
+    ctx.set(dut.inject_valid, 1)
+    while True:
+        ready = ctx.get(dut.inject_ready)
+        await ctx.tick()
+        if ready:
+            break
+    ctx.set(dut.inject_valid, 0)
+
+
 async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.INT32,
                        extra_packets=0):
     """Clear, push ``cmds``, go, wait for done; checks memory against the model, STATUS and
@@ -517,13 +540,6 @@ def test_send_waits_for_rows_in_the_alu():
                       command(send=last_row, recv=region(256 + 64 * k, beat),
                               action=RECEIVED_FIRST, tag=11 + 2 * k)])
 
-    def clear_to_send(tag):
-        header = packet_header_layout().const({"kind": PacketKind.CLEAR, "src": 0, "dst": 0,
-                                                "seq": tag})
-        return packet_beat_layout(width).const({
-            "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1,
-            "dest": 0, "control": 1})
-
     pending = []        # the tag of the clear-to-send to inject once a data packet leaves
 
     async def main(ctx, dut):
@@ -541,14 +557,7 @@ def test_send_waits_for_rows_in_the_alu():
             await ctx.tick()
             if pending and ctx.get(tx.valid) and ctx.get(tx.ready) and not ctx.get(
                     tx.payload.control):
-                ctx.set(dut.inject, clear_to_send(pending.pop()))
-                ctx.set(dut.inject_valid, 1)
-                while True:
-                    ready = ctx.get(dut.inject_ready)
-                    await ctx.tick()
-                    if ready:
-                        break
-                ctx.set(dut.inject_valid, 0)
+                await inject(ctx, dut, clear_to_send(pending.pop(), width))
 
     simulate(image, main, seed=6, data_width=width, monitor=monitor)
 
@@ -570,13 +579,6 @@ def test_clear_to_send_at_every_cycle_around_the_start():
     delays = range(12, 28)
     state = {"tag": None, "delay": None}
 
-    def clear_to_send(tag):
-        header = packet_header_layout().const({"kind": PacketKind.CLEAR, "src": 0, "dst": 0,
-                                                "seq": tag})
-        return packet_beat_layout(width).const({
-            "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1,
-            "dest": 0, "control": 1})
-
     async def main(ctx, dut):
         for delay in delays:
             tags = (40 + 2 * delay, 41 + 2 * delay)
@@ -597,14 +599,7 @@ def test_clear_to_send_at_every_cycle_around_the_start():
                 continue
             if state["delay"]:
                 await ctx.tick().repeat(state["delay"])
-            ctx.set(dut.inject, clear_to_send(state["tag"]))
-            ctx.set(dut.inject_valid, 1)
-            while True:
-                ready = ctx.get(dut.inject_ready)
-                await ctx.tick()
-                if ready:
-                    break
-            ctx.set(dut.inject_valid, 0)
+            await inject(ctx, dut, clear_to_send(state["tag"], width))
             state["tag"] = None
 
     simulate(image, main, seed=8, data_width=width, monitor=monitor)
