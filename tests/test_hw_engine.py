@@ -576,7 +576,7 @@ def test_clear_to_send_at_every_cycle_around_the_start():
     image = random_image(random.Random("cts-window"))
     model = Model(image)
     # Delays 20-23 put the write two cycles before the start, one before, in it and after.
-    delays = range(12, 28)
+    delays = range(17, 25)
     state = {"tag": None, "delay": None}
 
     async def main(ctx, dut):
