@@ -556,6 +556,7 @@ class RepackUnit(wiring.Component):
                   "idle": idle, "refuse": refuse, "st_report": st_report})
         self._input_sums(m, v)
         self._input(m, v)
+        self._taken_post(m, v)
         self._input_beat(m, v)
         self._output_pipeline(m, v)
         self._sender(m, v)
@@ -799,6 +800,14 @@ class RepackUnit(wiring.Component):
         full_keep = in_q.full_keep
         tail_bytes = Signal(LB)                 # bytes of the final data beat, mod B
 
+        share(v, locals())
+
+    def _taken_post(self, m, v):
+        """TAKEN's post, beside the input states' decisions (`taken`, from `_input_beat`,
+        only notes their choice)."""
+        in_q, full_keep, tail_bytes = v.in_q, v.full_keep, v.tail_bytes
+        in_state, IN_DATA, IN_TABLE = v.in_state, v.IN_DATA, v.IN_TABLE
+        beat, post = v.beat, v.post
         # Ref: seed 003, step 7.5: each source is told its data was taken, at its message's
         # end (TAKEN, posted while accepting: cur_rank).  The post is an AND of flops made
         # beside the input states' decisions, not at their end, where it was the 256-bit
@@ -808,10 +817,10 @@ class RepackUnit(wiring.Component):
         # (`taken_in_fsm`) is checked against it every cycle by the tests (`data_mirrors`).
         tail_ok = Signal()                      # the final data beat's keep is tail_bytes
         m.d.comb += tail_ok.eq(in_q.keep_low & (in_q.keep_n == tail_bytes))
-        ends_table = (t_last & ~in_q.pad_nz & full_keep & ~in_q.over & msg_zero & in_q.zero)
+        ends_table = (v.t_last & ~in_q.pad_nz & full_keep & ~in_q.over & v.msg_zero & in_q.zero)
         taken_now = Signal()
-        m.d.comb += taken_now.eq(in_q_valid & v.accepting & ev_free & beat.last
-                                 & (((in_state == IN_DATA) & data_final & tail_ok)
+        m.d.comb += taken_now.eq(v.in_q_valid & v.accepting & v.ev_free & beat.last
+                                 & (((in_state == IN_DATA) & v.data_final & tail_ok)
                                     | ((in_state == IN_TABLE) & ends_table)))
         with m.If(taken_now):
             m.d.comb += post()
