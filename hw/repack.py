@@ -48,7 +48,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ._builder import share
+from ._builder import OneHotStates, share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
 from .memattrs import COLLISIONS_DONT_CARE
@@ -1480,6 +1480,11 @@ def _ends_in_row(left, room, lane_bits):
     return (left[lane_bits + 1:] == 0) & (left[:lane_bits + 1] <= room)
 
 
+#: The control tree's states, in the order an exchange passes them (see RepackControl).
+CONTROL_STATES = ("IDLE", "DECODE", "CLEAR", "CHECK_SRC", "CHECK_DST", "SIZE", "CAPACITY",
+                  "CLEAR_PAIRS", "RUN", "GATHER", "CONFIGURE", "SEND")
+
+
 class RepackControl(wiring.Component):
     """The control tree: registration, readiness, pairing, unit assignment and completion.
 
@@ -1653,17 +1658,15 @@ class RepackControl(wiring.Component):
         self._registrations(m, v)
         self._wiring(m, v)
         self._notice_data(m, v)
-        with m.FSM(name="control"):
-            self._idle(m, v)
-            self._setup(m, v)
-            self._check_list(m, v, "CHECK_SRC", v.src_r, v.src_ra,
-                             (v.sgrp_w, v.gs_w, v.sleft_w),
-                             first=True, count_reg=v.P, last_reg=v.p_last, nxt="CHECK_DST")
-            self._check_list(m, v, "CHECK_DST", v.dst_r, v.dst_ra,
-                             (v.dgrp_w, v.gd_w, v.dleft_w),
-                             first=False, count_reg=v.Q, last_reg=v.q_last, nxt="SIZE")
-            self._run(m, v)
-            self._assign(m, v)
+        self._idle(m, v)
+        self._setup(m, v)
+        self._check_list(m, v, "CHECK_SRC", v.src_r, v.src_ra,
+                         (v.sgrp_w, v.gs_w, v.sleft_w),
+                         first=True, count_reg=v.P, last_reg=v.p_last, nxt="CHECK_DST")
+        self._check_list(m, v, "CHECK_DST", v.dst_r, v.dst_ra,
+                         (v.dgrp_w, v.gd_w, v.dleft_w),
+                         first=False, count_reg=v.Q, last_reg=v.q_last, nxt="SIZE")
+        self._assign(m, v)
         self._start(m, v)
         self._run_actions(m, v)
         self._watchdog(m, v)
@@ -1720,8 +1723,6 @@ class RepackControl(wiring.Component):
         v.sa_last = Signal()
         v.sb_last = Signal()
         v.left_one = Signal()
-        v.st_clear_pairs = Signal()
-        v.st_gather = Signal()
         v.grp = Signal(range(R + 1))
         # The walk's current group: its size with this entry (gsize), and flags kept a
         # cycle ahead: this entry is the group's first (g_first), the group is already G
@@ -1769,7 +1770,13 @@ class RepackControl(wiring.Component):
         v.a_left = Signal(range(R + 1))         # GATHER: entries of S / D still to read
         v.b_left = Signal(range(R + 1))
         v.a_on, v.b_on = Signal(), Signal()     # a_left > 0, b_left > 0
-        v.left = Signal(range(R + 1))           # GATHER / SEND steps left
+        # GATHER's last cycle is the one in which both a_left and b_left are at most 1:
+        # `a_one` and `b_one` say so (once set they stay set, as a_left and b_left count on
+        # below zero).  GATHER counts no `left`: loading it in RUN as the larger of the two
+        # sizes read was a compare after the group tables' reads (the tree's estimated
+        # worst path at fd6301c, sb -> left, 5.12 ns).
+        v.a_one, v.b_one = Signal(), Signal()
+        v.left = Signal(range(R + 1))           # SEND steps left
         v.unit_sel = Signal(range(max(2, K)))
         v.cfg = Signal(unit_config_layout(G))
         for c in v.unit_cfgs:
@@ -1787,16 +1794,13 @@ class RepackControl(wiring.Component):
         v.rank_complete = Signal()              # ... and completed its rank (see _wiring)
         v.done_rank = Signal(RANK_WIDTH)
 
-        # FSM state flags, set in the states.
-        v.st_idle = Signal()
-        v.st_run = Signal()
-        v.running = Signal()                    # RUN, GATHER, CONFIGURE, SEND
-        v.st_clear = Signal()
-        v.st_check = Signal()                   # CHECK_SRC or CHECK_DST
-        v.st_check_src = Signal()
-        v.st_send = Signal()
-        v.run_leave = Signal()                  # RUN ends the exchange (finish or TIMEOUT)
-        v.run_assign = Signal()                 # RUN goes on to GATHER
+        # The control states, one flop each (the logic reads a state's flop, never a
+        # decode of a binary state).
+        v.fsm = fsm = OneHotStates(m, CONTROL_STATES, init="IDLE", name="control")
+        v.st_clear, v.st_check_src, v.st_check_dst = (
+            fsm["CLEAR"], fsm["CHECK_SRC"], fsm["CHECK_DST"])
+        v.st_clear_pairs, v.st_gather, v.st_send = (
+            fsm["CLEAR_PAIRS"], fsm["GATHER"], fsm["SEND"])
 
     def _storage(self, m, v):
         """Small memories (distributed RAM), one per owner, so that each read port has one
@@ -1864,42 +1868,37 @@ class RepackControl(wiring.Component):
             m.d.sync += [self.status.eq(fin_code), self.ops.eq(self.ops + 1)]
         v.fin = fin
 
-        # `idle_q` is "the FSM is in IDLE" as a flop: the FSM enters IDLE only through
-        # finish() and leaves it only at a start (_idle).  `busy` and the registrations'
-        # FIFO read from it; decoded from the state, busy was the start of the 256-bit core's
-        # path at seed 1 of cb29582 (control state -> busy -> the registrations FIFO's
-        # level, 9 levels, 8.12 ns).  Tests check it against the decode every cycle
-        # (`state_mirrors`).
-        v.idle_q = Signal(init=1)
-        # The same for RUN (`run_q`: entered from CLEAR_PAIRS and SEND, left at the
-        # exchange's end or for GATHER) and for the running states (`running_q`: RUN,
-        # GATHER, CONFIGURE, SEND; entered from CLEAR_PAIRS, left at the exchange's end in
-        # RUN or at a TIMEOUT in any of them).  RUN's actions and the
-        # registrations' ready read them, not the state: decoded, the state began the
-        # 256-bit core's estimated paths into the watchdog and the registrations FIFO (9
-        # levels each at 392fc2e, `nicoll synth --estimate`).
-        v.run_q = Signal()
+        # `idle_q` and `run_q` are IDLE's and RUN's flops.  `running_q` is a flop equal to
+        # "in RUN, GATHER, CONFIGURE or SEND" (entered from CLEAR_PAIRS, left at the
+        # exchange's end in RUN or at a TIMEOUT in any of them): the registrations' ready
+        # and the watchdog read it, not an OR of four states.  Tests check it against the
+        # OR every cycle (`state_mirrors`), and that one state flag is set (`state_count`).
+        v.idle_q, v.run_q = v.fsm["IDLE"], v.fsm["RUN"]
         v.running_q = Signal()
-        self.state_mirrors = [(v.idle_q, v.st_idle), (v.run_q, v.st_run),
-                              (v.running_q, v.running)]
+        self.state_mirrors = [(v.running_q, v.fsm.any("RUN", "GATHER", "CONFIGURE", "SEND"))]
+        self.state_count = v.fsm.count()
         # And the flags that end CLEAR, CLEAR_PAIRS, GATHER and SEND (where they are read).
         self.state_mirrors += [
             (v.i_last & v.st_clear, (v.i == v.n_last) & v.st_clear),
             (v.sa_last & v.st_clear_pairs, (v.sa == v.p_last) & v.st_clear_pairs),
             (v.sb_last & v.st_clear_pairs, (v.sb == v.q_last) & v.st_clear_pairs),
-            (v.left_one & (v.st_gather | v.st_send), (v.left == 1) & (v.st_gather | v.st_send)),
+            (v.left_one & v.st_send, (v.left == 1) & v.st_send),
+            # GATHER's last cycle writes entry max(size_a, size_b) - 1.
+            (v.left_one & v.st_gather,
+             ((v.x << 1) == Const(1, v.G + 1) << Mux(v.size_a > v.size_b, v.size_a, v.size_b))
+             & v.st_gather),
         ]
 
         def end(code):
             """finish()'s registers, without the state change (RUN's actions, which are
-            outside the FSM, use it; its transition is in the FSM).  `run_q` and `running_q`
-            are cleared where a running state ends (RUN's actions, `_abort`), so the setup
-            states' refusals do not load them."""
-            m.d.sync += [fin.eq(1), fin_code.eq(code), v.idle_q.eq(1)]
+            outside a state's block, use it and name their source).  `running_q` is cleared
+            where a running state ends (RUN's actions, `_abort`), so the setup states'
+            refusals do not load it."""
+            m.d.sync += [fin.eq(1), fin_code.eq(code)]
 
         def finish(code):
             end(code)
-            m.next = "IDLE"
+            v.fsm.next("IDLE")
 
         def fail_setup(code):
             count(code)
@@ -2079,7 +2078,7 @@ class RepackControl(wiring.Component):
         # Members not yet registered: set by the walks, counted down by registrations.
         for left_w, left_r, r1_grp, walk in ((v.sleft_w, v.sleft_r, v.r1_sgrp, v.st_check_src),
                                              (v.dleft_w, v.dleft_r, v.r1_dgrp,
-                                              v.st_check & ~v.st_check_src)):
+                                              v.st_check_dst)):
             m.d.comb += [left_w.addr.eq(Mux(walk, grp, r1_grp)),
                          left_w.data.eq(Mux(walk, gsize, left_r.data - 1))]
             with m.If(v.r1_valid):
@@ -2133,8 +2132,8 @@ class RepackControl(wiring.Component):
         ]
 
     def _idle(self, m, v):
-        with m.State("IDLE"):
-            m.d.comb += [v.st_idle.eq(1), v.eq_take.eq(1)]
+        with v.fsm.state("IDLE"):
+            m.d.comb += v.eq_take.eq(1)
             o = self.order.payload
             with m.If(self.order.valid & ~v.ow_checked):
                 m.d.sync += v.ow_checked.eq(1)
@@ -2149,11 +2148,11 @@ class RepackControl(wiring.Component):
                 m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),
                              v.ustale.bit_select(v.eq_unit, 1).eq(0)]
             with m.If(self.start.valid):
-                m.next = "DECODE"            # the start's registers load in `_start`
+                v.fsm.next("DECODE")         # the start's registers load in `_start`
 
     def _start(self, m, v):
-        """The start, outside the FSM: taken while `idle_q` (the flop equal to IDLE's decode,
-        checked by `state_mirrors`), its fields latched and decoded for DECODE to act on, so
+        """The start, outside the states' blocks: taken while `idle_q` (IDLE's flop), its
+        fields latched and decoded for DECODE to act on, so
         the compares of the payload and the watchdog's add are between the port and flops.
         Ready is that flop, and so is the term that enables the ~150 flops loaded here:
         enabled from IDLE's decode, the load was the end of the 64-bit core's routed path at
@@ -2170,55 +2169,52 @@ class RepackControl(wiring.Component):
                 v.start_bad.eq((s.n == 0) | (s.n > v.R) | (s.timeout == 0)),
                 self.cycles.eq(0), v.i.eq(0), v.i_last.eq(s.n == 1),
                 v.op_code.eq(RepackError.OK),
-                v.idle_q.eq(0),
             ]
 
     def _setup(self, m, v):
         """DECODE, CLEAR, CAPACITY and CLEAR_PAIRS; the list checks are `_check_list`."""
-        with m.State("DECODE"):
+        with v.fsm.state("DECODE"):
             with m.If(v.start_bad):
                 v.fail_setup(RepackError.BAD_CONFIG)
             with m.Else():
-                m.next = "CLEAR"
+                v.fsm.next("CLEAR")
 
-        with m.State("CLEAR"):
-            m.d.comb += [v.st_clear.eq(1), v.seen_w.en.eq(1), v.regd_w.en.eq(1),
-                         v.cnt_w.en.eq(1)]
+        with v.fsm.state("CLEAR"):
+            m.d.comb += [v.seen_w.en.eq(1), v.regd_w.en.eq(1), v.cnt_w.en.eq(1)]
             m.d.sync += [v.i.eq(v.i + 1), v.i_last.eq(v.i + 1 == v.n_last)]
             with m.If(v.i_last):
                 m.d.sync += [v.i.eq(0), v.max_th.eq(0), v.ca_valid.eq(0), v.e0_valid.eq(0),
                              v.a_done.eq(0), v.c_bad.eq(0), v.c_last.eq(0),
                              v.src_ra.eq(0), v.dst_ra.eq(0)]
                 v.group_reset()
-                m.next = "CHECK_SRC"
+                v.fsm.next("CHECK_SRC")
 
         # dh * (B - 1) as a shift and a subtraction.  max_th is final from the first cycle
         # of CHECK_DST, max_dh from its second, `need` from the third, `cap_bad` from the
         # fourth: CHECK_DST lasts at least three cycles, SIZE one more.
         m.d.sync += [v.need.eq(v.budget + (v.max_dh << v.LB) - v.max_dh),
                      v.cap_bad.eq(v.need > self._capacity)]
-        with m.State("SIZE"):
-            m.next = "CAPACITY"
+        with v.fsm.state("SIZE"):
+            v.fsm.next("CAPACITY")
 
-        with m.State("CAPACITY"):
+        with v.fsm.state("CAPACITY"):
             # Ref: issue 5: refused at configuration, never overflowed.
             with m.If(v.cap_bad):
                 v.fail_setup(RepackError.CAPACITY)
             with m.Else():
                 m.d.sync += [v.sa.eq(0), v.sb.eq(0), v.pi.eq(0), v.sa_last.eq(v.p_last == 0),
                              v.sb_last.eq(v.q_last == 0)]
-                m.next = "CLEAR_PAIRS"
+                v.fsm.next("CLEAR_PAIRS")
 
-        with m.State("CLEAR_PAIRS"):
-            m.d.comb += v.st_clear_pairs.eq(1)
+        with v.fsm.state("CLEAR_PAIRS"):
             m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(v.pi), v.pw.data.eq(0)]
             m.d.sync += v.pi.eq(v.pi + 1)
             with m.If(v.sb_last):
                 m.d.sync += [v.sb.eq(0), v.sb_last.eq(v.q_last == 0)]
                 with m.If(v.sa_last):
                     m.d.sync += [v.pairs_left.eq(v.pi + 1), v.all_done.eq(0), v.sa.eq(0),
-                                 v.pi.eq(0), v.pi_row.eq(0), v.run_q.eq(1), v.running_q.eq(1)]
-                    m.next = "RUN"
+                                 v.pi.eq(0), v.pi_row.eq(0), v.running_q.eq(1)]
+                    v.fsm.next("RUN")
                 with m.Else():
                     m.d.sync += [v.sa.eq(v.sa + 1), v.sa_last.eq(v.sa + 1 == v.p_last)]
             with m.Else():
@@ -2235,10 +2231,7 @@ class RepackControl(wiring.Component):
         which requires 0 and sets 1; the DST walk requires 1 and sets 0, so each walk sees
         each rank once."""
         ca, G = v.ca, v.G
-        with m.State(state):
-            m.d.comb += v.st_check.eq(1)
-            if first:
-                m.d.comb += v.st_check_src.eq(1)
+        with v.fsm.state(state):
             entry, e0 = list_r.data, v.e0
             i_last = v.i == v.n_last
             with m.If(~v.a_done):
@@ -2283,29 +2276,20 @@ class RepackControl(wiring.Component):
                 m.d.sync += [count_reg.eq(grp), last_reg.eq(grp - 1),
                              v.ca_valid.eq(0), v.e0_valid.eq(0), v.a_done.eq(0)]
                 v.group_reset()
-                m.next = nxt
-
-    def _run(self, m, v):
-        """RUN's transitions (in the FSM); its actions are `_run_actions`, outside it."""
-        with m.State("RUN"):
-            m.d.comb += [v.running.eq(1), v.st_run.eq(1)]
-            with m.If(v.run_leave):
-                m.next = "IDLE"
-            with m.Elif(v.run_assign):
-                m.next = "GATHER"
+                v.fsm.next(nxt)
 
     def _run_actions(self, m, v):
         """RUN: per cycle, in this order: finish, TIMEOUT, a pending rank DONE notice, one
         unit event (with its notice), one scan step.  Every condition is a flop, and so is
-        `run_q`, which enables them (outside the FSM: the state's decode is not a term of the
-        take and the notices); `run_leave` and `run_assign` tell the FSM the next state.
+        `run_q`, RUN's flag, which enables them.
 
         The scan reads the pair at its position into flags (`sc_*`) a cycle before it acts
         on them; `sc_fresh` says they are of the current position, so a step takes two
         cycles.  Flags a cycle old are safe: a group only becomes ready, and a pair is only
         marked done by the scan itself, which then moves on."""
         sa, sb, pi, pi_row = v.sa, v.sb, v.pi, v.pi_row
-        sc_a, sc_b, sc_pair, sc_fresh = Signal(), Signal(), Signal(), Signal()
+        # `sc_go`: both groups ready and the pair not yet done, one flop for the assignment.
+        sc_a, sc_go, sc_fresh = Signal(), Signal(), Signal()
         # With them, the position's compares and the next row's first pair.
         sc_a_last, sc_b_last, sc_row_next = Signal(), Signal(), Signal.like(pi_row)
         # The exchange's end (every unit DONE, every notice taken) as a flop, a cycle late.
@@ -2329,11 +2313,13 @@ class RepackControl(wiring.Component):
         with m.If(rank_write):
             m.d.comb += v.cnt_w.en.eq(1)
         self.state_mirrors.append((rank_write, v.rank_event_taken))
-        m.d.sync += [sc_a.eq(v.sleft_scan.data == 0), sc_b.eq(v.dleft_scan.data == 0),
-                     sc_pair.eq(v.pair_r.data), sc_fresh.eq(v.run_q),
+        sc_a_next = v.sleft_scan.data == 0
+        m.d.sync += [sc_a.eq(sc_a_next),
+                     sc_go.eq(sc_a_next & (v.dleft_scan.data == 0) & ~v.pair_r.data),
+                     sc_fresh.eq(v.run_q),
                      sc_a_last.eq(sa == v.p_last), sc_b_last.eq(sb == v.q_last),
                      sc_row_next.eq(pi_row + v.Q)]
-        with m.If(v.run_q):
+        with v.fsm.state("RUN"):
 
             def next_row():
                 m.d.sync += [sb.eq(0), sc_fresh.eq(0)]
@@ -2356,8 +2342,8 @@ class RepackControl(wiring.Component):
                 v.size_b.eq(gdd.members), v.sbase.eq(gsd.base), v.src_ra.eq(gsd.base),
                 v.dst_ra.eq(gdd.base), v.unit_sel.eq(v.free_unit), v.x.eq(1),
                 v.a_left.eq(gsd.members), v.b_left.eq(gdd.members), v.a_on.eq(1), v.b_on.eq(1),
-                v.left.eq(Mux(gsd.members > gdd.members, gsd.members, gdd.members)),
                 v.left_one.eq((gsd.members <= 1) & (gdd.members <= 1)),
+                v.a_one.eq(gsd.members <= 1), v.b_one.eq(gdd.members <= 1),
                 v.cfg.eq(0), v.cfg.tag.eq((sa << 8) | sb), v.cfg.dh.eq(gsd.members),
                 v.cfg.dv.eq(gdd.members), v.cfg.total_bytes.eq(v.budget),
                 v.cfg.timeout.eq(v.timeout),
@@ -2367,12 +2353,11 @@ class RepackControl(wiring.Component):
             with m.If(end_ok):
                 # Every unit has reported DONE and every notice has been taken.
                 v.end(v.op_code)
-                m.d.comb += v.run_leave.eq(1)
-                m.d.sync += [v.run_q.eq(0), v.running_q.eq(0)]
+                v.fsm.next("IDLE")
+                m.d.sync += v.running_q.eq(0)
             with m.Elif(v.idle_out):
                 self._abort(m, v, leave=False)
-                m.d.comb += v.run_leave.eq(1)
-                m.d.sync += v.run_q.eq(0)
+                v.fsm.next("IDLE")
             with m.Elif(v.pend_done & v.nq_room):
                 v.post_notice()
                 m.d.sync += v.pend_hold.eq(0)
@@ -2398,10 +2383,9 @@ class RepackControl(wiring.Component):
                 # per step; a source subgroup that is not ready is skipped whole.
                 with m.If(~sc_a):
                     next_row()
-                with m.Elif(sc_b & ~sc_pair):
-                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1),
-                                 v.run_q.eq(0)]
-                    m.d.comb += v.run_assign.eq(1)
+                with m.Elif(sc_go):
+                    m.d.sync += [v.pw.en.eq(1), v.pw.addr.eq(pi), v.pw.data.eq(1)]
+                    v.fsm.next("GATHER")
                     step()
                 with m.Else():
                     step()
@@ -2432,30 +2416,26 @@ class RepackControl(wiring.Component):
         the unit, tell each source of S."""
         K, G, x = v.K, v.G, v.x
 
-        def step_left():
-            # GATHER and SEND count `left` down by one, `left_one` beside it.
-            return [v.left.eq(v.left - 1), v.left_one.eq(v.left == 2)]
-        with m.State("GATHER"):
-            m.d.comb += v.st_gather.eq(1)
+        with v.fsm.state("GATHER"):
             # One rank of S and one of D a cycle, from list addresses kept in registers.
             # Entry x of each list is written while x < its size: `x` is one-hot and the
             # `*_on` flags are kept a cycle ahead, so the enables are flops.
-            m.d.comb += v.running.eq(1)
             for e in range(G):
                 with m.If(x[e]):
                     with m.If(v.a_on):
                         m.d.sync += v.cfg.src[e].eq(v.src_r.data.rank)
                     with m.If(v.b_on):
                         m.d.sync += v.cfg.dst[e].eq(v.dst_r.data.rank)
+            a_one, b_one = v.a_one | (v.a_left == 2), v.b_one | (v.b_left == 2)
             m.d.sync += [x.eq(x << 1), v.src_ra.eq(v.src_ra + 1), v.dst_ra.eq(v.dst_ra + 1),
-                         *step_left(), v.a_left.eq(v.a_left - 1),
+                         v.a_one.eq(a_one), v.b_one.eq(b_one), v.left_one.eq(a_one & b_one),
+                         v.a_left.eq(v.a_left - 1),
                          v.b_left.eq(v.b_left - 1), v.a_on.eq(v.a_left > 1),
                          v.b_on.eq(v.b_left > 1)]
             with m.If(v.left_one):
-                m.next = "CONFIGURE"
+                v.fsm.next("CONFIGURE")
 
-        with m.State("CONFIGURE"):
-            m.d.comb += v.running.eq(1)
+        with v.fsm.state("CONFIGURE"):
             for k in range(K):
                 m.d.comb += v.unit_cfgs[k].valid.eq(v.unit_sel == k)
             # SEND's list walk is loaded in every CONFIGURE cycle (nothing reads it here), so
@@ -2465,24 +2445,24 @@ class RepackControl(wiring.Component):
                 self._abort(m, v)
             with m.Elif(Array(c.ready for c in v.unit_cfgs)[v.unit_sel]):
                 m.d.sync += v.ubusy.bit_select(v.unit_sel, 1).eq(1)
-                m.next = "SEND"
+                v.fsm.next("SEND")
 
-        with m.State("SEND"):
+        with v.fsm.state("SEND"):
             # Ref: seed 003, step 7.4: the sources move their data to the unit.  Their ranks
             # are read from the list again, at an address in a register.
-            m.d.comb += [v.running.eq(1), v.st_send.eq(1)]
             # The walk steps with the notice slot's room alone (a flop): after a timeout
             # nothing reads it again before RUN reloads it (the 64-bit core's path at seed 3
             # of 0e8299b: the state decode and the watchdog into `src_ra`, 7.71 ns).
             with m.If(v.nq_room):
-                m.d.sync += [v.src_ra.eq(v.src_ra + 1), *step_left()]
+                # SEND counts `left` down by one, `left_one` beside it.
+                m.d.sync += [v.src_ra.eq(v.src_ra + 1), v.left.eq(v.left - 1),
+                             v.left_one.eq(v.left == 2)]
             with m.If(v.idle_out):
                 self._abort(m, v)
             with m.Elif(v.nq_room):
                 v.post_notice()
                 with m.If(v.left_one):
-                    m.d.sync += v.run_q.eq(1)
-                    m.next = "RUN"
+                    v.fsm.next("RUN")
 
 
 class RepackEngine(wiring.Component):

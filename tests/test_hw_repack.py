@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+from amaranth.hdl import Const
 from amaranth.sim import Simulator
 
 from nicoll.hw import repack as repack_mod
@@ -741,8 +742,9 @@ class Exchange:
 
         async def mirrors(ctx):
             # The control tree's state flags kept as flops equal their decodes every cycle,
-            # and so do the units' flags about the block being sent.
+            # and so do the units' flags about the block being sent; one state is current.
             pairs = [*eng.control.state_mirrors,
+                     (eng.control.state_count, Const(1, eng.control.state_count.shape())),
                      *(pair for k in range(eng.units) for pair in eng.unit(k).data_mirrors)]
             signals = [x for pair in pairs for x in pair]
             while True:
