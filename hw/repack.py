@@ -1987,19 +1987,12 @@ class RepackControl(wiring.Component):
         spare = Signal(UNIT_EVENT_LAYOUT)
         spare_unit = Signal(range(max(2, K)))
         spare_valid = Signal()
-        # The spare's kind and group decoded as it loads (the group size changes only at a
-        # start in IDLE, as for `eq`), so the refill chooses between decodes: decoded after
-        # that choice, the rank's compare was the 64-bit core's routed path at seed 2 of
-        # 42e66db (the spare's flag -> the choice -> the compare -> eq_quiet, 6.96 ns).
-        spare_done, spare_taken, spare_in = Signal(), Signal(), Signal()
         for k in range(K):
             m.d.comb += events[k].ready.eq(~spare_valid & (ek == k))
         load = Signal()
         m.d.comb += load.eq(~v.eq_valid | v.eq_take)
         src = UNIT_EVENT_LAYOUT(Mux(spare_valid, spare, ev))
         src_unit = Mux(spare_valid, spare_unit, ek)
-        ev_done, ev_taken = ev.kind == UnitEvent.DONE, ev.kind == UnitEvent.TAKEN
-        ev_in = v.in_group(ev.rank)
         # What the event's rank's counts must equal for the rank to be complete after it (see
         # `_wiring`), chosen as the event loads: a TAKEN counts a send, a DELIVERED a receive.
         # P and Q are final before any event that is not quiet can arrive (units run only
@@ -2007,20 +2000,19 @@ class RepackControl(wiring.Component):
         v.sent_target = Signal.like(v.Q)
         v.recv_target = Signal.like(v.P)
         with m.If(load):
-            is_done = Mux(spare_valid, spare_done, ev_done)
-            is_taken = Mux(spare_valid, spare_taken, ev_taken)
+            is_done = src.kind == UnitEvent.DONE
+            is_taken = src.kind == UnitEvent.TAKEN
             stale = v.ustale.bit_select(src_unit, 1)
             m.d.sync += [
                 v.sent_target.eq(Mux(is_taken, v.q_last, v.Q)),
                 v.recv_target.eq(Mux(is_taken, v.P, v.p_last)),
                 v.eq_valid.eq(spare_valid | ev_valid.any()), v.eq.eq(src),
                 v.eq_unit.eq(src_unit), v.eq_done.eq(is_done), v.eq_stale.eq(stale),
-                v.eq_quiet.eq(is_done | stale | ~Mux(spare_valid, spare_in, ev_in)),
+                v.eq_quiet.eq(is_done | stale | ~v.in_group(src.rank)),
                 spare_valid.eq(0),
             ]
         with m.Elif(~spare_valid):
-            m.d.sync += [spare.eq(ev), spare_unit.eq(ek), spare_valid.eq(ev_valid.any()),
-                         spare_done.eq(ev_done), spare_taken.eq(ev_taken), spare_in.eq(ev_in)]
+            m.d.sync += [spare.eq(ev), spare_unit.eq(ek), spare_valid.eq(ev_valid.any())]
 
     def _registrations(self, m, v):
         """Registrations, a three-stage pipeline of its own beside the FSM (it never waits):
