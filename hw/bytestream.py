@@ -58,6 +58,7 @@ from .skid import CheckedRing, SkidBuffer
 
 __all__ = [
     "DATA_WIDTHS", "REGION_LAYOUT",
+    "region_checks_layout", "walker_command_layout", "region_checks",
     "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
     "RegionWalker", "RowPacker", "RowUnpacker",
 ]
@@ -75,13 +76,12 @@ REGION_LAYOUT = data.StructLayout({
 })
 
 
-def _walker_command_layout(data_width):
-    """A region as :class:`RegionWalker`'s input slice holds it: the region and what its
-    first chunk needs, computed as the command enters the slice (no 32-bit compare or
-    subtraction in the cycle the walker takes it)."""
+def region_checks_layout(data_width):
+    """What a region's first chunk needs, worked out before :class:`RegionWalker` takes the
+    region (no 32-bit compare or subtraction in the cycle it does): see
+    :func:`region_checks`."""
     lane_bits = _lane_bits(data_width)
     return data.StructLayout({
-        "region": REGION_LAYOUT,
         "empty": 1,                     # length == 0
         "whole": 1,                     # one run (run == 0 or run >= length)
         "rest": 32,                     # length - run: bytes after the first run
@@ -90,6 +90,41 @@ def _walker_command_layout(data_width):
         "first_fits": 1,                # the first run ends in its first row
         "second_low": lane_bits,        # low bits of the second run's start
     })
+
+
+def walker_command_layout(data_width):
+    """A region with its checks (:func:`region_checks`), as a :class:`RegionWalker` built
+    with ``checked=True`` takes it and as its input slice holds it in any case."""
+    return data.StructLayout({
+        "region": REGION_LAYOUT,
+        "checks": region_checks_layout(data_width),
+    })
+
+
+def region_checks(target, region, data_width):
+    """Statements that set ``target`` (a :func:`region_checks_layout` value) to the checks of
+    ``region`` (a :data:`REGION_LAYOUT` value): the one place they are worked out, by the
+    walker's input or, for a walker built with ``checked=True``, by its user a cycle or more
+    ahead."""
+    _check_data_width(data_width)
+    lanes = data_width // 8
+    lane_bits = _lane_bits(data_width)
+    first_room = (lanes - region.offset[:lane_bits])[:lane_bits + 1]
+    return [
+        target.empty.eq(region.length == 0),
+        target.whole.eq((region.run == 0) | (region.run >= region.length)),
+        target.rest.eq(region.length - region.run),
+        # The second run is short when length - run < run.
+        target.rest_short.eq(region.length < Cat(Const(0, 1), region.run)),
+        target.first_room.eq(first_room),
+        # The first run is min(length, run) bytes (length when run is 0), so it fits when
+        # either length or a non-zero run is at most the room: if length fits, so does any
+        # shorter run.  No 32-bit compare (`whole`, run >= length) is in this path; it was
+        # the 256-bit core's critical path at seed 1 of 9e320c7 (8.04 ns).
+        target.first_fits.eq(_at_most(region.length, first_room)
+                             | (region.run.any() & _at_most(region.run, first_room))),
+        target.second_low.eq(region.offset[:lane_bits] + region.stride[:lane_bits]),
+    ]
 
 
 def _is_int(value):
@@ -273,10 +308,16 @@ class RegionWalker(wiring.Component):
         Bits per memory row, one of :data:`DATA_WIDTHS`.
     addr_width : int
         Bits of a byte address; chunks carry ``addr_width - log2(W)`` bits of row address.
+    checked : bool
+        Take each region with its checks already made (:func:`walker_command_layout`, set
+        by :func:`region_checks` from the same region), so that the walker's input slice
+        loads registers and the compares and subtractions sit wherever the user has a
+        cycle for them.  False: the checks are made as a region enters the input slice.
 
     Members
     -------
-    command : ``In(stream.Signature(REGION_LAYOUT))``
+    command : ``In(stream.Signature(REGION_LAYOUT))``, or with ``checked``
+              ``In(stream.Signature(walker_command_layout(data_width)))``
         Regions to walk.  A strided region must have ``stride >= run`` (the engine checks
         this).  An empty region (``length == 0``) is accepted and gives no chunks.
     chunks : ``Out(stream.Signature(chunk_layout(data_width, addr_width - log2(W))))``
@@ -296,14 +337,19 @@ class RegionWalker(wiring.Component):
     additions only: no multiplier, no divider.
     """
 
-    def __init__(self, data_width, addr_width=32):
+    def __init__(self, data_width, addr_width=32, *, checked=False):
         _check_data_width(data_width)
         _check_addr_width(addr_width, data_width)
+        if not isinstance(checked, bool):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise TypeError(f"checked must be a bool, not {checked!r}")
         self._data_width = data_width
         self._addr_width = addr_width
+        self._checked = checked
         self._row_bits = addr_width - _lane_bits(data_width)
+        command = walker_command_layout(data_width) if checked else REGION_LAYOUT
         super().__init__({
-            "command": In(stream.Signature(REGION_LAYOUT)),
+            "command": In(stream.Signature(command)),
             "chunks": Out(stream.Signature(chunk_layout(data_width, self._row_bits))),
             "busy": Out(1),
         })
@@ -325,7 +371,7 @@ class RegionWalker(wiring.Component):
         lanes = self._data_width // 8
         lane_bits = _lane_bits(self._data_width)
         m.submodules.command_in = command_in = SkidBuffer(
-            _walker_command_layout(self._data_width))
+            walker_command_layout(self._data_width))
         self._check_command(m, command_in.i)
         taken = command_in.o              # the command the walker takes next
         checked = taken.payload
@@ -395,53 +441,34 @@ class RegionWalker(wiring.Component):
                 run_start.eq(command.offset),
                 stride.eq(command.stride),
                 run.eq(command.run),
-                room.eq(checked.first_room),
-                ahead_low.eq(checked.second_low),
-                next_room.eq(room_at(checked.second_low)),
-                rest_short.eq(checked.rest_short),
+                room.eq(checked.checks.first_room),
+                ahead_low.eq(checked.checks.second_low),
+                next_room.eq(room_at(checked.checks.second_low)),
+                rest_short.eq(checked.checks.rest_short),
             ]
-            with m.If(checked.empty):
+            with m.If(checked.checks.empty):
                 m.d.sync += self.busy.eq(0)
-            with m.Elif(checked.whole):
+            with m.Elif(checked.checks.whole):
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest.eq(0),
                              rest_zero.eq(1)]
             with m.Else():
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.run),
-                             rest.eq(checked.rest), rest_zero.eq(0)]
+                             rest.eq(checked.checks.rest), rest_zero.eq(0)]
         self._fits_next(m, fits, taken=taken, run_left=run_left, room=room, rest=rest,
                         run=run, next_room=next_room, rest_short=rest_short,
                         rest_zero=rest_zero)
         return m
 
     def _check_command(self, m, entry):
-        """The input slice's entry: the command with its first chunk's checks."""
-        lanes = self._data_width // 8
-        lane_bits = _lane_bits(self._data_width)
-        command = self.command.payload
-        whole = (command.run == 0) | (command.run >= command.length)
-        first_room = Signal(range(lanes + 1))
-        second_low = Signal(lane_bits)
-        m.d.comb += [
-            first_room.eq(lanes - command.offset[:lane_bits]),
-            second_low.eq(command.offset[:lane_bits] + command.stride[:lane_bits]),
-            entry.valid.eq(self.command.valid),
-            self.command.ready.eq(entry.ready),
-            entry.payload.region.eq(command),
-            entry.payload.empty.eq(command.length == 0),
-            entry.payload.whole.eq(whole),
-            entry.payload.rest.eq(command.length - command.run),
-            # The second run is short when length - run < run.
-            entry.payload.rest_short.eq(command.length < Cat(Const(0, 1), command.run)),
-            entry.payload.first_room.eq(first_room),
-            # The first run is min(length, run) bytes (length when run is 0), so it fits when
-            # either length or a non-zero run is at most the room: if length fits, so does any
-            # shorter run.  No 32-bit compare (`whole`, run >= length) is in this path; it
-            # was the 256-bit core's critical path at seed 1 of 9e320c7 (8.04 ns).
-            entry.payload.first_fits.eq(_at_most(command.length, first_room)
-                                        | (command.run.any()
-                                           & _at_most(command.run, first_room))),
-            entry.payload.second_low.eq(second_low),
-        ]
+        """The input slice's entry: the command with its first chunk's checks (made here,
+        or with ``checked`` by the user)."""
+        m.d.comb += [entry.valid.eq(self.command.valid), self.command.ready.eq(entry.ready)]
+        if self._checked:
+            m.d.comb += entry.payload.eq(self.command.payload)
+        else:
+            m.d.comb += entry.payload.region.eq(self.command.payload)
+            m.d.comb += region_checks(entry.payload.checks, self.command.payload,
+                                      self._data_width)
 
     def _fits_next(self, m, fits, *, taken, run_left, room, rest, run, next_room,
                    rest_short, rest_zero):
@@ -458,9 +485,9 @@ class RegionWalker(wiring.Component):
         take = self.chunks.valid & self.chunks.ready
         on_row = take & ~fits
         on_run = take & fits & ~rest_zero
-        loads = taken.valid & taken.ready & ~taken.payload.empty
+        loads = taken.valid & taken.ready & ~taken.payload.checks.empty
         m.d.sync += fits.eq(
-            (loads & taken.payload.first_fits)
+            (loads & taken.payload.checks.first_fits)
             | (~loads & ((on_row & cases["row"]) | (on_run & rest_short & cases["rest"])
                          | (on_run & ~rest_short & cases["run"]) | (~on_row & ~on_run & fits))))
 

@@ -47,7 +47,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..actions import Action
-from .bytestream import REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker
+from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, region_checks,
+                         region_checks_layout)
 from .deadline import Deadline
 from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
@@ -384,9 +385,13 @@ class Engine(wiring.Component):
         """The datapath blocks: walkers, packer, unpacker, slices, ALU, arbiter."""
         reset, width = v.reset, v.width
         # ---- Datapath blocks -------------------------------------------------------------
-        m.submodules.tx_walker = tx_walker = reset(RegionWalker(width))
+        # The walkers take each region with its checks made here, a cycle or more before
+        # the region is offered (_tx_wait, _rx_state): made at the walker's input, from the
+        # region's flops, they were the 64-bit core's routed path at seed 1 of d271a41
+        # (tx_region.length -> the walker's input slice, 6 LUTs, 7.39 ns).
+        m.submodules.tx_walker = tx_walker = reset(RegionWalker(width, checked=True))
         m.submodules.packer = packer = reset(RowPacker(width))
-        m.submodules.rx_walker = rx_walker = reset(RegionWalker(width))
+        m.submodules.rx_walker = rx_walker = reset(RegionWalker(width, checked=True))
         m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
         # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
         # parser's state would otherwise chain into the unpacker's ready logic (the transmit
@@ -769,6 +774,8 @@ class Engine(wiring.Component):
         agg_group = Signal(16)
         agg_slot = Signal(32)
         agg_length = Signal(32)
+        # The walker's checks of the message's region (_tx_wait), loaded with agg_length.
+        agg_send_checks = Signal(region_checks_layout(self._data_width))
         # A SEND notice goes through registered steps, so no multiply, sum or compare
         # shares a cycle with the next: its fields into flops (pop), the slot's offset as two
         # 16 x 16 partial products of those flops (multiplying: one MULT18X18D each, straight
@@ -858,6 +865,7 @@ class Engine(wiring.Component):
         tx_length = Signal(32)
         tx_packet = Signal(16)
         tx_region = Signal(REGION_LAYOUT)
+        tx_checks = Signal(region_checks_layout(self._data_width))
         tx_wait = Signal()              # waiting for the clear-to-send
         tx_walk = Signal()              # the walker has not taken the region yet
         tx_repack = Signal()            # the message goes to a repack unit
@@ -885,6 +893,11 @@ class Engine(wiring.Component):
             m.d.sync += tag_ok.eq(Mux(writes_cur, cts_wr.data == cur.send_tag, cur_tag_ok))
         with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
             m.d.sync += tag_ok.eq(cts_wr.data == tx_tag)
+        # The walker's checks of the region a start loads: of cur.send, made every cycle
+        # (cur holds from two cycles before DISPATCH can start a send), or of an aggregate
+        # message's region, made with its length check (_tx_read).
+        cur_send_checks = Signal.like(tx_checks)
+        m.d.sync += region_checks(cur_send_checks, cur.send, self._data_width)
         with m.If(self.clear):
             m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
         with m.Elif(agg_tx_start):
@@ -892,11 +905,12 @@ class Engine(wiring.Component):
                          tx_tag.eq(agg_tag), tx_length.eq(agg_length), tx_repack.eq(1),
                          tx_unit.eq(agg_unit), tx_region.offset.eq(agg_slot + beat_bytes),
                          tx_region.length.eq(agg_length), tx_region.run.eq(0),
-                         tx_region.stride.eq(0), tx_packet.eq(0xFFFF)]
+                         tx_region.stride.eq(0), tx_checks.eq(v.agg_send_checks),
+                         tx_packet.eq(0xFFFF)]
         with m.Elif(tx_start):
             m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to), tx_repack.eq(0),
                          tx_tag.eq(cur.send_tag), tx_length.eq(cur.send.length),
-                         tx_region.eq(cur.send),
+                         tx_region.eq(cur.send), tx_checks.eq(cur_send_checks),
                          tx_packet.eq(Mux(cur.packet_beats == 0, self._packet_beats,
                                           cur.packet_beats))]
         peer_ready = cts_valid.bit_select(tx_peer[:peer_bits], 1)
@@ -907,7 +921,8 @@ class Engine(wiring.Component):
                 m.d.comb += cts_take_valid.eq(1)
                 m.d.sync += [tx_wait.eq(0), tx_walk.eq(1)]
         m.d.comb += [tx_walker.command.valid.eq(tx_walk),
-                     tx_walker.command.payload.eq(tx_region)]
+                     tx_walker.command.payload.region.eq(tx_region),
+                     tx_walker.command.payload.checks.eq(tx_checks)]
         with m.If(tx_walker.command.valid & tx_walker.command.ready):
             m.d.sync += tx_walk.eq(0)
         share(v, locals())
@@ -965,6 +980,9 @@ class Engine(wiring.Component):
                          r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
         with m.If(agg_reading):
             m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
+        agg_send_region = Signal(REGION_LAYOUT)
+        m.d.comb += [agg_send_region.offset.eq(agg_slot + beat_bytes),
+                     agg_send_region.length.eq(r_data[:32])]
         with m.If(agg_checking):
             # The length word comes from the data stage's register (r_data), which loaded
             # the read at the end of agg_len_valid: the transmit half is idle from the pop on
@@ -980,6 +998,9 @@ class Engine(wiring.Component):
             m.d.sync += [agg_length.eq(length),
                          agg_fits.eq((length != 0) & (length <= agg_room)
                                      & (length <= 0xFFFF * beat_bytes))]
+            # The walker's checks of the message's region (one run of `length` bytes a
+            # row after the slot's start), loaded beside its length.
+            m.d.sync += region_checks(v.agg_send_checks, agg_send_region, self._data_width)
         m.d.comb += [packer.rows.valid.eq(r_valid),
                      packer.rows.payload.data.eq(r_data),
                      packer.rows.payload.lo.eq(r_lo),
@@ -1123,6 +1144,7 @@ class Engine(wiring.Component):
         rx_reduce = Signal()
         rx_walk = Signal()
         rx_region = Signal(REGION_LAYOUT)
+        rx_checks = Signal(region_checks_layout(self._data_width))
         cts_pending = Signal()
         agg_rx_start = v.agg_rx_start
         got = Signal(packet_header_layout())
@@ -1133,22 +1155,34 @@ class Engine(wiring.Component):
         d_agg_hi = Signal(24)
         d_agg_base = Signal(33)
         m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
+        # The walker's checks, as on the transmit side (_tx_wait): of cur.recv, made every
+        # cycle, or of an aggregate packet's region.
+        cur_recv_checks = Signal.like(rx_checks)
+        m.d.sync += region_checks(cur_recv_checks, cur.recv, self._data_width)
+        # An aggregate packet's: its offset's parts are registered every cycle from the
+        # stored header, which holds from a cycle before P_DECIDE takes the packet, so
+        # checks registered from them hold when the start (a cycle after the take) loads
+        # them.
+        agg_region = Signal(REGION_LAYOUT)
+        agg_checks = Signal.like(rx_checks)
+        m.d.comb += [agg_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16)),
+                     agg_region.length.eq(got.length)]
+        m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
         with m.Elif(agg_rx_start):
             # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0),
-                         rx_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16)),
-                         rx_region.length.eq(got.length), rx_region.run.eq(0),
-                         rx_region.stride.eq(0)]
+                         rx_region.eq(agg_region), rx_checks.eq(agg_checks)]
         with m.Elif(rx_start):
             m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1),
                          rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
                          rx_left.eq(cur.recv.length), rx_bytes.eq(0),
-                         rx_region.eq(cur.recv),
+                         rx_region.eq(cur.recv), rx_checks.eq(cur_recv_checks),
                          rx_reduce.eq(cur.action != StepAction.COPY)]
         m.d.comb += [rx_walker.command.valid.eq(rx_walk),
-                     rx_walker.command.payload.eq(rx_region)]
+                     rx_walker.command.payload.region.eq(rx_region),
+                     rx_walker.command.payload.checks.eq(rx_checks)]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
             m.d.sync += rx_walk.eq(0)
         wiring.connect(m, rx_walker.chunks, rx_chunks.i)

@@ -14,12 +14,14 @@ from collections import deque
 import numpy as np
 import pytest
 from amaranth.hdl import Module
-from amaranth.lib import data
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from nicoll.hw import bytestream as bytestream_mod
 from nicoll.hw.bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker,
-                                  beat_layout, chunk_layout, read_row_layout, write_row_layout)
+                                  beat_layout, chunk_layout, read_row_layout, region_checks,
+                                  write_row_layout)
 from nicoll.sim.testbench import PERIOD, watchdog
 
 
@@ -194,6 +196,7 @@ ROW_FIELDS = ("row", "data", "mask", "last")
 def test_all():
     assert bytestream_mod.__all__ == [
         "DATA_WIDTHS", "REGION_LAYOUT",
+        "region_checks_layout", "walker_command_layout", "region_checks",
         "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
         "RegionWalker", "RowPacker", "RowUnpacker",
     ]
@@ -237,6 +240,8 @@ def test_constructor_errors():
         with pytest.raises(ValueError, match=r"^Data width must be one of 64, 128, 256, 512, "
                                              r"not 32$"):
             make(32)
+    with pytest.raises(TypeError, match=r"^checked must be a bool, not 1$"):
+        RegionWalker(64, checked=1)
     for make in (RegionWalker, RowUnpacker):
         with pytest.raises(TypeError, match=r"^Address width must be an integer, not 32.0$"):
             make(64, 32.0)
@@ -274,12 +279,40 @@ def test_reference_chunks():
     assert reference_chunks(region(9, 0, 3, 6), 8) == []
 
 
-@pytest.mark.parametrize("data_width,seed,stall", [
-    (64, 0, 0.3), (128, 1, 0.0), (256, 2, 0.5), (512, 3, 0.2),
+class CheckedWalker(wiring.Component):
+    """A walker built with ``checked=True`` whose user makes the checks with
+    ``region_checks`` as the region is offered (the engine makes them a cycle ahead)."""
+
+    def __init__(self, data_width):
+        self.data_width = data_width
+        super().__init__({
+            "command": In(stream.Signature(REGION_LAYOUT)),
+            "chunks": Out(stream.Signature(chunk_layout(
+                data_width, 32 - (data_width // 8).bit_length() + 1))),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.walker = walker = RegionWalker(self.data_width, checked=True)
+        command = walker.command
+        m.d.comb += [command.valid.eq(self.command.valid),
+                     self.command.ready.eq(command.ready),
+                     command.payload.region.eq(self.command.payload),
+                     self.busy.eq(walker.busy)]
+        m.d.comb += region_checks(command.payload.checks, self.command.payload,
+                                  self.data_width)
+        wiring.connect(m, walker.chunks, wiring.flipped(self.chunks))
+        return m
+
+
+@pytest.mark.parametrize("data_width,seed,stall,checked", [
+    (64, 0, 0.3, False), (128, 1, 0.0, False), (256, 2, 0.5, False), (512, 3, 0.2, False),
+    (64, 4, 0.3, True), (256, 5, 0.2, True),
 ])
-def test_walker_random_regions(data_width, seed, stall):
+def test_walker_random_regions(data_width, seed, stall, checked):
     """Random regions, contiguous and strided, with random gaps and ready: exactly the
-    reference chunks."""
+    reference chunks (with ``checked``, the checks made by the walker's user)."""
     lanes = data_width // 8
     rng = random.Random(seed)
     regions = [random_region(rng, lanes, 1 << 31) for _ in range(60)]
@@ -288,7 +321,7 @@ def test_walker_random_regions(data_width, seed, stall):
         regions.insert(where, region(rng.randrange(1 << 31), 0, rng.randrange(9),
                                      rng.randrange(64)))
     expected = [c for r in regions for c in reference_chunks(r, lanes)]
-    dut = RegionWalker(data_width)
+    dut = CheckedWalker(data_width) if checked else RegionWalker(data_width)
     got = []
 
     async def main(ctx):
