@@ -21,7 +21,8 @@ import re
 import subprocess
 from pathlib import Path
 
-__all__ = ["ROUTE_NS", "DepthPath", "DepthReport", "netlist_depth", "measure_logic_depth"]
+__all__ = ["ROUTE_NS", "DepthPath", "DepthReport", "netlist_depth", "measure_logic_depth",
+           "short_name"]
 
 
 #: Estimated delay of a routed connection (ns).
@@ -121,7 +122,7 @@ def _top_module(netlist, top):
     return modules[top]
 
 
-def _short(name):
+def short_name(name):
     """A cell name without yosys's mapping suffixes: the signal it was made for."""
     return re.split(r"_(?:TRELLIS|LUT4|PFUMX|L6MUX21|CCU2C|DP16KD)", name, maxsplit=1)[0]
 
@@ -173,7 +174,7 @@ class _Graph:
             if cell_type in _SEQUENTIAL or cell_type not in _COMBINATIONAL:
                 delay = _BRAM_CLK_TO_Q_NS if cell_type in ("DP16KD", "PDPW16KD") else \
                     _CLK_TO_Q_NS
-                self.arrival[(cell_name, out_port)] = (delay, 0, _short(cell_name), None)
+                self.arrival[(cell_name, out_port)] = (delay, 0, short_name(cell_name), None)
                 stack.pop()
                 continue
             pending = []
@@ -244,7 +245,7 @@ def netlist_depth(netlist, top=None, *, count=20):
             if port in ("CLK", "CLKA", "CLKB", "WCK"):
                 continue
             ns, luts, start, driver = graph.source_arrival(bit, cell_type, port)
-            end = _short(name)
+            end = short_name(name)
             path = DepthPath(delay_ns=round(ns + _SETUP_NS, 3), luts=luts, start=start,
                              end=end, cells=graph.trace(driver) + (name,))
             if end not in worst or path.delay_ns > worst[end].delay_ns:

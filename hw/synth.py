@@ -38,7 +38,7 @@ from .memattrs import yosys_collision_commands
 
 __all__ = [
     "BOARDS", "HarnessCost", "SynthHarness",
-    "CriticalPath", "NextpnrReport", "parse_nextpnr_report",
+    "CriticalPath", "Endpoint", "NextpnrReport", "parse_nextpnr_report", "netlist_cell_types",
     "SynthResult", "SynthesisError", "synthesize", "extract_plan", "ROUTERS",
 ]
 
@@ -376,17 +376,81 @@ class CriticalPath:
 
 
 @dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """A timing endpoint after routing: a register's (or block RAM's, or multiplier's) input
+    pin and the latest arrival nextpnr computed at it, in ns from the launching clock edge.
+
+    ``signal`` is the cell's name without yosys's mapping suffixes (the signal it was made
+    for, as :mod:`~nicoll.hw.logic_depth` names it).  An endpoint misses a clock of period
+    ``T`` when ``arrival_ns > T``.  nextpnr's detailed report gives the arrival at each
+    endpoint, not the path into it: for the worst one, see the critical path.
+    """
+    signal: str
+    pin: str
+    arrival_ns: float
+
+
+#: How many of the latest endpoints a :class:`SynthResult` keeps.
+WORST_ENDPOINTS = 12
+#: Input pins that are clocks, not timing endpoints.
+_CLOCK_PINS = frozenset({"CLK", "CLKA", "CLKB", "WCK"})
+#: Cell types whose input pins end a register-to-register path (and whose outputs start one).
+_SEQUENTIAL_CELLS = frozenset({"TRELLIS_FF", "DP16KD", "TRELLIS_DPR16X4", "MULT18X18D"})
+
+
+def netlist_cell_types(netlist):
+    """``{cell name: cell type}`` of a yosys JSON netlist's modules (nextpnr keeps the
+    names of yosys's registers)."""
+    return {name: cell["type"] for module in netlist["modules"].values()
+            for name, cell in module.get("cells", {}).items()}
+
+
+def _endpoints(nets, clock, cell_types):
+    """The endpoints of ``detailed_net_timings`` (``--detailed-timing-report``: the nets
+    into sequential cells, each sink with its arrival) timed from ``clock``, one per (signal,
+    pin) at its latest arrival, latest first.  ``cell_types`` (:func:`netlist_cell_types`)
+    tells registers from logic; a cell it does not name (one nextpnr made) counts as logic."""
+    from .logic_depth import short_name
+    worst = {}
+    for net in nets:
+        try:
+            if net["event"] != clock:
+                continue
+            for sink in net["endpoints"]:
+                cell, pin = sink["cell"], sink["port"]
+                if pin in _CLOCK_PINS or cell_types.get(cell) not in _SEQUENTIAL_CELLS:
+                    continue
+                arrival = max(float(d) for d in sink["delay"])
+                key = (short_name(cell), pin)
+                if key not in worst or arrival > worst[key]:
+                    worst[key] = arrival
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"Malformed net timing entry: {net!r}"[:300]) from None
+    return tuple(sorted((Endpoint(signal, pin, round(arrival, 3))
+                         for (signal, pin), arrival in worst.items()),
+                        key=lambda e: (-e.arrival_ns, e.signal, e.pin)))
+
+
+@dataclasses.dataclass(frozen=True)
 class NextpnrReport:
     """The parts of a nextpnr ``--report`` JSON file this flow reads.
 
     ``utilization`` maps a cell type (``TRELLIS_COMB``, ``TRELLIS_FF``, ``DP16KD``,
     ``MULT18X18D``, ...) to ``(used, available)``; ``fmax`` maps a clock net name to
     ``(achieved_mhz, constraint_mhz)``; ``critical_paths`` holds a :class:`CriticalPath`
-    for each clock pair nextpnr timed.
+    for each clock pair nextpnr timed.  A report written with ``--detailed-timing-report``
+    also gives every endpoint's arrival: :meth:`endpoints`.
     """
     utilization: Mapping
     fmax: Mapping
     critical_paths: tuple = ()
+    net_timings: tuple = dataclasses.field(default=(), compare=False, repr=False)
+
+    def endpoints(self, net, cell_types):
+        """The :class:`Endpoint` of each register input (pin) timed from clock ``net`` (as
+        :meth:`clock` names it), latest arrival first; empty for a report without detailed
+        timing.  ``cell_types``: :func:`netlist_cell_types` of the netlist nextpnr placed."""
+        return _endpoints(self.net_timings, f"posedge {net}", cell_types)
 
     def used(self, cell_type):
         return self.utilization.get(cell_type, (0, 0))[0]
@@ -462,7 +526,11 @@ def parse_nextpnr_report(report):
             ))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"Malformed critical path entry: {entry!r}") from None
-    return NextpnrReport(utilization=utilization, fmax=fmax, critical_paths=tuple(paths))
+    nets = report.get("detailed_net_timings", ())
+    if not isinstance(nets, (list, tuple)):
+        raise ValueError(f"Malformed detailed_net_timings: {type(nets).__name__}")
+    return NextpnrReport(utilization=utilization, fmax=fmax, critical_paths=tuple(paths),
+                         net_timings=tuple(nets))
 
 
 # Result -----------------------------------------------------------------------------------
@@ -507,6 +575,10 @@ class SynthResult:
     #: them (:mod:`~nicoll.hw.bram_outreg`); the FF count above no longer includes them.
     outreg_ff: int = 0
     outreg_ports: int = 0
+    #: Endpoints whose routed arrival exceeds the constraint's period (None: the report had
+    #: no detailed timing), and the latest :data:`WORST_ENDPOINTS` of all, latest first.
+    endpoints_missed: int | None = None
+    worst_endpoints: tuple = ()
 
     @property
     def timing_met(self):
@@ -517,6 +589,7 @@ class SynthResult:
         result["tool_versions"] = dict(self.tool_versions)
         result["stage_times_s"] = dict(self.stage_times_s)
         result["utilization"] = {k: list(v) for k, v in self.utilization.items()}
+        result["worst_endpoints"] = [dataclasses.asdict(e) for e in self.worst_endpoints]
         result["timing_met"] = self.timing_met
         return result
 
@@ -546,6 +619,12 @@ class SynthResult:
             lines.append(f"  critical path {path.delay_ns:.2f} ns, {path.logic_levels} logic "
                          f"levels ({path.logic_ns:.2f} ns logic, {path.routing_ns:.2f} ns "
                          f"routing): {path.start} -> {path.end}")
+        if self.endpoints_missed is not None:
+            period = 1000 / self.clock_constraint_mhz
+            lines.append(f"  {self.endpoints_missed} endpoint pins arrive after the "
+                         f"{period:.2f} ns period; the latest:")
+            lines += [f"    {e.arrival_ns:6.2f} ns  {e.signal}:{e.pin}"
+                      for e in self.worst_endpoints]
         stages = ", ".join(f"{stage} {seconds:.1f} s"
                            for stage, seconds in self.stage_times_s.items())
         tools = ", ".join(f"{package} {version}"
@@ -849,6 +928,9 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     # nextpnr's own default.
     nextpnr_opts = [
         f"--report {files['report'].name}",
+        # Every net's arrival at each of its sinks: the endpoints that miss the clock, not
+        # only the worst path (SynthResult.endpoints_missed, worst_endpoints).
+        "--detailed-timing-report",
         "--timing-allow-fail",
         f"--freq {clock_hz / 1e6:g}",
         f"--seed {seed}",
@@ -880,8 +962,11 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     netlist_at = files["netlist"].stat().st_mtime
     config_at = files["config"].stat().st_mtime
     with open(files["netlist"], encoding="utf-8") as f:
-        cost = _count_harness_cells(json.load(f), name, input_bits=harness.input_bits,
-                                    output_bits=harness.output_bits)
+        netlist = json.load(f)
+    cost = _count_harness_cells(netlist, name, input_bits=harness.input_bits,
+                                output_bits=harness.output_bits)
+    endpoints = parsed.endpoints(clock_net, netlist_cell_types(netlist))
+    del netlist
     with open(files["outreg"], encoding="utf-8") as f:
         merged = [entry["merged"] for entry in json.load(f) if entry["merged"]]
     return SynthResult(
@@ -918,4 +1003,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         utilization=dict(parsed.utilization),
         outreg_ff=sum(merged),
         outreg_ports=len(merged),
+        endpoints_missed=None if not endpoints else
+        sum(e.arrival_ns > 1000 / constraint_mhz for e in endpoints),
+        worst_endpoints=endpoints[:WORST_ENDPOINTS],
     )

@@ -24,7 +24,8 @@ def entry(result, *, block, data_width, command, parameters, sweep=None):
     every seed of a sweep, ``result`` among them) each seed's Fmax is kept beside it."""
     path = result.critical_path
     seeds = None if sweep is None else [
-        {"seed": r.seed, "fmax_mhz": round(r.fmax_mhz, 2), "timing_met": r.timing_met}
+        {"seed": r.seed, "fmax_mhz": round(r.fmax_mhz, 2), "timing_met": r.timing_met,
+         **({} if r.endpoints_missed is None else {"endpoints_missed": r.endpoints_missed})}
         for r in sweep]
     return {
         "name": result.name, "block": block, "data_width": data_width,
@@ -40,6 +41,10 @@ def entry(result, *, block, data_width, command, parameters, sweep=None):
         "timing_met": result.timing_met,
         "critical_path": None if path is None else
         f"{path.delay_ns:.2f} ns, {path.logic_levels} levels: {path.start} -> {path.end}",
+        **({} if result.endpoints_missed is None else
+           {"endpoints_missed": result.endpoints_missed,
+            "worst_endpoints": [f"{e.arrival_ns:.2f} ns {e.signal}:{e.pin}"
+                                for e in result.worst_endpoints[:5]]}),
         "wall_time_s": round(result.wall_time_s, 1),
         "date": datetime.date.today().isoformat(),
         "tools": dict(result.tool_versions),
@@ -129,11 +134,15 @@ def markdown(entries):
     for e in entries:
         lines.append(f"- **{e['name']}** ({e['wall_time_s'] / 60:.1f} min, seed {e['seed']}): "
                      f"{e['critical_path'] or 'no path reported'}")
+        if "endpoints_missed" in e:
+            lines.append(f"  {e['endpoints_missed']} endpoint pins miss the target; the latest: "
+                         + "; ".join(e["worst_endpoints"]))
         if e.get("outreg_ff"):
             lines.append(f"  {e['outreg_ff']} flip-flops became block-RAM output registers")
         if e.get("seeds"):
             lines.append("  seeds: " + ", ".join(
-                f"{s['seed']}: {s['fmax_mhz']:.1f} MHz ({'met' if s['timing_met'] else 'missed'})"
-                for s in e["seeds"]))
+                f"{s['seed']}: {s['fmax_mhz']:.1f} MHz ({'met' if s['timing_met'] else 'missed'}"
+                + (f", {s['endpoints_missed']} endpoints late" if "endpoints_missed" in s else "")
+                + ")" for s in e["seeds"]))
         lines.append(f"  `{e['command']}`")
     return "\n".join(lines) + "\n"

@@ -16,8 +16,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from nicoll.hw import synth as synth_mod
-from nicoll.hw.synth import (BOARDS, HarnessCost, NextpnrReport, SynthesisError, SynthHarness,
-                             SynthResult, parse_nextpnr_report, synthesize)
+from nicoll.hw.synth import (BOARDS, Endpoint, HarnessCost, NextpnrReport, SynthesisError,
+                             SynthHarness, SynthResult, parse_nextpnr_report, synthesize)
 
 SAMPLE = Path(__file__).parent / "data" / "nextpnr_report_sample.json"
 HAVE_TOOLS = all(importlib.util.find_spec(module) is not None
@@ -83,9 +83,9 @@ class InputsOnly(wiring.Component):
 
 def test_all():
     assert set(synth_mod.__all__) == {
-        "BOARDS", "HarnessCost", "SynthHarness", "CriticalPath", "NextpnrReport",
-        "parse_nextpnr_report", "SynthResult", "SynthesisError", "synthesize",
-        "extract_plan", "ROUTERS"}
+        "BOARDS", "HarnessCost", "SynthHarness", "CriticalPath", "Endpoint", "NextpnrReport",
+        "parse_nextpnr_report", "netlist_cell_types", "SynthResult", "SynthesisError",
+        "synthesize", "extract_plan", "ROUTERS"}
     for name in synth_mod.__all__:
         assert hasattr(synth_mod, name)
 
@@ -229,6 +229,42 @@ def test_parse_errors():
         parse_nextpnr_report({"utilization": {}, "critical_paths": [{"from": "x"}]})
 
 
+def test_endpoints_from_detailed_timing():
+    """Every register input pin timed from the clock, at its latest arrival (a pin reached
+    by two nets keeps the later), latest first; clock pins, logic cells and paths launched
+    by another clock are no endpoints."""
+    clock = "posedge $glbnet$cd_sync.clk"
+
+    def net(driver, event, *sinks):
+        return {"driver": driver, "port": "F", "net": driver + "_net", "event": event,
+                "endpoints": [{"cell": c, "port": p, "event": clock, "delay": list(d)}
+                              for c, p, d in sinks]}
+
+    report = parse_nextpnr_report({"utilization": {}, "fmax": {}, "detailed_net_timings": [
+        net("a_LUT4_Z", clock, ("core.x_TRELLIS_FF_Q", "DI", (1.0, 6.5)),
+            ("core.x_TRELLIS_FF_Q_1", "DI", (0.5, 7.25)),
+            ("core.y_LUT4_Z", "A", (9.0, 9.0))),
+        net("b_LUT4_Z", clock, ("core.x_TRELLIS_FF_Q", "CE", (2.0, 3.0)),
+            ("core.mem_DP16KD", "ADA5", (4.0, 5.0)), ("core.x_TRELLIS_FF_Q", "CLK", (8, 8))),
+        net("c_LUT4_Z", clock, ("core.x_TRELLIS_FF_Q_1", "DI", (1.0, 2.0))),
+        net("io", "<async>", ("core.z_TRELLIS_FF_Q", "DI", (9.5, 9.5))),
+    ]})
+    types = {"core.x_TRELLIS_FF_Q": "TRELLIS_FF", "core.x_TRELLIS_FF_Q_1": "TRELLIS_FF",
+             "core.y_LUT4_Z": "LUT4", "core.mem_DP16KD": "DP16KD",
+             "core.z_TRELLIS_FF_Q": "TRELLIS_FF"}
+    assert report.endpoints("$glbnet$cd_sync.clk", types) == (
+        Endpoint("core.x", "DI", 7.25), Endpoint("core.mem", "ADA5", 5.0),
+        Endpoint("core.x", "CE", 3.0))
+    assert report.endpoints("other", types) == ()
+    assert parse_nextpnr_report(SAMPLE).endpoints("$glbnet$cd_sync.clk", types) == ()
+    with pytest.raises(ValueError, match=r"^Malformed net timing entry: \{'event'"):
+        parse_nextpnr_report({"utilization": {}, "detailed_net_timings": [
+            {"event": clock, "endpoints": [{"cell": "x"}]}]}).endpoints("$glbnet$cd_sync.clk",
+                                                                       types)
+    with pytest.raises(ValueError, match=r"^Malformed detailed_net_timings: dict$"):
+        parse_nextpnr_report({"utilization": {}, "detailed_net_timings": {}})
+
+
 def _cell(kind, **ports):
     directions = {"Q": "output", "Z": "output", "O": "output"}
     return {"type": kind,
@@ -362,6 +398,12 @@ def test_synthesize_small(tmp_path):
     assert result.harness_ff + result.outreg_ff == SynthHarness(MacMem()).cost.ff
     assert result.harness_lut4 >= SynthHarness(MacMem()).cost.lut4
     assert result.critical_path is not None
+    # Every endpoint's arrival: the latest is the critical path's end, and the count of late
+    # ones agrees with the verdict.
+    assert result.worst_endpoints[0].arrival_ns == pytest.approx(
+        result.critical_path.delay_ns, abs=0.01)
+    assert (result.endpoints_missed == 0) == result.timing_met
+    assert "endpoint pins arrive after the 6.67 ns period" in result.to_text()
     assert set(result.stage_times_s) == {"elaborate", "yosys", "nextpnr", "ecppack"}
     assert all(seconds >= 0 for seconds in result.stage_times_s.values())
     assert result.wall_time_s >= sum(result.stage_times_s.values()) - 1
@@ -449,12 +491,13 @@ def test_synthesize_niccore_small(tmp_path):
     assert parse_nextpnr_report(result.report_path).used("TRELLIS_COMB") == result.lut4
 
 
-def _fake_result(seed, fmax_mhz, outreg_ff=0):
+def _fake_result(seed, fmax_mhz, outreg_ff=0, endpoints_missed=None):
     """A SynthResult's fields as the record reads them (no tool run)."""
     return SimpleNamespace(
         name="packer_w64", board="versa_ecp5", device="LFE5UM-45F-8BG381", seed=seed,
         lut4=600, harness_lut4=50, ff=590, harness_ff=200, dp16kd=2, mult18x18d=0,
-        outreg_ff=outreg_ff,
+        outreg_ff=outreg_ff, endpoints_missed=endpoints_missed,
+        worst_endpoints=(Endpoint("core.x", "DI", 5.43), Endpoint("core.y", "CE", 5.1)),
         fmax_mhz=fmax_mhz, clock_constraint_mhz=200.0, timing_met=fmax_mhz >= 200.0,
         critical_path=None, wall_time_s=60.0, tool_versions={"amaranth": "0.5"})
 
@@ -475,6 +518,19 @@ def test_seed_sweep_is_recorded_seed_by_seed(tmp_path):
     single = synthesis.entry(_fake_result(1, 198.4), block="packer", data_width=64,
                              command="nicoll synth", parameters={})
     assert "seeds" not in single and "outreg_ff" not in single
+    assert "endpoints_missed" not in single
+    # With nextpnr's detailed timing: how many endpoints are late, per seed and for the row.
+    sweep = [_fake_result(1, 198.4, endpoints_missed=7), _fake_result(2, 185.0,
+                                                                      endpoints_missed=40)]
+    late = synthesis.entry(sweep[0], block="packer", data_width=64, command="nicoll synth",
+                           parameters={}, sweep=sweep)
+    assert late["endpoints_missed"] == 7
+    assert late["worst_endpoints"] == ["5.43 ns core.x:DI", "5.10 ns core.y:CE"]
+    table = synthesis.markdown([late])
+    assert "7 endpoint pins miss the target; the latest: 5.43 ns core.x:DI; 5.10 ns core.y:CE" \
+        in table
+    assert "seeds: 1: 198.4 MHz (missed, 7 endpoints late), 2: 185.0 MHz (missed, 40 " \
+        "endpoints late)" in table
 
 
 @pytest.mark.parametrize("text,message", [("1,x", "integers separated by commas"),
