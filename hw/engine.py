@@ -451,8 +451,10 @@ class Engine(wiring.Component):
         # The ALU's result is always taken, so it comes a fixed `latency` cycles after its
         # operands (tests/test_hw_alu.py::test_one_beat_per_clock_and_fixed_latency): the
         # rows in it travel beside it in a delay line, and the row a result is written to
-        # is the line's last stage, a flop (no read of a FIFO at a moving head).
-        depth = self.alu.latency
+        # is the line's last stage, a flop (no read of a FIFO at a moving head).  The result
+        # passes a register of the engine's first (`res_*`, _alu_write), so the line is a
+        # stage longer than the ALU.
+        depth = self.alu.latency + 1
         pend_row = [Signal(self.row_bits, name=f"pend_row{k}") for k in range(depth)]
         pend_valid = Signal(depth)
         pend_mask = [Signal(beat_bytes, name=f"pend_mask{k}") for k in range(depth)]
@@ -1494,6 +1496,15 @@ class Engine(wiring.Component):
             "wr_en", "wr_issue", "pend_valid", "s1_early", "pend_early", "wr_early", "age_rows",
         ))
         result = alu.result
+        # The result into a register before the write's choices: from the ALU's output
+        # flops across the block to the write port's 32 byte enables, the result's valid
+        # was the 256-bit engine's routed path at seed 1 of d271a41 (3 LUTs, 7.27 ns, 6.4
+        # of it wire).  A cycle of latency on each reduced row, not of throughput.
+        res_valid = Signal()
+        res_error = Signal()
+        res_data = Signal(len(result.payload.data), reset_less=True)
+        m.d.sync += [res_valid.eq(result.valid & ~self.clear), res_error.eq(result.payload.error),
+                     res_data.eq(result.payload.data)]
         local = self.local_rd.data
         # Operand order: the local row is always `a`.  Every op of the ALU gives the same
         # bits either way (tests/test_hw_alu.py::test_every_op_is_commutative_bit_for_bit),
@@ -1515,14 +1526,14 @@ class Engine(wiring.Component):
                      pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask),
                      pend_early.eq(Cat(alu_take & (s1_early | age_rows),
                                        pend_early[:-1] | Mux(age_rows, pend_valid[:-1], 0))),
-                     wr_early.eq(wr_issue & ((result.valid & pend_early[-1]) | age_rows))]
+                     wr_early.eq(wr_issue & ((res_valid & pend_early[-1]) | age_rows))]
         for k in range(1, depth):
             m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
-        with m.If(result.valid):
-            with m.If(result.payload.error):
+        with m.If(res_valid):
+            with m.If(res_error):
                 m.d.comb += raise_error.alu.eq(1)
             with m.Else():
-                m.d.comb += [wr_addr.eq(pend_row[-1]), wr_data.eq(result.payload.data),
+                m.d.comb += [wr_addr.eq(pend_row[-1]), wr_data.eq(res_data),
                              wr_en.eq(pend_mask[-1]), wr_issue.eq(1)]
         with m.If(self.clear):
             m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), s1_early.eq(0), pend_early.eq(0)]

@@ -118,6 +118,10 @@ def markdown(entries):
         "every seed's Fmax. The seeds of a sweep share one yosys netlist (they differ only in",
         "nextpnr's run); `--jobs N` places and routes up to N seeds at once, and a seed's result",
         "does not depend on it.",
+        "Rows recorded from the twenty-fifth pass on also count the endpoint pins (inputs of",
+        "registers, block RAMs and multipliers) whose routed arrival is later than the target's",
+        "period, from nextpnr's `--detailed-timing-report`, and name the latest five: how far a",
+        "design is from its target, where one critical path shows only its worst corner.",
         "",
         "| block | configuration | part | LUT4 (core) | FF (core) | DP16KD | MULT18X18D "
         "| Fmax MHz | target | date | tools |",
