@@ -205,6 +205,7 @@ class BarrierUnit(wiring.Component):
     entry at ``route_addr``; ``route_clear`` : ``In(1)`` empties the table (and clears the
     ``cfg_write`` error).  A write or a clear lands in the table three clock edges after the
     cycle it is made in (two register stages, so the entry it replaces is read from flops);
+    the routing of received notices follows a cycle later (each slot's routed ids are flops),
     the configuration checks follow a cycle later (the gate they make on counting and
     releasing, a cycle after that) and ``total`` two (its adder tree has two register stages).
 
@@ -561,10 +562,16 @@ class BarrierUnit(wiring.Component):
         s.x_ok_same = Signal()
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
-        # Each slot's routed ids as a vector (compares on the table's flops, off the notice's
-        # path), so the subject selects one bit per slot: a 64:1 selection of the 4-bit
-        # entry followed by the slot compares was the 64-node unit's critical path (6.85 ns).
-        routed_to = [Cat(s.route.word_select(x, s.rw) == j + 1 for x in range(s.n))
+        # Each slot's routed ids as a vector of flops (the compares on the table's flops
+        # registered, off the notice's path), so the subject selects one bit per slot: a
+        # 64:1 selection of the 4-bit entry followed by the slot compares was the 64-node
+        # unit's critical path (6.85 ns), and with the compares before the selection in the
+        # same cycle, its routed path at seed 1 of 1fbdf10 (the table -> x_routed,
+        # x_count_hit).  The vectors follow a table write a cycle after it lands: writes
+        # are configuration, made while no barrier of the tree runs.
+        routed_to = [Signal(s.n, name=f"routed_to_{j}") for j in range(k)]
+        m.d.sync += [routed_to[j].eq(Cat(s.route.word_select(x, s.rw) == j + 1
+                                         for x in range(s.n)))
                      for j in range(k)]
         in_range = p.subject < s.n
         complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
