@@ -2364,7 +2364,11 @@ class RepackControl(wiring.Component):
         m.d.comb += rank_write.eq(v.run_q & ~end_ok & ~v.idle_out & v.eq_valid & ~v.eq_quiet
                                   & v.nq_room & ~v.pend_done)
         with m.If(rank_write):
+            # The rank's DONE may follow: `pend_done` watches its counts from the next cycle.
+            # Loaded at the end of RUN's priorities, `done_rank` was the 64-bit core's
+            # latest pin at seed 1 of ff0ac7f (its enable, 7.35 ns).
             m.d.comb += v.cnt_w.en.eq(1)
+            m.d.sync += [v.pend_set.eq(1), v.done_rank.eq(v.eq.rank)]
         self.state_mirrors.append((rank_write, v.rank_event_taken))
         # The notice queue's push the same way: RUN posts a pending DONE (first among the
         # notices) or a rank event's notice (rank_write), SEND one per source while the
@@ -2462,8 +2466,7 @@ class RepackControl(wiring.Component):
         # in `_wiring` and `_notice_data`.  This cycle's event is taken only while no DONE
         # notice is pending, so `pend_done` is then `pend_set & rank_complete` next cycle.
         m.d.comb += v.rank_event_taken.eq(1)   # the counts' write: `rank_write`, in _run
-        v.post_notice()
-        m.d.sync += [v.pend_set.eq(1), v.done_rank.eq(v.eq.rank)]
+        v.post_notice()     # `pend_set` and `done_rank` load on `rank_write` (_run_actions)
 
     def _abort(self, m, v, *, leave=True):
         # Ref: issue 5: every wait has a cycle budget; a missing rank becomes an error.
