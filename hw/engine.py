@@ -898,8 +898,14 @@ class Engine(wiring.Component):
         # The walker's checks of the region a start loads: of cur.send, made every cycle
         # (cur holds from two cycles before DISPATCH can start a send), or of an aggregate
         # message's region, made with its length check (_tx_read).
+        # From a copy of the region (loaded a cycle after cur), so the compares read flops
+        # beside them: from cur itself, beside the queue's block, they were late at every
+        # seed of the 64-bit core at 3089b59 (`whole`, `first_fits`, 6.9-7.2 ns).  The start
+        # comes two cycles after cur loads at the earliest, so the checks are current.
+        cur_send = Signal(REGION_LAYOUT)
         cur_send_checks = Signal.like(tx_checks)
-        m.d.sync += region_checks(cur_send_checks, cur.send, self._data_width)
+        m.d.sync += cur_send.eq(cur.send)
+        m.d.sync += region_checks(cur_send_checks, cur_send, self._data_width)
         with m.If(self.clear):
             m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
         with m.Elif(agg_tx_start):
@@ -1159,8 +1165,10 @@ class Engine(wiring.Component):
         m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
         # The walker's checks, as on the transmit side (_tx_wait): of cur.recv, made every
         # cycle, or of an aggregate packet's region.
+        cur_recv = Signal(REGION_LAYOUT)           # as cur_send (_tx_wait)
         cur_recv_checks = Signal.like(rx_checks)
-        m.d.sync += region_checks(cur_recv_checks, cur.recv, self._data_width)
+        m.d.sync += cur_recv.eq(cur.recv)
+        m.d.sync += region_checks(cur_recv_checks, cur_recv, self._data_width)
         # An aggregate packet's: its offset's parts are registered every cycle from the
         # stored header, which holds from a cycle before P_DECIDE takes the packet, so
         # checks registered from them hold when the start (a cycle after the take) loads
