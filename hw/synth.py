@@ -381,9 +381,12 @@ class Endpoint:
     pin and the latest arrival nextpnr computed at it, in ns from the launching clock edge.
 
     ``signal`` is the cell's name without yosys's mapping suffixes (the signal it was made
-    for, as :mod:`~nicoll.hw.logic_depth` names it).  An endpoint misses a clock of period
-    ``T`` when ``arrival_ns > T``.  nextpnr's detailed report gives the arrival at each
-    endpoint, not the path into it: for the worst one, see the critical path.
+    for, as :mod:`~nicoll.hw.logic_depth` names it).  The arrival is at the pin, before the
+    register's setup time, which nextpnr adds on a critical path: none for an ECP5 flip-flop's
+    DI and M, a few tenths of a ns for CE and LSR.  So ``arrival_ns > T`` for a clock of
+    period ``T`` is a miss, and a CE or LSR pin a little earlier may miss too.  nextpnr's
+    detailed report gives the arrival at each endpoint, not the path into it: for the
+    latest, see the critical path.
     """
     signal: str
     pin: str
