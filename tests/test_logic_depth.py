@@ -103,7 +103,7 @@ DEPTH_BUDGETS_MHZ = {
     # 204.1 at the twenty-fifth with the notice push an AND-OR of flops, 220.3 with the
     # event take one too.  The spare's decode of kind and group on entry as well (as in
     # 7c4bfe1), with the push alone, made yosys's abc9 fail an assertion on the 64-bit core.
-    "repack-control": 185.0,
+    "repack-control": 195.0,
     # Estimate 195.3 MHz (8 nodes, 8 children, the recorded row's unit) once the count's
     # forwarding flags were made in decode beside the per-slot hits; with the hits' OR
     # folded into those flags as well it was 148.1 (the route lookup -> the flags, 5
