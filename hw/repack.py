@@ -1999,14 +1999,6 @@ class RepackControl(wiring.Component):
         m.d.comb += load.eq(~v.eq_valid | v.eq_take_flat)
         src = UNIT_EVENT_LAYOUT(Mux(spare_valid, spare, ev))
         src_unit = Mux(spare_valid, spare_unit, ek)
-        # Whether the event's rank is in the group, compared before the refill's choice: the
-        # spare's as it loads (the group size changes only at a start in IDLE, where every
-        # event is a stale unit's and quiet whatever its rank).  Compared after that
-        # choice, it was the 64-bit core's routed path at seed 1 of ff0ac7f and seed 3 of
-        # 3089b59 (the spare's flag -> the choice of the rank -> the compare -> eq_quiet,
-        # 7.57 and 7.59 ns).
-        spare_in = Signal()
-        ev_in = v.in_group(ev.rank)
         # What the event's rank's counts must equal for the rank to be complete after it (see
         # `_wiring`), chosen as the event loads: a TAKEN counts a send, a DELIVERED a receive.
         # P and Q are final before any event that is not quiet can arrive (units run only
@@ -2022,12 +2014,11 @@ class RepackControl(wiring.Component):
                 v.recv_target.eq(Mux(is_taken, v.P, v.p_last)),
                 v.eq_valid.eq(spare_valid | ev_valid.any()), v.eq.eq(src),
                 v.eq_unit.eq(src_unit), v.eq_done.eq(is_done), v.eq_stale.eq(stale),
-                v.eq_quiet.eq(is_done | stale | ~Mux(spare_valid, spare_in, ev_in)),
+                v.eq_quiet.eq(is_done | stale | ~v.in_group(src.rank)),
                 spare_valid.eq(0),
             ]
         with m.Elif(~spare_valid):
-            m.d.sync += [spare.eq(ev), spare_unit.eq(ek), spare_valid.eq(ev_valid.any()),
-                         spare_in.eq(ev_in)]
+            m.d.sync += [spare.eq(ev), spare_unit.eq(ek), spare_valid.eq(ev_valid.any())]
 
     def _registrations(self, m, v):
         """Registrations, a three-stage pipeline of its own beside the FSM (it never waits):
