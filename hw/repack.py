@@ -1988,7 +1988,6 @@ class RepackControl(wiring.Component):
         v.eq_stale = Signal()                   # from a unit left busy by an aborted exchange
         v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
         v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
-        v.eq_take_flat = Signal()               # ... as an AND-OR of flops (_run_actions)
         v.rank_event_taken = Signal()           # ... as a rank event (_rank_event)
         spare = Signal(UNIT_EVENT_LAYOUT)
         spare_unit = Signal(range(max(2, K)))
@@ -1996,7 +1995,7 @@ class RepackControl(wiring.Component):
         for k in range(K):
             m.d.comb += events[k].ready.eq(~spare_valid & (ek == k))
         load = Signal()
-        m.d.comb += load.eq(~v.eq_valid | v.eq_take_flat)
+        m.d.comb += load.eq(~v.eq_valid | v.eq_take)
         src = UNIT_EVENT_LAYOUT(Mux(spare_valid, spare, ev))
         src_unit = Mux(spare_valid, spare_unit, ek)
         # What the event's rank's counts must equal for the rank to be complete after it (see
@@ -2371,16 +2370,6 @@ class RepackControl(wiring.Component):
             m.d.comb += v.cnt_w.en.eq(1)
             m.d.sync += [v.pend_set.eq(1), v.done_rank.eq(v.eq.rank)]
         self.state_mirrors.append((rank_write, v.rank_event_taken))
-        # The event register's take the same way: IDLE takes every event; RUN takes one
-        # after its end, timeout and pending DONE, when quiet or with room for its notice
-        # and none pending.  At the end of RUN's priorities it was the enable of the event
-        # register and its targets, late at every seed of the 64-bit core at ff0ac7f and
-        # 3089b59 (`eq.rank`, `sent_target`, `recv_target`, 6.7-7.4 ns).
-        m.d.comb += v.eq_take_flat.eq(
-            v.fsm["IDLE"]
-            | (v.run_q & ~end_ok & ~v.idle_out & v.eq_valid
-               & ((v.eq_quiet & ~(v.pend_done & v.nq_room)) | (v.nq_room & ~v.pend_done))))
-        self.state_mirrors.append((v.eq_take_flat, v.eq_take))
         # The notice queue's push the same way: RUN posts a pending DONE (first among the
         # notices) or a rank event's notice (rank_write), SEND one per source while the
         # queue has room, neither once the watchdog has run out.  Made at the end of RUN's
