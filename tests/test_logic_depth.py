@@ -100,9 +100,9 @@ DEPTH_BUDGETS_MHZ = {
     # 204.5 at the twenty-third pass (the rank counts' write enable an AND of flops); 189.4
     # at the twenty-fourth (states one flop each, the routed core's paths out of the tree),
     # its worst path RUN's priorities into the scan position (pend_set -> pi_row, 4 levels).
-    # 204.1 at the twenty-fifth with the notice push an AND-OR of flops, 220.3 with the
-    # event take one too.  The spare's decode of kind and group on entry as well (as in
-    # 7c4bfe1), with the push alone, made yosys's abc9 fail an assertion on the 64-bit core.
+    # 219.8 at the twenty-fifth with the notice push an AND-OR of flops.  The spare's
+    # decode of kind and group on entry as well (as in 7c4bfe1) made yosys's abc9 fail an
+    # assertion on the 64-bit core.
     "repack-control": 195.0,
     # Estimate 195.3 MHz (8 nodes, 8 children, the recorded row's unit) once the count's
     # forwarding flags were made in decode beside the per-slot hits; with the hits' OR
