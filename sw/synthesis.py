@@ -146,7 +146,8 @@ def markdown(entries):
         if e.get("seeds"):
             lines.append("  seeds: " + ", ".join(
                 f"{s['seed']}: {s['fmax_mhz']:.1f} MHz ({'met' if s['timing_met'] else 'missed'}"
-                + (f", {s['endpoints_missed']} endpoints late" if "endpoints_missed" in s else "")
+                + (f", {s['endpoints_missed']} endpoint{'s' * (s['endpoints_missed'] != 1)} late"
+                   if "endpoints_missed" in s else "")
                 + ")" for s in e["seeds"]))
         lines.append(f"  `{e['command']}`")
     return "\n".join(lines) + "\n"
