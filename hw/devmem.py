@@ -167,7 +167,6 @@ class DeviceMemory(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        axi = self.axi
         offset_bits = self._beat_bytes.bit_length() - 1     # byte-in-row bits
         size_bits = self._size.bit_length() - 1             # bits of an in-range address
 
@@ -219,6 +218,14 @@ class DeviceMemory(wiring.Component):
             # illegal (A3.4.1).
             return ((burst != BURST_INCR) & (burst != BURST_FIXED)) | (size > offset_bits)
 
+        self._write_channel(m, wr_port, engine_writes, row, in_range, beat_bytes, next_address,
+                            burst_error)
+        self._read_channel(m, rd_port, row, in_range, beat_bytes, next_address, burst_error)
+        return m
+
+    def _write_channel(self, m, wr_port, engine_writes, row, in_range, beat_bytes,
+                       next_address, burst_error):
+        axi = self.axi
         # ---- Write channel ------------------------------------------------------------------
         w_busy  = Signal()                      # an AW has been taken; its W beats are due
         w_addr  = Signal(self._addr_width)
@@ -315,9 +322,6 @@ class DeviceMemory(wiring.Component):
             ]
             with m.If(w_count == 0):
                 m.d.sync += w_busy.eq(0)
-
-        self._read_channel(m, rd_port, row, in_range, beat_bytes, next_address, burst_error)
-        return m
 
     def _read_channel(self, m, rd_port, row, in_range, beat_bytes, next_address, burst_error):
         """The AXI read channel: an address phase, the memory read, its register, a two-entry

@@ -778,6 +778,9 @@ class Engine(wiring.Component):
         agg_length = Signal(32)
         # The walker's checks of the message's region (_tx_wait), loaded with agg_length.
         agg_send_checks = Signal(region_checks_layout(self._data_width))
+        # The message's start: a row after its slot's, where the length word is.
+        agg_send_offset = Signal(32)
+        m.d.comb += agg_send_offset.eq(agg_slot + beat_bytes)
         # A SEND notice goes through registered steps, so no multiply, sum or compare
         # shares a cycle with the next: its fields into flops (pop), the slot's offset as two
         # 16 x 16 partial products of those flops (multiplying: one MULT18X18D each, straight
@@ -911,7 +914,7 @@ class Engine(wiring.Component):
         with m.Elif(agg_tx_start):
             m.d.sync += [tx_busy.eq(1), tx_wait.eq(0), tx_walk.eq(1), tx_peer.eq(cur.send_to),
                          tx_tag.eq(agg_tag), tx_length.eq(agg_length), tx_repack.eq(1),
-                         tx_unit.eq(agg_unit), tx_region.offset.eq(agg_slot + beat_bytes),
+                         tx_unit.eq(agg_unit), tx_region.offset.eq(v.agg_send_offset),
                          tx_region.length.eq(agg_length), tx_region.run.eq(0),
                          tx_region.stride.eq(0), tx_checks.eq(v.agg_send_checks),
                          tx_packet.eq(0xFFFF)]
@@ -989,7 +992,7 @@ class Engine(wiring.Component):
         with m.If(agg_reading):
             m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
         agg_send_region = Signal(REGION_LAYOUT)
-        m.d.comb += [agg_send_region.offset.eq(agg_slot + beat_bytes),
+        m.d.comb += [agg_send_region.offset.eq(v.agg_send_offset),
                      agg_send_region.length.eq(r_data[:32])]
         with m.If(agg_checking):
             # The length word comes from the data stage's register (r_data), which loaded

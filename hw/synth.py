@@ -859,6 +859,20 @@ def _run_plan(plan, name, build_dir, files, report):
     return outcome.get("error")
 
 
+def _netlist_figures(files, name, harness, parsed, clock_net):
+    """From the run's files: the harness's cost in the netlist, the endpoints of the core
+    clock (:meth:`NextpnrReport.endpoints`), and the flip-flops each block-RAM output
+    register took."""
+    with open(files["netlist"], encoding="utf-8") as f:
+        netlist = json.load(f)
+    cost = _count_harness_cells(netlist, name, input_bits=harness.input_bits,
+                                output_bits=harness.output_bits)
+    endpoints = parsed.endpoints(clock_net, netlist_cell_types(netlist))
+    with open(files["outreg"], encoding="utf-8") as f:
+        merged = [entry["merged"] for entry in json.load(f) if entry["merged"]]
+    return cost, endpoints, merged
+
+
 def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, seed=1,
                progress=None, target_mhz=None, router="router1", widelut=True):
     """Synthesize ``component_factory()`` in a :class:`SynthHarness` and read the report.
@@ -964,14 +978,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     clock_net, fmax_mhz, constraint_mhz = parsed.clock(_CORE_CLOCK_HINT)
     netlist_at = files["netlist"].stat().st_mtime
     config_at = files["config"].stat().st_mtime
-    with open(files["netlist"], encoding="utf-8") as f:
-        netlist = json.load(f)
-    cost = _count_harness_cells(netlist, name, input_bits=harness.input_bits,
-                                output_bits=harness.output_bits)
-    endpoints = parsed.endpoints(clock_net, netlist_cell_types(netlist))
-    del netlist
-    with open(files["outreg"], encoding="utf-8") as f:
-        merged = [entry["merged"] for entry in json.load(f) if entry["merged"]]
+    cost, endpoints, merged = _netlist_figures(files, name, harness, parsed, clock_net)
     return SynthResult(
         name=name,
         board=board,
