@@ -746,6 +746,11 @@ class _UnpackerState:
         self.lim = [Signal(range(lanes + 1), name=f"beat{k}_lim") for k in slots]
         self.last = [Signal(name=f"beat{k}_last") for k in slots]
         self.used = Signal(range(_UNPACKER_SLOTS + 1))    # slots holding a beat
+        # ``used`` one-hot as well (``used_is[j]``: ``used == j``): where a beat lands is
+        # then one flop ANDed with the take, not a decode of the count (the unpacker's
+        # routed path at 64 bits: ``used`` -> lands -> a check's choice -> the ring's flags).
+        self.used_is = [Signal(name=f"used_is{j}", init=int(j == 0))
+                        for j in range(_UNPACKER_SLOTS + 1)]
         self.have = [Signal(name=f"have{b}") for b in range(2)]   # used > b
         self.head = Signal(range(_UNPACKER_SLOTS))        # the oldest beat, B0
         self.free_slot = Signal(_UNPACKER_SLOTS, init=(1 << _UNPACKER_SLOTS) - 1)
@@ -755,6 +760,7 @@ class _UnpackerState:
         # last chunk so that a chunk with no bytes left finds the message ended.
         self.spent = Signal()
         self.taken = Signal()                             # a beat goes into a slot
+        self.held_valid = Signal()                        # the input register holds a beat
         self.lim_in = Signal(range(lanes + 1))            # its byte count (a register)
         # ``pops`` in its parts: a chunk is served (``serving``) and finishes ``serve_pops``
         # beats, worked out from the chunk's own flags beside the decision to serve; or a
@@ -921,6 +927,8 @@ class RowUnpacker(wiring.Component):
         self.mirrors += [(state.free_slot[k],
                           (Const(k, len(state.head)) - state.head)[:len(state.head)] >= state.used)
                          for k in range(_UNPACKER_SLOTS)]
+        self.mirrors += [(state.used_is[j], state.used == j)
+                         for j in range(_UNPACKER_SLOTS + 1)]
         with m.If(plan_advance):
             self._plan(m, state, chunk_head, control, overrun_now, underrun_now)
             m.d.sync += picked.eq(self._pick(state, chunk_head.o.payload.below))
@@ -994,8 +1002,8 @@ class RowUnpacker(wiring.Component):
         beat = self.beats.payload
         held_data = Signal(self._data_width, reset_less=True)
         held_last = Signal()
-        held_valid = Signal()
-        free = s.used != _UNPACKER_SLOTS
+        held_valid = s.held_valid
+        free = ~s.used_is[_UNPACKER_SLOTS]
         taken = held_valid & free
         # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
         m.d.comb += [self.beats.ready.eq(~held_valid | free), s.taken.eq(taken)]
@@ -1034,10 +1042,17 @@ class RowUnpacker(wiring.Component):
         m.d.comb += s.pops.eq(Mux(s.serving, s.serve_pops, s.drop_pop))
         m.d.sync += [s.used.eq(s.by_pops([s.used + taken - p for p in range(3)])),
                      s.head.eq(s.head + s.pops)]
+
+        def used_is(j):                 # ``used == j``, zero out of range
+            return s.used_is[j] if 0 <= j <= _UNPACKER_SLOTS else Const(0, 1)
+        for j in range(_UNPACKER_SLOTS + 1):
+            m.d.sync += s.used_is[j].eq(s.by_pops([Mux(taken, used_is(j + p - 1), used_is(j + p))
+                                                   for p in range(3)]))
         # B0 and B1 in a slot (used >= 1, used >= 2) as flops of their own, chosen by `pops`
         # like `used`, so the plan's decision does not decode the count first.
         m.d.sync += [
-            s.have[b].eq(s.by_pops([(s.used > b + p) | (taken & (s.used == b + p))
+            s.have[b].eq(s.by_pops([_or_all(s.used_is[b + p + 1:])
+                                    | (held_valid & used_is(b + p))
                                     for p in range(3)]))
             for b in range(2)]
         # The byte counts move down by the beats that go; a new beat's lands behind the rest.
@@ -1050,7 +1065,7 @@ class RowUnpacker(wiring.Component):
             after = []
             for p in range(3):
                 kept = [f[k + p] if k + p < _UNPACKER_SLOTS else 0 for f in fields]
-                lands = taken & (s.used == k + p)
+                lands = held_valid & used_is(k + p)
                 after.append([Mux(lands, new, old) for new, old in zip(arriving, kept)])
             m.d.sync += [f[k].eq(s.by_pops([a[i] for a in after]))
                          for i, f in enumerate(fields)]
@@ -1144,7 +1159,8 @@ class RowUnpacker(wiring.Component):
             for p in range(3):
                 result = []
                 for b in (0, 1):              # B0 and B1 after ``p`` beats go: slot b + p
-                    lands = s.taken & (s.used == b + p)
+                    lands = s.held_valid & (s.used_is[b + p] if b + p < _UNPACKER_SLOTS
+                                            else Const(0, 1))
                     result += [Mux(lands, new, old) for new, old in zip(arriving, kept[b + p])]
                 choices.append(Cat(*result))
             return s.by_pops(choices)
