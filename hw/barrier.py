@@ -183,9 +183,10 @@ class BarrierUnit(wiring.Component):
     log_depth : int
         Entries of the root's abort log: a power of two, 16 .. 1024.
     dst_checked : bool
-        The sender of ``rx`` compares each notice's ``dst`` with ``node_id`` itself and gives
-        the result on ``rx_to_me`` (``In(1)``, with ``rx``), as NicCore's header receiver
-        does; without it the unit compares.
+        The sender of ``rx`` compares each notice's ``dst`` with ``node_id`` and its ``src``
+        with ``parent_id`` itself and gives the results on ``rx_to_me`` and
+        ``rx_from_parent`` (``In(1)`` each, with ``rx``), as NicCore's header receiver does;
+        without it the unit compares.
 
     Members
     -------
@@ -239,7 +240,7 @@ class BarrierUnit(wiring.Component):
         super().__init__({
             "tx": Out(notice_stream()),
             "rx": In(notice_stream()),
-            **({"rx_to_me": In(1)} if dst_checked else {}),
+            **({"rx_to_me": In(1), "rx_from_parent": In(1)} if dst_checked else {}),
             "now": In(TIME_WIDTH),
             # configuration
             "node_id": In(DEST_WIDTH),
@@ -526,12 +527,20 @@ class BarrierUnit(wiring.Component):
         p = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
         s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
-        take = self.rx.valid & ~self.start
+        # A notice that comes with `start` is wiped by it: `start` resets the decode's
+        # strobes below (a flop's reset pin) rather than gating `take` in their logic, where
+        # its fan-out put it on the 64-bit core's routed path at seed 1 of 8d40f38 (start ->
+        # take -> x_count_hit, 5 levels, 6.2 of 7.5 ns routing).
+        take = self.rx.valid
         # With dst_checked, the receiver in front made that compare (`rx_to_me`, a flop of
         # HeaderReceiver): behind the header register it was the 64-bit core's routed path
         # at seed 1 of 59f4419 (dst -> to_me -> x_count_hit, 5 levels, 7.46 ns).
         to_me = self.rx_to_me if self._dst_checked else (p.dst == ~s.node_id_rx_n)
-        from_parent = self.has_parent & (p.src == self.parent_id)
+        # The same for `src == parent_id`: the 16-bit compare behind the header register
+        # was on the 64-bit core's routed path at seed 3 of 3089b59 (the header -> the
+        # parent compare -> x_release, 7.61 ns).
+        from_parent = self.has_parent & (self.rx_from_parent if self._dst_checked
+                                         else p.src == self.parent_id)
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
         s.x_release = Signal()          # a RELEASE for this node from its parent
@@ -608,11 +617,14 @@ class BarrierUnit(wiring.Component):
         s.x_done_now = Signal()
         s.x_done_inc = Signal()
         m.d.sync += [
-            s.x_done.eq(self.done & ~self.start),
-            s.x_done_ok.eq(self.done & ~self.start & s.cfg_ok),
+            s.x_done.eq(self.done),
+            s.x_done_ok.eq(self.done & s.cfg_ok),
             s.x_done_now.eq(self.done_seq == self.seq),
             s.x_done_inc.eq(self.done_seq == s.seq_inc),
         ]
+        with m.If(self.start):
+            m.d.sync += [flag.eq(0) for flag in (s.x_valid, s.x_complete, s.x_count_hit,
+                                                 s.x_release, s.x_kill, s.x_done, s.x_done_ok)]
 
     # ---- Receiving, stage 2: execute, and the root's decision (fig. 10) ---------------------
     def _execute(self, m, s):

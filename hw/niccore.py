@@ -516,7 +516,9 @@ class NicCore(wiring.Component):
         m.d.comb += [
             receiver.header.ready.eq(1),        # the unit's rx is always ready
             receiver.node_id.eq(node_id),
+            receiver.peer_id.eq(unit.parent_id),
             unit.rx_to_me.eq(receiver.to_node),
+            unit.rx_from_parent.eq(receiver.from_peer),
             unit.rx.valid.eq(receiver.header.valid & (header.kind == PacketKind.BARRIER)),
             # A code beyond the notice kinds arrives as kind 3, which the unit refuses.
             notice.kind.as_value().eq(Mux(header.code < 4, header.code, 3)),

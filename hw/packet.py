@@ -197,9 +197,10 @@ class HeaderReceiver(wiring.Component):
     ``extra_beats``; a packet that ends before its header is complete is dropped and
     counted in ``short_packets``.  Both counters wrap at 2**32.  One beat per clock.
 
-    ``to_node`` says, with each header, whether its ``dst`` equals ``node_id``: compared as
-    the header's last beat arrives and kept in a flop, so a consumer that only wants its
-    own packets reads a flag, not a 16-bit compare behind the header register.
+    ``to_node`` says, with each header, whether its ``dst`` equals ``node_id``, and
+    ``from_peer`` whether its ``src`` equals ``peer_id``: compared as the header's last beat
+    arrives and kept in flops, so a consumer that only wants its own packets (or a given
+    sender's) reads a flag, not a 16-bit compare behind the header register.
     """
 
     def __init__(self, data_width):
@@ -210,6 +211,8 @@ class HeaderReceiver(wiring.Component):
             "header": Out(stream.Signature(packet_header_layout())),
             "node_id": In(DEST_WIDTH),
             "to_node": Out(1),
+            "peer_id": In(DEST_WIDTH),
+            "from_peer": Out(1),
             "extra_beats": Out(32),
             "short_packets": Out(32),
         })
@@ -233,7 +236,8 @@ class HeaderReceiver(wiring.Component):
         m.d.comb += self.packets.ready.eq(~(held & ~self.header.ready) | (index >= beats))
         arriving = packet_header_layout()(Cat(collected[:(beats - 1) * width], beat.data)[:size])
         with m.If(self.packets.valid & self.packets.ready & completes):
-            m.d.sync += self.to_node.eq(arriving.dst == self.node_id)
+            m.d.sync += [self.to_node.eq(arriving.dst == self.node_id),
+                         self.from_peer.eq(arriving.src == self.peer_id)]
         with m.If(self.packets.valid & self.packets.ready):
             with m.If(index < beats):
                 with m.Switch(index):

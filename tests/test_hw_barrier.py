@@ -86,8 +86,9 @@ def test_constructor_errors():
     with pytest.raises(TypeError, match=r"^dst_checked must be a bool, not 1$"):
         BarrierUnit(8, 2, dst_checked=1)
     # The port for the sender's compare exists only when the sender makes it.
-    assert "rx_to_me" not in BarrierUnit(8, 2).signature.members
-    assert BarrierUnit(8, 2, dst_checked=True).signature.members["rx_to_me"].flow.name == "In"
+    for name in ("rx_to_me", "rx_from_parent"):
+        assert name not in BarrierUnit(8, 2).signature.members
+        assert BarrierUnit(8, 2, dst_checked=True).signature.members[name].flow.name == "In"
 
 
 def test_ports():
@@ -1196,6 +1197,51 @@ def test_repeated_completion_counts_once(gap):
 
     run_testbenches(dut, tb)
     assert out == {"ones": 1, "vector": 1 << 4, "sent": 1, "error": 0}
+
+
+@pytest.mark.parametrize("what", ["complete", "release", "done"])
+def test_an_input_that_comes_with_start_is_wiped(what):
+    """A notice or a done strobe in the cycle of ``start`` belongs to no barrier: it neither
+    counts nor releases, and nothing is sent for it.  The same input a cycle after the start
+    does count (so the check can fail)."""
+    dut = Single()
+    u = dut.unit
+    out = []
+
+    async def tb(ctx):
+        await setup_node(ctx, u, **GOOD)        # ends with barrier 0 started
+        ctx.set(u.tx.ready, 1)
+        await ctx.tick().repeat(2)              # the tree checks' two register stages
+        for with_start in (True, False):
+            ctx.set(u.start, 1)
+            await ctx.tick()
+            ctx.set(u.start, with_start)        # again with the input, or not
+            if what == "done":
+                ctx.set(u.done, 1)
+            else:
+                kind = NoticeKind.COMPLETE if what == "complete" else NoticeKind.RELEASE
+                src = 4 if what == "complete" else 0
+                ctx.set(u.rx.payload, notice(kind, 0, src, 1, subject=4))
+                ctx.set(u.rx.valid, 1)
+            await ctx.tick()
+            ctx.set(u.start, 0)
+            ctx.set(u.done, 0)
+            ctx.set(u.rx.valid, 0)
+            sent = 0
+            for _ in range(8):
+                sent += ctx.get(u.tx.valid)
+                await ctx.tick()
+            out.append({"ones": ctx.get(u.ones), "released": ctx.get(u.released),
+                        "seq": ctx.get(u.seq), "sent": sent})
+
+    run_testbenches(dut, tb)
+    wiped, counted = out
+    assert wiped == {"ones": 0, "released": 0, "seq": 0, "sent": 0}
+    if what == "release":
+        # Released by its parent: seq moves on and the release goes down to both children.
+        assert counted == {"ones": 0, "released": 1, "seq": 1, "sent": 2}
+    else:
+        assert counted["ones"] == 1 and counted["released"] == 0 and counted["seq"] == 0
 
 
 def test_rx_never_waits_on_a_stalled_tx():

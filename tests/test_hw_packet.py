@@ -69,6 +69,7 @@ def test_errors():
 
 #: The receiving node's id in the round trip (``to_node``).
 NODE_ID = 0x1234
+PEER_ID = 0x0042
 
 
 def random_header(rng):
@@ -90,6 +91,8 @@ def test_headers_round_trip_under_backpressure(data_width):
     headers = [random_header(rng) for _ in range(40)]
     for header in headers[::3]:
         header["dst"] = NODE_ID                 # a third of them for this node
+    for header in headers[::4]:
+        header["src"] = PEER_ID                 # a quarter of them from the peer
     sender, receiver = HeaderSender(data_width), HeaderReceiver(data_width)
     top = Module()
     top.submodules.sender = sender
@@ -98,6 +101,7 @@ def test_headers_round_trip_under_backpressure(data_width):
     beats_seen = []
     got = []
     to_nodes = []
+    from_peers = []
 
     async def source(ctx):
         for header in headers:
@@ -118,14 +122,16 @@ def test_headers_round_trip_under_backpressure(data_width):
 
     async def sink(ctx):
         ctx.set(receiver.node_id, NODE_ID)
+        ctx.set(receiver.peer_id, PEER_ID)
         while len(got) < len(headers):
             ctx.set(receiver.header.ready, rng.random() < 0.6)
-            _, _, valid, ready, value, to_node = await ctx.tick().sample(
+            _, _, valid, ready, value, to_node, from_peer = await ctx.tick().sample(
                 receiver.header.valid, receiver.header.ready, receiver.header.payload,
-                receiver.to_node)
+                receiver.to_node, receiver.from_peer)
             if valid and ready:
                 got.append(value.as_value().value)
                 to_nodes.append(to_node)
+                from_peers.append(from_peer)
 
     sim = Simulator(top)
     sim.add_clock(PERIOD)
@@ -138,6 +144,9 @@ def test_headers_round_trip_under_backpressure(data_width):
     # `to_node` is the header's dst compared with node_id, for every header.
     assert to_nodes == [h["dst"] == NODE_ID for h in headers]
     assert 0 < sum(to_nodes) < len(headers)
+    # `from_peer` likewise: src compared with peer_id.
+    assert from_peers == [h["src"] == PEER_ID for h in headers]
+    assert 0 < sum(from_peers) < len(headers)
     per_packet = header_beats(data_width)
     assert len(beats_seen) == per_packet * len(headers)
     for k, beat in enumerate(beats_seen):
