@@ -28,6 +28,8 @@ Behaviour of the port:
   clock: the synchronous memory read is followed by a two-entry register slice, which
   absorbs the beat still in flight when RREADY drops, so backpressure loses nothing, and the
   read stage holds its beat (the memory port keeps its data) while the slice is full.
+- AW and AR each enter through a two-entry register slice (AWREADY and ARREADY come from
+  flops, and a request's decode starts at flops), a cycle of latency on each burst.
 - The write and read channels are independent; a read issued after a write's response has
   been received sees that write.
 - AxLOCK, AxCACHE, AxPROT and AxQOS are ignored; an exclusive access is answered OKAY, which
@@ -223,9 +225,27 @@ class DeviceMemory(wiring.Component):
         self._read_channel(m, rd_port, row, in_range, beat_bytes, next_address, burst_error)
         return m
 
+    def _address_slice(self, m, channel):
+        """AW or AR (``channel`` ``"aw"`` or ``"ar"``) through a two-entry register slice:
+        returns its output stream.  Taken straight from the port, the request's decode (the
+        burst's count, address and checks, loaded on the take) started at the manager's
+        valid: the 64-bit core's late pins ``r_count`` and ``r_final`` at seed 2 of 8d40f38
+        (7.4 ns) and ``bresp``."""
+        axi = self.axi
+        fields = ("addr", "size", "burst", "len", "id")
+        layout = data.StructLayout({name: len(getattr(axi, channel + name)) for name in fields})
+        buffer = SkidBuffer(layout)
+        m.submodules[f"{channel}_slice"] = buffer
+        m.d.comb += [buffer.i.valid.eq(getattr(axi, channel + "valid")),
+                     getattr(axi, channel + "ready").eq(buffer.i.ready)]
+        m.d.comb += [getattr(buffer.i.payload, name).eq(getattr(axi, channel + name))
+                     for name in fields]
+        return buffer.o
+
     def _write_channel(self, m, wr_port, engine_writes, row, in_range, beat_bytes,
                        next_address, burst_error):
         axi = self.axi
+        aw = self._address_slice(m, "aw")
         # ---- Write channel ------------------------------------------------------------------
         w_busy  = Signal()                      # an AW has been taken; its W beats are due
         w_addr  = Signal(self._addr_width)
@@ -266,20 +286,20 @@ class DeviceMemory(wiring.Component):
 
         # A new burst is taken when none is running, the stage holds none of the last one's
         # beats, and the B slot is (or is becoming) free.
-        m.d.comb += axi.awready.eq(~w_busy & ~h_valid & ~s_valid & (~axi.bvalid | axi.bready))
+        m.d.comb += aw.ready.eq(~w_busy & ~h_valid & ~s_valid & (~axi.bvalid | axi.bready))
         with m.If(axi.bvalid & axi.bready):
             m.d.sync += axi.bvalid.eq(0)
-        with m.If(axi.awvalid & axi.awready):
-            bad = burst_error(axi.awburst, axi.awsize)
+        with m.If(aw.valid & aw.ready):
+            bad = burst_error(aw.payload.burst, aw.payload.size)
             m.d.sync += [
                 w_busy.eq(1),
-                w_addr.eq(axi.awaddr),
-                w_ok.eq(in_range(axi.awaddr)),
-                Cat(w_step, w_low).eq(Cat(*beat_bytes(axi.awsize))),
-                w_burst.eq(axi.awburst),
-                w_count.eq(axi.awlen),
+                w_addr.eq(aw.payload.addr),
+                w_ok.eq(in_range(aw.payload.addr)),
+                Cat(w_step, w_low).eq(Cat(*beat_bytes(aw.payload.size))),
+                w_burst.eq(aw.payload.burst),
+                w_count.eq(aw.payload.len),
                 w_bad.eq(bad),
-                axi.bid.eq(axi.awid),
+                axi.bid.eq(aw.payload.id),
                 axi.bresp.eq(Mux(bad, BusResponse.SLVERR, BusResponse.OKAY)),
             ]
 
@@ -327,6 +347,7 @@ class DeviceMemory(wiring.Component):
         """The AXI read channel: an address phase, the memory read, its register, a two-entry
         slice to R."""
         axi = self.axi
+        ar = self._address_slice(m, "ar")
         # ---- Read channel -------------------------------------------------------------------
         r_busy  = Signal()                      # an AR has been taken; beats are being issued
         r_addr  = Signal(self._addr_width)
@@ -371,7 +392,7 @@ class DeviceMemory(wiring.Component):
         last_issue = issue & r_final
 
         m.d.comb += [
-            axi.arready.eq(~r_busy | last_issue),
+            ar.ready.eq(~r_busy | last_issue),
             rd_port.addr.eq(row(r_addr)),
             rd_port.en.eq(issue),
         ]
@@ -400,16 +421,17 @@ class DeviceMemory(wiring.Component):
             ]
             with m.If(r_final):
                 m.d.sync += r_busy.eq(0)
-        with m.If(axi.arvalid & axi.arready):
+        with m.If(ar.valid & ar.ready):
+            request = ar.payload
             m.d.sync += [
                 r_busy.eq(1),
-                r_addr.eq(axi.araddr),
-                Cat(r_step, r_low).eq(Cat(*beat_bytes(axi.arsize))),
-                r_burst.eq(axi.arburst),
-                r_count.eq(axi.arlen),
-                r_final.eq(axi.arlen == 0),
-                r_bad.eq(burst_error(axi.arburst, axi.arsize)),
-                r_id.eq(axi.arid),
+                r_addr.eq(request.addr),
+                Cat(r_step, r_low).eq(Cat(*beat_bytes(request.size))),
+                r_burst.eq(request.burst),
+                r_count.eq(request.len),
+                r_final.eq(request.len == 0),
+                r_bad.eq(burst_error(request.burst, request.size)),
+                r_id.eq(request.id),
             ]
 
         m.d.comb += [
