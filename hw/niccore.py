@@ -442,8 +442,9 @@ class NicCore(wiring.Component):
         engine's completion of a barrier command."""
         m.submodules.barrier = unit = self.barrier
         m.submodules.notice_tx = sender = HeaderSender(self._data_width)
-        m.submodules.notice_rx = receiver = HeaderReceiver(self._data_width)
         k = self._barrier_children
+        # The receiver compares each notice's src with the parent (peer 0) and the children.
+        m.submodules.notice_rx = receiver = HeaderReceiver(self._data_width, peers=1 + k)
 
         # Configuration.  A route write naming a slot the unit cannot hold is not passed on
         # (its narrow route_data would alias a real slot); it raises cfg_write like the
@@ -516,9 +517,11 @@ class NicCore(wiring.Component):
         m.d.comb += [
             receiver.header.ready.eq(1),        # the unit's rx is always ready
             receiver.node_id.eq(node_id),
-            receiver.peer_id.eq(unit.parent_id),
+            receiver.peer_id[0].eq(unit.parent_id),
+            *[receiver.peer_id[1 + j].eq(unit.child_id[j]) for j in range(k)],
             unit.rx_to_me.eq(receiver.to_node),
-            unit.rx_from_parent.eq(receiver.from_peer),
+            unit.rx_from_parent.eq(receiver.from_peer[0]),
+            unit.rx_from_child.eq(receiver.from_peer[1:]),
             unit.rx.valid.eq(receiver.header.valid & (header.kind == PacketKind.BARRIER)),
             # A code beyond the notice kinds arrives as kind 3, which the unit refuses.
             notice.kind.as_value().eq(Mux(header.code < 4, header.code, 3)),

@@ -197,22 +197,27 @@ class HeaderReceiver(wiring.Component):
     ``extra_beats``; a packet that ends before its header is complete is dropped and
     counted in ``short_packets``.  Both counters wrap at 2**32.  One beat per clock.
 
-    ``to_node`` says, with each header, whether its ``dst`` equals ``node_id``, and
-    ``from_peer`` whether its ``src`` equals ``peer_id``: compared as the header's last beat
-    arrives and kept in flops, so a consumer that only wants its own packets (or a given
-    sender's) reads a flag, not a 16-bit compare behind the header register.
+    ``to_node`` says, with each header, whether its ``dst`` equals ``node_id``, and bit
+    ``j`` of ``from_peer`` whether its ``src`` equals ``peer_id[j]`` (``peers`` ids, default
+    one): compared as the header's last beat arrives and kept in flops, so a consumer that
+    only wants its own packets (or given senders') reads a flag, not a 16-bit compare
+    behind the header register.
     """
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, *, peers=1):
         _check_data_width(data_width)
+        if not isinstance(peers, int) or isinstance(peers, bool):
+            raise TypeError(f"peers must be an integer, not {peers!r}")
+        if not 1 <= peers <= 65:
+            raise ValueError(f"peers must be between 1 and 65, not {peers!r}")
         self._data_width = data_width
         super().__init__({
             "packets": In(packet_stream(data_width)),
             "header": Out(stream.Signature(packet_header_layout())),
             "node_id": In(DEST_WIDTH),
             "to_node": Out(1),
-            "peer_id": In(DEST_WIDTH),
-            "from_peer": Out(1),
+            "peer_id": In(data.ArrayLayout(DEST_WIDTH, peers)),
+            "from_peer": Out(peers),
             "extra_beats": Out(32),
             "short_packets": Out(32),
         })
@@ -237,7 +242,7 @@ class HeaderReceiver(wiring.Component):
         arriving = packet_header_layout()(Cat(collected[:(beats - 1) * width], beat.data)[:size])
         with m.If(self.packets.valid & self.packets.ready & completes):
             m.d.sync += [self.to_node.eq(arriving.dst == self.node_id),
-                         self.from_peer.eq(arriving.src == self.peer_id)]
+                         self.from_peer.eq(Cat(arriving.src == peer for peer in self.peer_id))]
         with m.If(self.packets.valid & self.packets.ready):
             with m.If(index < beats):
                 with m.Switch(index):

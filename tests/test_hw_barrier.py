@@ -86,7 +86,7 @@ def test_constructor_errors():
     with pytest.raises(TypeError, match=r"^dst_checked must be a bool, not 1$"):
         BarrierUnit(8, 2, dst_checked=1)
     # The port for the sender's compare exists only when the sender makes it.
-    for name in ("rx_to_me", "rx_from_parent"):
+    for name in ("rx_to_me", "rx_from_parent", "rx_from_child"):
         assert name not in BarrierUnit(8, 2).signature.members
         assert BarrierUnit(8, 2, dst_checked=True).signature.members[name].flow.name == "In"
 

@@ -65,6 +65,10 @@ def test_errors():
         HeaderSender(12)
     with pytest.raises(TypeError, match=r"not '64'"):
         HeaderReceiver("64")
+    with pytest.raises(TypeError, match=r"^peers must be an integer, not True$"):
+        HeaderReceiver(64, peers=True)
+    with pytest.raises(ValueError, match=r"^peers must be between 1 and 65, not 0$"):
+        HeaderReceiver(64, peers=0)
 
 
 #: The receiving node's id in the round trip (``to_node``).
@@ -92,8 +96,10 @@ def test_headers_round_trip_under_backpressure(data_width):
     for header in headers[::3]:
         header["dst"] = NODE_ID                 # a third of them for this node
     for header in headers[::4]:
-        header["src"] = PEER_ID                 # a quarter of them from the peer
-    sender, receiver = HeaderSender(data_width), HeaderReceiver(data_width)
+        header["src"] = PEER_ID                 # a quarter of them from peer 0 ...
+    for header in headers[1::5]:
+        header["src"] = PEER_ID + 1             # ... a fifth from peer 1
+    sender, receiver = HeaderSender(data_width), HeaderReceiver(data_width, peers=2)
     top = Module()
     top.submodules.sender = sender
     top.submodules.receiver = receiver
@@ -122,7 +128,7 @@ def test_headers_round_trip_under_backpressure(data_width):
 
     async def sink(ctx):
         ctx.set(receiver.node_id, NODE_ID)
-        ctx.set(receiver.peer_id, PEER_ID)
+        ctx.set(receiver.peer_id, [PEER_ID, PEER_ID + 1])
         while len(got) < len(headers):
             ctx.set(receiver.header.ready, rng.random() < 0.6)
             _, _, valid, ready, value, to_node, from_peer = await ctx.tick().sample(
@@ -144,9 +150,10 @@ def test_headers_round_trip_under_backpressure(data_width):
     # `to_node` is the header's dst compared with node_id, for every header.
     assert to_nodes == [h["dst"] == NODE_ID for h in headers]
     assert 0 < sum(to_nodes) < len(headers)
-    # `from_peer` likewise: src compared with peer_id.
-    assert from_peers == [h["src"] == PEER_ID for h in headers]
-    assert 0 < sum(from_peers) < len(headers)
+    # `from_peer` likewise: src compared with each peer_id.
+    assert from_peers == [(h["src"] == PEER_ID) | (h["src"] == PEER_ID + 1) << 1
+                          for h in headers]
+    assert {1, 2} <= set(from_peers) and 0 in from_peers
     per_packet = header_beats(data_width)
     assert len(beats_seen) == per_packet * len(headers)
     for k, beat in enumerate(beats_seen):
