@@ -205,7 +205,7 @@ class CheckedRing(wiring.Component):
         # `i.ready` from a flop of its own, `~full` (inverted, so synthesis keeps it apart):
         # `full` also feeds the ring's own logic beside the consumer, and the producer's
         # pipeline advance read it across the engine (the 64-bit core's latest pin at seed
-        # 1 of 640c4f1: the receive ring's `full` -> the unpacker's plan -> its chunk
+        # 1 of 2d948e9: the receive ring's `full` -> the unpacker's plan -> its chunk
         # checks, 7.24 ns, 3.1 ns of it the first two hops).
         ready = Signal(init=1, name="i_ready")
         take = self.i.valid & ready
