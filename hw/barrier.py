@@ -531,7 +531,7 @@ class BarrierUnit(wiring.Component):
         s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
         # A notice that comes with `start` is wiped by it: `start` resets the decode's
         # strobes below (a flop's reset pin) rather than gating `take` in their logic, where
-        # its fan-out put it on the 64-bit core's routed path at seed 1 of 8d40f38 (start ->
+        # its fan-out put it on the 64-bit core's routed path at seed 1 of 4c92990 (start ->
         # take -> x_count_hit, 5 levels, 6.2 of 7.5 ns routing).
         take = self.rx.valid
         # With dst_checked, the receiver in front made that compare (`rx_to_me`, a flop of
@@ -594,7 +594,7 @@ class BarrierUnit(wiring.Component):
         complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
         complete_ok = complete & s.cfg_ok
         # The sender's slot from the receiver's compares too (the 64-bit core's latest pin
-        # at seed 1 of 8d40f38: the header -> src == child_id -> x_count_hit, 7.49 ns).
+        # at seed 1 of 4c92990: the header -> src == child_id -> x_count_hit, 7.49 ns).
         from_child = [self.rx_from_child[j] if self._dst_checked else cid[j] == p.src
                       for j in range(k)]
         first = [self.child_valid[j] & from_child[j] & ~s.shadow[j] for j in range(k)]

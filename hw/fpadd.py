@@ -173,7 +173,7 @@ class FloatAdder(wiring.Component):
         # The exponent and fraction tests are registered as they are and combined into NaN
         # and infinity in the swap stage: combined here, behind the operand register that
         # the block RAM's output register replaces, they were the 64-bit core's latest pin
-        # at seed 2 of 8d40f38 (the read -> the fraction OR -> nan, 7 levels, 7.48 ns).
+        # at seed 2 of 4c92990 (the read -> the fraction OR -> nan, 7 levels, 7.48 ns).
         # Subnormals (biased exponent 0) have the exponent of the smallest normals, 1, and
         # no implicit leading bit (§3.4 c and d).
         a_hidden = exp_a.any()
