@@ -539,7 +539,7 @@ class BarrierUnit(wiring.Component):
         # at seed 1 of 59f4419 (dst -> to_me -> x_count_hit, 5 levels, 7.46 ns).
         to_me = self.rx_to_me if self._dst_checked else (p.dst == ~s.node_id_rx_n)
         # The same for `src == parent_id`: the 16-bit compare behind the header register
-        # was on the 64-bit core's routed path at seed 3 of 3089b59 (the header -> the
+        # was on the 64-bit core's routed path at seed 3 of 4f4fba3 (the header -> the
         # parent compare -> x_release, 7.61 ns).
         from_parent = self.has_parent & (self.rx_from_parent if self._dst_checked
                                          else p.src == self.parent_id)
