@@ -202,15 +202,7 @@ class CheckedRing(wiring.Component):
         give = self.o.valid & self.o.ready
         with m.If(give):
             m.d.sync += head_n.eq(~head_n)
-        # `i.ready` from a flop of its own, `~full` (inverted, so synthesis keeps it apart):
-        # `full` also feeds the ring's own logic beside the consumer, and the producer's
-        # pipeline advance read it across the engine (the 64-bit core's latest pin at seed
-        # 1 of 2d948e9: the receive ring's `full` -> the unpacker's plan -> its chunk
-        # checks, 7.24 ns, 3.1 ns of it the first two hops).
-        ready = Signal(init=1, name="i_ready")
-        take = self.i.valid & ready
-        m.d.sync += ready.eq(~((full & ~give) | (take & self.o.valid & ~give)))
-        m.d.comb += [self.i.ready.eq(ready),
+        m.d.comb += [self.i.ready.eq(~full),
                      self.o.payload.eq(Mux(self.head, entries[1], entries[0]))]
         for k in range(2):
             m.d.comb += self.entries[k].eq(entries[k])
