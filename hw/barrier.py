@@ -545,13 +545,7 @@ class BarrierUnit(wiring.Component):
                                          else p.src == self.parent_id)
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
-        # A RELEASE for this node from its parent, with its seq compares folded in (of the
-        # decode cycle's seq, and of seq + 1 for a release then), so a received release
-        # is a 2:1 choice of flops in execute: `rel_now` resets and enables every register
-        # a release clears, and with the AND there it was the 64-bit core's late pins at
-        # seed 3 of 2d948e9 (`aborted`, `released` LSR, `own_pending` CE, 7.2 to 7.4 ns).
-        s.x_release_now = Signal()
-        s.x_release_inc = Signal()
+        s.x_release = Signal()          # a RELEASE for this node from its parent
         s.x_kill = Signal()             # a KILL for this node from its parent
         s.x_first = Signal(k)           # the sender is child slot j (the first such slot)
         s.x_from_parent = Signal()
@@ -602,15 +596,13 @@ class BarrierUnit(wiring.Component):
         bit = self.vector.bit_select(p.subject[:ibits], 1)
         fresh = (p.seq == self.seq) & ~bit
         same = p.subject == s.x_subject
-        release = take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent
         m.d.sync += [
             s.x_ok_other.eq(fresh & ~same),
             s.x_ok_same.eq(fresh & same),
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
             s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
-            s.x_release_now.eq(release & (p.seq == self.seq)),
-            s.x_release_inc.eq(release & (p.seq == s.seq_inc)),
+            s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
             s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
             s.x_first.eq(Cat(first)),
             s.x_from_parent.eq(from_parent),
@@ -638,8 +630,7 @@ class BarrierUnit(wiring.Component):
         ]
         with m.If(self.start):
             m.d.sync += [flag.eq(0) for flag in (s.x_valid, s.x_complete, s.x_count_hit,
-                                                 s.x_release_now, s.x_release_inc,
-                                                 s.x_kill, s.x_done, s.x_done_ok)]
+                                                 s.x_release, s.x_kill, s.x_done, s.x_done_ok)]
 
     # ---- Receiving, stage 2: execute, and the root's decision (fig. 10) ---------------------
     def _execute(self, m, s):
@@ -657,7 +648,7 @@ class BarrierUnit(wiring.Component):
         s.inside = (s.x_routed & s.x_first).any()
         s.rx_stale = Signal()
         m.d.comb += s.rx_stale.eq(s.x_valid & s.well_formed & ~seq_ok)
-        rel_rx = Mux(s.rel_last, s.x_release_inc, s.x_release_now)
+        rel_rx = s.x_release & seq_ok
         s.kill_rx = Signal()
         m.d.comb += s.kill_rx.eq(s.x_kill & seq_ok)
 
