@@ -94,6 +94,27 @@ class _Geometry:
         self.latency = _FIXED_STAGES + len(self.align_stages) + len(self.norm_stages)
 
 
+class _StageRegisters:
+    """Every stage register of a :class:`FloatAdder`, collected as the stages are written
+    and loaded under ``en`` at the end, so the combinational logic between them can be
+    written stage by stage."""
+
+    def __init__(self):
+        self.loads = []
+        self.count = 0
+
+    def stage(self, name, **values):
+        self.count += 1
+        registered = {}
+        for key, value in values.items():
+            # No reset: the unit's valid travels beside it in the caller, and a data
+            # pipeline this wide would otherwise load the reset (or clear) net.
+            reg = Signal(len(value), name=f"s{self.count}_{name}_{key}", reset_less=True)
+            self.loads.append(reg.eq(value))
+            registered[key] = reg
+        return registered
+
+
 class FloatAdder(wiring.Component):
     """Pipelined IEEE 754 adder for the format ``fmt``.
 
@@ -133,28 +154,20 @@ class FloatAdder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        fmt = self._fmt
-        geo = self._geometry
-        width = fmt.width
-        mb = fmt.man_bits
-        eb = fmt.exp_bits
+        stages = _StageRegisters()
+        s2 = self._classify_and_swap(stages)
+        s4 = self._align_and_add(stages, s2)
+        s6 = self._leading_zeros(stages, s4)
+        self._normalize_round_pack(m, stages, s6)
+        assert stages.count + 1 == self.latency
+        with m.If(self.en):
+            m.d.sync += stages.loads
+        return m
 
-        # Every stage register is collected here and loaded under ``en`` at the end, so the
-        # combinational logic between them can be written stage by stage.
-        loads = []
-        stage_count = [0]
-
-        def stage(name, **values):
-            stage_count[0] += 1
-            registered = {}
-            for key, value in values.items():
-                # No reset: the unit's valid travels beside it in the caller, and a data
-                # pipeline this wide would otherwise load the reset (or clear) net.
-                reg = Signal(len(value), name=f"s{stage_count[0]}_{name}_{key}",
-                             reset_less=True)
-                loads.append(reg.eq(value))
-                registered[key] = reg
-            return registered
+    def _classify_and_swap(self, stages):
+        """Stages 1 and 2: the operands classified, then ordered by magnitude."""
+        fmt, geo, stage = self._fmt, self._geometry, stages.stage
+        width, mb, eb = fmt.width, fmt.man_bits, fmt.exp_bits
 
         def split(x):
             return x[width - 1], x[mb:width - 1], x[:mb]
@@ -226,6 +239,11 @@ class FloatAdder(wiring.Component):
                    sub=s1["a"][width - 1] ^ s1["b"][width - 1],
                    nan=nan, inf=inf)
 
+        return s2
+
+    def _align_and_add(self, stages, s2):
+        """Stages 3 (align) and 4 (add)."""
+        geo, stage = self._geometry, stages.stage
         # 3. align -------------------------------------------------------------------------
         carried = {key: s2[key] for key in ("big_sig", "exp", "sign", "sub", "nan", "inf")}
         sub = s2["sub"]
@@ -266,6 +284,11 @@ class FloatAdder(wiring.Component):
         s4 = stage("add", total=total, marker=marker, **{key: carried[key] for key in
                                                          ("exp", "sign", "sub", "nan", "inf")})
 
+        return s4
+
+    def _leading_zeros(self, stages, s4):
+        """Stage 5 (two registers): the leading-zero count of the sum."""
+        geo, stage = self._geometry, stages.stage
         # 5. leading zeros -----------------------------------------------------------------
         carried = {key: s4[key] for key in ("total", "exp", "sign", "sub", "nan", "inf")}
         padded_width = geo.lzc_groups * _LZC_GROUP
@@ -293,6 +316,12 @@ class FloatAdder(wiring.Component):
         carried = {key: s5[key] for key in ("exp", "sign", "sub", "nan", "inf", "zero")}
         s6 = stage("lzc", norm=s5["total"], shift=count, **carried)
 
+        return s6
+
+    def _normalize_round_pack(self, m, stages, s6):
+        """Stages 6 to 8: normalize, round, pack into ``result``."""
+        fmt, geo, stage, loads = self._fmt, self._geometry, stages.stage, stages.loads
+        width, eb = fmt.width, fmt.exp_bits
         # 6. normalize ---------------------------------------------------------------------
         # The biased exponent of the result before rounding: the sum's binary point sits
         # one bit above ``big``'s (room for the carry), and every left shift lowers it by one.
@@ -344,11 +373,6 @@ class FloatAdder(wiring.Component):
         m.d.comb += self.result.eq(result)
         loads.append(result.eq(Cat(Mux(s7["special"], s7["special_mag"], rounded),
                                    s7["sign"])))
-        assert stage_count[0] + 1 == self.latency
-
-        with m.If(self.en):
-            m.d.sync += loads
-        return m
 
 
 def _first_one(bits, width):
