@@ -321,6 +321,12 @@ def _priority(m, bits, name):
     return index
 
 
+#: A repack unit's states: configuration, the sources' messages, then per destination its
+#: header, its length table, its data rows and a last partial row; DRAIN waits for the
+#: output to empty, REPORT posts a failed sub-matrix's DONE.
+_UNIT_STATES = ("IDLE", "COLLECT", "REPORT", "HEADER", "TABLE", "DATA", "FLUSH", "DRAIN")
+
+
 class RepackUnit(wiring.Component):
     """Transposes one dh×dv sub-matrix of blocks at a time.
 
@@ -562,6 +568,7 @@ class RepackUnit(wiring.Component):
         self._sender(m, v)
         self._event_fields(m, v)
         self.data_mirrors.append((v.taken_now, v.taken_in_fsm))
+        self.data_mirrors.append((v.states.count(), Const(1)))
         return m
 
     @staticmethod
@@ -1220,54 +1227,58 @@ class RepackUnit(wiring.Component):
             header_beat.count.eq(c.dh),
         ]
 
-        with m.FSM(name="unit"):
-            with m.State("IDLE"):
-                share(v, locals())
-                self._configure(m, v)
+        # One flop per state (OneHotStates): decoding a binary state in front of the
+        # transitions was the 64-bit core's routed path at seeds 2 and 3 of e49e97b
+        # (in_state -> COLLECT's end -> the binary state's reset, 9 levels, 7.58 and
+        # 7.61 ns).  Tests check that one flag is set every cycle (`data_mirrors`).
+        v.states = OneHotStates(m, _UNIT_STATES, init="IDLE", name="unit")
+        with v.states.state("IDLE"):
+            share(v, locals())
+            self._configure(m, v)
 
-            self._collect(m, v)
+        self._collect(m, v)
 
-            def next_destination():
-                with m.If(j == dv_last):
-                    m.next = "DRAIN"
-                with m.Else():
-                    m.d.sync += [j.eq(j + 1), tab_row.eq((j + 1) >> LE)]
-                    m.next = "HEADER"
+        def next_destination():
+            with m.If(j == dv_last):
+                v.states.next("DRAIN")
+            with m.Else():
+                m.d.sync += [j.eq(j + 1), tab_row.eq((j + 1) >> LE)]
+                v.states.next("HEADER")
 
-            with m.State("HEADER"):
-                with m.If(advance):
-                    m.d.comb += [
-                        issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
-                        iss_emit.eq(1),
-                    ]
-                    m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
-                    load_table_beat(tbo_last == 0)
-                    m.next = "TABLE"
+        with v.states.state("HEADER"):
+            with m.If(advance):
+                m.d.comb += [
+                    issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
+                    iss_emit.eq(1),
+                ]
+                m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
+                load_table_beat(tbo_last == 0)
+                v.states.next("TABLE")
 
-            with m.State("TABLE"):
-                # The destination's table, one beat a cycle: entry b = length of block
-                # (S[tt·NB + b], D[j]), read from all banks at once.
-                share(v, locals())
-                self._table_beat(m, v)
+        with v.states.state("TABLE"):
+            # The destination's table, one beat a cycle: entry b = length of block
+            # (S[tt·NB + b], D[j]), read from all banks at once.
+            share(v, locals())
+            self._table_beat(m, v)
 
-            with m.State("DATA"):
-                share(v, locals())
-                self._data_row(m, v)
+        with v.states.state("DATA"):
+            share(v, locals())
+            self._data_row(m, v)
 
-            with m.State("FLUSH"):
-                with m.If(advance):
-                    m.d.comb += [
-                        issue.eq(1), iss_kind.eq(KIND_FLUSH), iss_p.eq(fill), iss_emit.eq(1),
-                        iss_last.eq(1),
-                    ]
-                    m.d.sync += fill.eq(0)
-                    next_destination()
+        with v.states.state("FLUSH"):
+            with m.If(advance):
+                m.d.comb += [
+                    issue.eq(1), iss_kind.eq(KIND_FLUSH), iss_p.eq(fill), iss_emit.eq(1),
+                    iss_last.eq(1),
+                ]
+                m.d.sync += fill.eq(0)
+                next_destination()
 
-            with m.State("DRAIN"):
-                with m.If(~pipe_busy & ~skid.o.valid & ev_free):
-                    m.d.comb += post()      # DONE (the output is empty)
-                    m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
-                    m.next = "IDLE"
+        with v.states.state("DRAIN"):
+            with m.If(~pipe_busy & ~skid.o.valid & ev_free):
+                m.d.comb += post()      # DONE (the output is empty)
+                m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
+                v.states.next("IDLE")
 
     def _collect(self, m, v):
         """COLLECT and REPORT states: wait for the sources' messages (every source's header
@@ -1275,7 +1286,7 @@ class RepackUnit(wiring.Component):
         sub-matrix whole, reported by one DONE event."""
         c, take, count, in_state, j, tab_row = v.c, v.take, v.count, v.in_state, v.j, v.tab_row
         idle_left, idle_out = v.idle_left, v.idle_out
-        with m.State("COLLECT"):
+        with v.states.state("COLLECT"):
             m.d.comb += v.st_collect.eq(1)
             m.d.sync += [
                 idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
@@ -1286,21 +1297,21 @@ class RepackUnit(wiring.Component):
                 with m.If(in_state != v.IN_HEAD):
                     m.d.sync += in_state.eq(v.IN_DROP)
                 m.d.sync += v.accepting.eq(0)
-                m.next = "REPORT"
+                v.states.next("REPORT")
             with m.Elif((v.arrived == c.dh) & (in_state == v.IN_HEAD)):
                 m.d.sync += v.accepting.eq(0)
                 with m.If(v.fail_now):
-                    m.next = "REPORT"
+                    v.states.next("REPORT")
                 with m.Else():
                     m.d.sync += [j.eq(0), tab_row.eq(0)]
-                    m.next = "HEADER"
+                    v.states.next("HEADER")
 
-        with m.State("REPORT"):
+        with v.states.state("REPORT"):
             # The sub-matrix is dropped whole: DONE carries the first error.
             with m.If(v.ev_free):
                 m.d.comb += [v.st_report.eq(1), *v.post()]    # DONE, the failure's code
                 m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
-                m.next = "IDLE"
+                v.states.next("IDLE")
 
     def _configure(self, m, v):
         """IDLE state: take a configuration; refuse it (BAD_CONFIG, CAPACITY, checked as it
@@ -1337,7 +1348,7 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [refuse.eq(1), refuse_code.eq(RepackError.CAPACITY)]
             with m.Else():
                 m.d.sync += v.idle.eq(0)
-                m.next = "COLLECT"
+                v.states.next("COLLECT")
         # The sub-matrix's registers load at every take, refused or not: only COLLECT and
         # the states after it read them, and a refused configuration leaves the unit in
         # IDLE until the next take loads them again.  Their enable is then the take alone,
@@ -1403,7 +1414,7 @@ class RepackUnit(wiring.Component):
                 v.set_block(Mux(tt == 0, lens[0], col[0]), room0,
                             Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB), v.fitcol[0]))
                 with m.If(any_nz | nz.any()):
-                    m.next = "DATA"
+                    v.states.next("DATA")
                 with m.Else():
                     v.next_destination()
 
@@ -1484,7 +1495,7 @@ class RepackUnit(wiring.Component):
                     v.set_block(left - room, B, v.left_small & (left[:LB + 2] <= room_b))
                 with m.If(final):
                     with m.If(ends_partial):
-                        m.next = "FLUSH"
+                        v.states.next("FLUSH")
                     with m.Else():
                         v.next_destination()
 
