@@ -676,7 +676,7 @@ ROUTERS = ("router1", "router2")
 
 
 def _check_synthesize_args(component_factory, name, board, build_dir, seed, progress, *,
-                           target_mhz=None, router="router1", widelut=True):
+                           target_mhz=None, router="router1", widelut=True, timing_weight=None):
     """Check :func:`synthesize`'s arguments; return the board and the build folder."""
     if not callable(component_factory):
         raise TypeError(f"Component factory must be callable, not {component_factory!r}")
@@ -705,6 +705,11 @@ def _check_synthesize_args(component_factory, name, board, build_dir, seed, prog
         raise ValueError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
     if not isinstance(widelut, bool):
         raise TypeError(f"widelut must be a bool, not {widelut!r}")
+    if timing_weight is not None:
+        if not isinstance(timing_weight, int) or isinstance(timing_weight, bool):
+            raise TypeError(f"Timing weight must be an integer or None, not {timing_weight!r}")
+        if not 1 <= timing_weight <= 1000:
+            raise ValueError(f"Timing weight must be between 1 and 1000, not {timing_weight!r}")
     return board_info, build_dir
 
 
@@ -874,7 +879,8 @@ def _netlist_figures(files, name, harness, parsed, clock_net):
 
 
 def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, seed=1,
-               progress=None, target_mhz=None, router="router1", widelut=True):
+               progress=None, target_mhz=None, router="router1", widelut=True,
+               timing_weight=None):
     """Synthesize ``component_factory()`` in a :class:`SynthHarness` and read the report.
 
     Parameters
@@ -900,6 +906,9 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     widelut : bool
         Let yosys map wide multiplexers to the ECP5's PFU multiplexers (L6MUX21/PFUMX);
         False passes ``-nowidelut`` to ``synth_ecp5``.
+    timing_weight : int, optional
+        The weight nextpnr's placer gives to timing against wire length
+        (``--placer-heap-timingweight``, 1 to 1000); default nextpnr's own (10).
 
     Returns
     -------
@@ -912,7 +921,7 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
     """
     board_info, build_dir = _check_synthesize_args(
         component_factory, name, board, build_dir, seed, progress,
-        target_mhz=target_mhz, router=router, widelut=widelut)
+        target_mhz=target_mhz, router=router, widelut=widelut, timing_weight=timing_weight)
 
     def report(message):
         if progress is not None:
@@ -953,6 +962,8 @@ def synthesize(component_factory, *, name, board="versa_ecp5", build_dir=None, s
         f"--seed {seed}",
         f"--router {router}",
     ]
+    if timing_weight is not None:
+        nextpnr_opts.append(f"--placer-heap-timingweight {timing_weight}")
     # build(do_build=False) returns the plan; running it with tool_env() instead of letting
     # build() run it keeps the YoWASP tool variables out of this process's environment.
     plan = platform.build(harness, name=name, build_dir=str(build_dir), do_build=False,

@@ -183,6 +183,11 @@ def _synth(args):
         parameters["router"] = args.router
     if args.nowidelut:
         parameters["yosys"] = "-nowidelut"
+    if args.timing_weight is not None:
+        if not 1 <= args.timing_weight <= 1000:
+            raise NicollError(f"--timing-weight must be between 1 and 1000, "
+                              f"not {args.timing_weight}")
+        parameters["nextpnr"] = f"--placer-heap-timingweight {args.timing_weight}"
     build_dir = build_root() / "synth" / args.board / name
     if args.estimate:
         if args.record:
@@ -253,7 +258,8 @@ def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz
         try:
             return synthesize(factory, name=name, board=args.board, build_dir=seed_dir,
                               seed=seed, target_mhz=target_mhz, router=args.router,
-                              widelut=not args.nowidelut, progress=progress)
+                              widelut=not args.nowidelut, timing_weight=args.timing_weight,
+                              progress=progress)
         finally:
             progress("done")
 
@@ -478,6 +484,9 @@ def _parser():
                             + "; a block alone uses 'block')")
     from nicoll.hw.synth import ROUTERS
     synth.add_argument("--router", choices=ROUTERS, default="router1", help="nextpnr router")
+    synth.add_argument("--timing-weight", type=int, metavar="N",
+                       help="nextpnr placer's weight of timing against wire length "
+                            "(--placer-heap-timingweight; nextpnr's default 10)")
     synth.add_argument("--nowidelut", action="store_true",
                        help="pass -nowidelut to yosys synth_ecp5 (no PFU wide multiplexers)")
     synth.add_argument("--alu-pairs", metavar="OP:DTYPE,...",

@@ -340,6 +340,10 @@ def test_synthesize_argument_errors(tmp_path):
         synthesize(Echo, router="r3", **ok)
     with pytest.raises(TypeError, match=r"^widelut must be a bool, not 1$"):
         synthesize(Echo, widelut=1, **ok)
+    with pytest.raises(TypeError, match=r"^Timing weight must be an integer or None, not 2\.5$"):
+        synthesize(Echo, timing_weight=2.5, **ok)
+    with pytest.raises(ValueError, match=r"^Timing weight must be between 1 and 1000, not 0$"):
+        synthesize(Echo, timing_weight=0, **ok)
     with pytest.raises(TypeError, match=r"^Component factory must return a wiring\.Component, "
                                         r"not 'core'$"):
         synthesize(lambda: "core", **ok)
@@ -417,10 +421,14 @@ def test_synthesize_small(tmp_path):
     assert "output registers on 1 port (16 FF)" in text
 
     # Another seed of the same design runs no yosys: it copies the first run's netlist (byte
-    # for byte) and places it with its own seed.
+    # for byte) and places it with its own seed (and here a placer timing weight, another
+    # nextpnr option, which nextpnr's command line carries).
     messages = []
     second = synthesize(MacMem, name="macmem", build_dir=tmp_path / "b", seed=2,
-                        progress=messages.append, target_mhz=150)
+                        progress=messages.append, target_mhz=150, timing_weight=30)
+    script = (tmp_path / "b" / "build_macmem.sh").read_text()
+    assert "--placer-heap-timingweight 30" in script and "--seed 2" in script
+    assert "--placer-heap-timingweight" not in (tmp_path / "a" / "build_macmem.sh").read_text()
     assert messages == ["elaborating macmem", "yosys",
                         f"yosys (its netlist from {(tmp_path / 'a').resolve()})",
                         "nextpnr", "ecppack", "reading report"]
@@ -561,7 +569,7 @@ def test_seeds_run_in_parallel_and_come_back_in_seed_order(tmp_path):
     folders = {}
 
     def fake_synthesize(factory, *, name, board, build_dir, seed, target_mhz, router, widelut,
-                        progress):
+                        timing_weight, progress):
         progress("nextpnr")
         folders[seed] = build_dir
         if seed in (2, 3):
@@ -569,11 +577,17 @@ def test_seeds_run_in_parallel_and_come_back_in_seed_order(tmp_path):
         return SimpleNamespace(seed=seed, fmax_mhz=100.0 + seed, timing_met=False)
 
     args = SimpleNamespace(seed=[3, 1, 2], jobs=2, board="versa_ecp5", router="router1",
-                           nowidelut=False)
+                           nowidelut=False, timing_weight=None)
     results = _synth_seeds(args, Console(file=open(tmp_path / "out", "w")), fake_synthesize,
                            None, "x", tmp_path, 150.0)
     assert [r.seed for r in results] == [3, 1, 2]
     assert folders == {s: tmp_path / f"seed{s}" for s in (1, 2, 3)}
+
+
+def test_timing_weight_must_be_in_range(capsys):
+    from nicoll.cli import main
+    assert main(["synth", "--block", "packer", "--data-width", "64", "--timing-weight", "0"]) != 0
+    assert "--timing-weight must be between 1 and 1000, not 0" in capsys.readouterr().err
 
 
 def test_jobs_must_be_positive(capsys):
