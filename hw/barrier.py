@@ -596,6 +596,7 @@ class BarrierUnit(wiring.Component):
         bit = self.vector.bit_select(p.subject[:ibits], 1)
         fresh = (p.seq == self.seq) & ~bit
         same = p.subject == s.x_subject
+        kill = take & to_me & (p.kind == NoticeKind.KILL) & from_parent
         m.d.sync += [
             s.x_ok_other.eq(fresh & ~same),
             s.x_ok_same.eq(fresh & same),
@@ -603,7 +604,7 @@ class BarrierUnit(wiring.Component):
             s.x_complete.eq(complete),
             s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
             s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
-            s.x_kill.eq(take & to_me & (p.kind == NoticeKind.KILL) & from_parent),
+            s.x_kill.eq(kill),
             s.x_first.eq(Cat(first)),
             s.x_from_parent.eq(from_parent),
             s.x_to_me.eq(to_me),
@@ -622,15 +623,28 @@ class BarrierUnit(wiring.Component):
         s.x_done_ok = Signal()          # ... and the tree checks pass
         s.x_done_now = Signal()
         s.x_done_inc = Signal()
+        # Whether the done counts, for each case of the forwarding (_execute): a release in
+        # between (seq + 1) or not, each with its own sequence compares and a KILL of that
+        # barrier in the same cycle.  Execute chooses one of two flops where it combined
+        # five (the 64-bit core's routed path at seed 3 of e49e97b: rel_last -> the KILL's
+        # seq check -> the done's -> own_pending's enable, 5 levels, 7.43 ns).
+        s.x_done_ok_inc = Signal()
+        s.x_done_ok_now = Signal()
+        done_ok = self.done & s.cfg_ok
         m.d.sync += [
             s.x_done.eq(self.done),
-            s.x_done_ok.eq(self.done & s.cfg_ok),
+            s.x_done_ok.eq(done_ok),
             s.x_done_now.eq(self.done_seq == self.seq),
             s.x_done_inc.eq(self.done_seq == s.seq_inc),
+            s.x_done_ok_inc.eq(done_ok & (self.done_seq == s.seq_inc)
+                               & ~(kill & (p.seq == s.seq_inc))),
+            s.x_done_ok_now.eq(done_ok & (self.done_seq == self.seq)
+                               & ~(kill & (p.seq == self.seq))),
         ]
         with m.If(self.start):
             m.d.sync += [flag.eq(0) for flag in (s.x_valid, s.x_complete, s.x_count_hit,
-                                                 s.x_release, s.x_kill, s.x_done, s.x_done_ok)]
+                                                 s.x_release, s.x_kill, s.x_done, s.x_done_ok,
+                                                 s.x_done_ok_inc, s.x_done_ok_now)]
 
     # ---- Receiving, stage 2: execute, and the root's decision (fig. 10) ---------------------
     def _execute(self, m, s):
@@ -694,12 +708,16 @@ class BarrierUnit(wiring.Component):
         c_count_ref = Signal()          # the same from the notice's flags (the tests' mirror)
         self.mirrors.append((s.c_count, c_count_ref))
         s.d_count = Signal()
+        d_count_ref = Signal()          # the same from the done's and the KILL's flags
+        self.mirrors.append((s.d_count, d_count_ref))
         s.d_stale = Signal()
         m.d.comb += [
             s.c_count.eq(s.x_count_hit.any()
                          & Mux(s.rel_last, s.x_seq_inc, s.x_ok_other | (s.x_ok_same & ~s.c_new_last))),
             c_count_ref.eq(s.x_count_hit.any() & seq_ok & new_bit),
-            s.d_count.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
+            s.d_count.eq(Mux(s.rel_last, s.x_done_ok_inc, s.x_done_ok_now)
+                         & ~s.aborted_cur & ~s.own_done),
+            d_count_ref.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
             s.c_new.eq(s.c_count & ~s.decide),
             s.d_new.eq(s.d_count & ~s.rel_now),
             # A done for another barrier, for one this node is aborted in (or in the cycle

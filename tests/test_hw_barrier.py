@@ -1419,3 +1419,40 @@ def test_tree_top_runs_a_barrier():
     assert out["down"][1][R] == out["down"][2][R] == 1 and out["down"][1][K] == 0
     assert out["up"][2][C] == 1 and out["up"][1][C] == 2 and out["up"][0] == [0, 0, 0, 0]
     assert out["misrouted"] == 1 and out["busy"] == 0
+
+
+@pytest.mark.parametrize("killed", [True, False])
+def test_a_done_with_a_kill_right_after_a_release(killed):
+    """The host's done for the next barrier, in the cycle after a RELEASE moved the node on
+    and in the same cycle as a KILL of that barrier: the KILL wins, the done never counts
+    (the forwarded case of the done's checks, which the routine trees rarely reach).
+    Without the KILL the same done counts (so the check can fail)."""
+    dut = Single()
+    u = dut.unit
+    out = {}
+
+    async def tb(ctx):
+        await setup_node(ctx, u, **GOOD)        # ends with barrier 0 started
+        ctx.set(u.tx.ready, 1)
+        await ctx.tick().repeat(2)              # the tree checks' two register stages
+        ctx.set(u.rx.payload, notice(NoticeKind.RELEASE, 0, 0, 1))
+        ctx.set(u.rx.valid, 1)
+        await ctx.tick()
+        if killed:
+            ctx.set(u.rx.payload, notice(NoticeKind.KILL, 1, 0, 1, estimate=5))
+        else:
+            ctx.set(u.rx.valid, 0)
+        ctx.set(u.done, 1)
+        ctx.set(u.done_seq, 1)
+        await ctx.tick()
+        ctx.set(u.rx.valid, 0)
+        ctx.set(u.done, 0)
+        await ctx.tick().repeat(3)
+        out.update(seq=ctx.get(u.seq), finished=ctx.get(u.finished), ones=ctx.get(u.ones),
+                   aborted=ctx.get(u.aborted))
+
+    run_testbenches(dut, tb)
+    if killed:
+        assert out == {"seq": 1, "finished": 0, "ones": 0, "aborted": 1}
+    else:
+        assert out == {"seq": 1, "finished": 1, "ones": 1, "aborted": 0}
