@@ -106,9 +106,18 @@ def simulate(image, main, *, stall=0.0, seed=0, cycles=60_000, data_width=64, mo
     async def testbench(ctx):
         await main(ctx, dut)
 
+    async def mirrors(ctx):
+        # The engine's flags kept as flops equal the compares they stand for, in every
+        # cycle they are read.
+        signals = [x for pair in dut.engine.mirrors for x in pair]
+        while True:
+            values = (await ctx.tick().sample(*signals))[-len(signals):]
+            assert values[0::2] == values[1::2], values
+
     sim = Simulator(dut)
     sim.add_clock(PERIOD)
     sim.add_testbench(watchdog(cycles), background=True)
+    sim.add_testbench(mirrors, background=True)
     if stall:
         sim.add_testbench(backpressure, background=True)
     if monitor is not None:
