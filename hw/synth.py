@@ -399,6 +399,7 @@ WORST_ENDPOINTS = 12
 _CLOCK_PINS = frozenset({"CLK", "CLKA", "CLKB", "WCK"})
 #: Cell types whose input pins end a register-to-register path (and whose outputs start one).
 _SEQUENTIAL_CELLS = frozenset({"TRELLIS_FF", "DP16KD", "TRELLIS_DPR16X4", "MULT18X18D"})
+_DPRAM_PART = re.compile(r"\$DPRAM_(?:COMB\d|RAMW)$")
 
 
 def netlist_cell_types(netlist):
@@ -420,7 +421,10 @@ def _endpoints(nets, clock, cell_types):
             if net["event"] != clock:
                 continue
             for sink in net["endpoints"]:
-                cell, pin = sink["cell"], sink["port"]
+                # nextpnr places a distributed RAM (TRELLIS_DPR16X4) as cells of its own,
+                # named after it (`$DPRAM_COMB0` .. `3`, `$DPRAM_RAMW`); their write pins end
+                # paths like a register's.
+                cell, pin = _DPRAM_PART.sub("", sink["cell"]), sink["port"]
                 if pin in _CLOCK_PINS or cell_types.get(cell) not in _SEQUENTIAL_CELLS:
                     continue
                 arrival = max(float(d) for d in sink["delay"])

@@ -248,13 +248,15 @@ def test_endpoints_from_detailed_timing():
             ("core.mem_DP16KD", "ADA5", (4.0, 5.0)), ("core.x_TRELLIS_FF_Q", "CLK", (8, 8))),
         net("c_LUT4_Z", clock, ("core.x_TRELLIS_FF_Q_1", "DI", (1.0, 2.0))),
         net("io", "<async>", ("core.z_TRELLIS_FF_Q", "DI", (9.5, 9.5))),
+        # A distributed RAM's write enable, on one of the cells nextpnr splits it into.
+        net("d_LUT4_Z", clock, ("core.fifo.storage.0.1$DPRAM_COMB1", "WRE", (6.0, 6.75))),
     ]})
     types = {"core.x_TRELLIS_FF_Q": "TRELLIS_FF", "core.x_TRELLIS_FF_Q_1": "TRELLIS_FF",
              "core.y_LUT4_Z": "LUT4", "core.mem_DP16KD": "DP16KD",
-             "core.z_TRELLIS_FF_Q": "TRELLIS_FF"}
+             "core.z_TRELLIS_FF_Q": "TRELLIS_FF", "core.fifo.storage.0.1": "TRELLIS_DPR16X4"}
     assert report.endpoints("$glbnet$cd_sync.clk", types) == (
-        Endpoint("core.x", "DI", 7.25), Endpoint("core.mem", "ADA5", 5.0),
-        Endpoint("core.x", "CE", 3.0))
+        Endpoint("core.x", "DI", 7.25), Endpoint("core.fifo.storage.0.1", "WRE", 6.75),
+        Endpoint("core.mem", "ADA5", 5.0), Endpoint("core.x", "CE", 3.0))
     assert report.endpoints("other", types) == ()
     assert parse_nextpnr_report(SAMPLE).endpoints("$glbnet$cd_sync.clk", types) == ()
     with pytest.raises(ValueError, match=r"^Malformed net timing entry: \{'event'"):
