@@ -331,19 +331,22 @@ class Engine(wiring.Component):
         queue_empty = Signal(init=1)
         # An aggregate command (seed 003): slots of whole rows, more than one row each.
         slot_mask = beat_bytes - 1
-        aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
-                         | (cmd.action != StepAction.COPY)
-                         | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
-                         | ((cmd.send.stride & slot_mask) != 0)
-                         | (cmd.send.run != 0) | (cmd.recv.run != 0))
+        aggregate_bad = [cmd.barrier | ~cmd.has_send | ~cmd.has_recv
+                         | (cmd.action != StepAction.COPY),
+                         cmd.send.stride <= beat_bytes, cmd.recv.stride == 0,
+                         (cmd.send.stride & slot_mask) != 0,
+                         cmd.send.run != 0, cmd.recv.run != 0]
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
                     | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
-        command_bad = ((cmd.action.as_value() == 3)
-                       | (cmd.barrier & (cmd.has_send | cmd.has_recv))
-                       | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
-                       | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
-                       | (cmd.packet_beats > self._packet_beats)
-                       | (cmd.aggregate & aggregate_bad))
+        # The command's checks one flop each at the push, ORed a cycle later: ORed at the
+        # push, behind the strides' compares, they were the 64-bit core's routed path at
+        # seed 1 of 49f55ac (the command's registers -> `pushed_command_bad`, 6.91 ns).
+        command_bad = Cat((cmd.action.as_value() == 3),
+                          cmd.barrier & (cmd.has_send | cmd.has_recv),
+                          ~cmd.barrier & ~cmd.has_send & ~cmd.has_recv,
+                          (cmd.action != StepAction.COPY) & ~cmd.has_recv,
+                          cmd.packet_beats > self._packet_beats,
+                          *(cmd.aggregate & bad for bad in aggregate_bad))
         # A push is registered with its checks (each a compare or a sum of the command's
         # fields), the regions' ends are bounded a cycle later, and the command acts in the
         # cycle after that, so no check is in series with the queue write or the error
@@ -353,7 +356,7 @@ class Engine(wiring.Component):
         pushed_send = Signal(37)        # region_parts of each region
         pushed_recv = Signal(37)
         pushed_peer_bad = Signal()
-        pushed_command_bad = Signal()
+        pushed_command_bad = Signal(len(command_bad))
         m.d.sync += pushed.eq(self.push & ~self.clear)
         with m.If(self.push):
             m.d.sync += [pushed_cmd.eq(cmd), pushed_send.eq(region_parts(cmd.send)),
@@ -368,7 +371,7 @@ class Engine(wiring.Component):
                          checked_bad.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
                                                | (pushed_cmd.has_recv & region_bad(pushed_recv))),
                          checked_bad.peer.eq(pushed_peer_bad),
-                         checked_bad.command.eq(pushed_command_bad)]
+                         checked_bad.command.eq(pushed_command_bad.any())]
         full = queued >= self._queue_depth
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
         with m.If(checked & ~self.clear):

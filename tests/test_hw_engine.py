@@ -675,6 +675,21 @@ REFUSED = {
     "reduce without receive": ({"command"}, command(send=region(0, 8), action=LOCAL_FIRST)),
     "packet too long": ({"command"}, command(send=region(0, 8), recv=region(512, 8),
                                              packet_beats=PACKET_BEATS + 1)),
+    # An aggregate command (seed 003): slots of whole rows, more than one row each, no runs.
+    "aggregate slot of one row": ({"command"}, command(send=region(0, 64, 0, 8),
+                                                       recv=region(512, 64, 0, 16), aggregate=1)),
+    "aggregate slot not whole rows": ({"command"}, command(send=region(0, 64, 0, 12),
+                                                           recv=region(512, 64, 0, 16),
+                                                           aggregate=1)),
+    "aggregate receive stride 0": ({"command"}, command(send=region(0, 64, 0, 16),
+                                                        recv=region(512, 64), aggregate=1)),
+    "aggregate send run": ({"command"}, command(send=region(0, 64, 64, 16),
+                                                recv=region(512, 64, 0, 16), aggregate=1)),
+    "aggregate receive run": ({"command"}, command(send=region(0, 64, 0, 16),
+                                                   recv=region(512, 64, 64, 16), aggregate=1)),
+    "aggregate reducing": ({"command"}, command(send=region(0, 64, 0, 16),
+                                               recv=region(512, 64, 0, 16), aggregate=1,
+                                               action=LOCAL_FIRST)),
     "several at once": ({"region", "peer", "command"},
                         command(send=region(1020, 8), send_to=9, action=RECEIVED_FIRST)),
 }
@@ -701,7 +716,9 @@ def test_push_time_errors():
         assert await push(ctx, dut, command(barrier=1)) == set()
         assert await push(ctx, dut, command(send=region(0, 8))) == set()
         assert await push(ctx, dut, command(recv=region(512, 8), action=LOCAL_FIRST)) == set()
-        assert ctx.get(engine.queued) == 3
+        assert await push(ctx, dut, command(send=region(0, 64, 0, 16),
+                                            recv=region(512, 64, 0, 16), aggregate=1)) == set()
+        assert ctx.get(engine.queued) == 4
 
         await clear(ctx, dut)
         for k in range(QUEUE_DEPTH):
