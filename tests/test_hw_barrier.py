@@ -926,6 +926,14 @@ def error_bits(ctx, u):
 GOOD = {"node": 1, "parent": 0, "children": [3, 4], "routes": {3: 1, 4: 2}}
 
 
+async def start_good_node(ctx, u):
+    """Configure ``u`` as GOOD with barrier 0 started, tx always ready, and wait out the tree
+    checks' two register stages."""
+    await setup_node(ctx, u, **GOOD)
+    ctx.set(u.tx.ready, 1)
+    await ctx.tick().repeat(2)
+
+
 @pytest.mark.parametrize("change,bit", [
     ({}, None),
     ({"routes": {3: 1, 4: 2, 6: 3}}, "cfg_write"),       # entry > max_children
@@ -1176,9 +1184,7 @@ def test_repeated_completion_counts_once(gap):
     out = {}
 
     async def tb(ctx):
-        await setup_node(ctx, u, **GOOD)        # ends with barrier 0 started
-        ctx.set(u.tx.ready, 1)
-        await ctx.tick().repeat(2)              # the tree checks' two register stages
+        await start_good_node(ctx, u)
         sent = 0
         for delay in (0, gap):
             for _ in range(delay):
@@ -1209,9 +1215,7 @@ def test_an_input_that_comes_with_start_is_wiped(what):
     out = []
 
     async def tb(ctx):
-        await setup_node(ctx, u, **GOOD)        # ends with barrier 0 started
-        ctx.set(u.tx.ready, 1)
-        await ctx.tick().repeat(2)              # the tree checks' two register stages
+        await start_good_node(ctx, u)
         for with_start in (True, False):
             ctx.set(u.start, 1)
             await ctx.tick()
@@ -1432,9 +1436,7 @@ def test_a_done_with_a_kill_right_after_a_release(killed):
     out = {}
 
     async def tb(ctx):
-        await setup_node(ctx, u, **GOOD)        # ends with barrier 0 started
-        ctx.set(u.tx.ready, 1)
-        await ctx.tick().repeat(2)              # the tree checks' two register stages
+        await start_good_node(ctx, u)
         ctx.set(u.rx.payload, notice(NoticeKind.RELEASE, 0, 0, 1))
         ctx.set(u.rx.valid, 1)
         await ctx.tick()
