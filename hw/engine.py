@@ -291,17 +291,13 @@ class Engine(wiring.Component):
         # A region's checks in two registered steps: its end (a 33-bit sum) and the
         # compares of its own fields at the push, the end's bound a cycle later, so no
         # compare follows a sum in one cycle.
-        # The region's end and its compares, each registered alone at the push and combined
-        # a cycle later: combined at the push, behind the compares' carry chains, they were
-        # the 64-bit core's routed path at seed 2 of 750a00a (the command's registers ->
-        # `pushed_send`, 7.19 ns).
         def region_parts(region):
-            return Cat(region.offset + region.length, region.length == 0, region.run != 0,
-                       region.run < region.length, region.run > region.stride)
+            strided = (region.run != 0) & (region.run < region.length)
+            return Cat(region.offset + region.length,
+                       (region.length == 0) | (strided & (region.run > region.stride)))
 
         def region_bad(parts):
-            empty, has_run, run_short, run_wide = parts[33], parts[34], parts[35], parts[36]
-            return (parts[:33] > self._mem_size) | empty | (has_run & run_short & run_wide)
+            return (parts[:33] > self._mem_size) | parts[33]
 
         errors = Signal(ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
@@ -331,32 +327,29 @@ class Engine(wiring.Component):
         queue_empty = Signal(init=1)
         # An aggregate command (seed 003): slots of whole rows, more than one row each.
         slot_mask = beat_bytes - 1
-        aggregate_bad = [cmd.barrier | ~cmd.has_send | ~cmd.has_recv
-                         | (cmd.action != StepAction.COPY),
-                         cmd.send.stride <= beat_bytes, cmd.recv.stride == 0,
-                         (cmd.send.stride & slot_mask) != 0,
-                         cmd.send.run != 0, cmd.recv.run != 0]
+        aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
+                         | (cmd.action != StepAction.COPY)
+                         | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
+                         | ((cmd.send.stride & slot_mask) != 0)
+                         | (cmd.send.run != 0) | (cmd.recv.run != 0))
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
                     | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
-        # The command's checks one flop each at the push, ORed a cycle later: ORed at the
-        # push, behind the strides' compares, they were the 64-bit core's routed path at
-        # seed 1 of 49f55ac (the command's registers -> `pushed_command_bad`, 6.91 ns).
-        command_bad = Cat((cmd.action.as_value() == 3),
-                          cmd.barrier & (cmd.has_send | cmd.has_recv),
-                          ~cmd.barrier & ~cmd.has_send & ~cmd.has_recv,
-                          (cmd.action != StepAction.COPY) & ~cmd.has_recv,
-                          cmd.packet_beats > self._packet_beats,
-                          *(cmd.aggregate & bad for bad in aggregate_bad))
+        command_bad = ((cmd.action.as_value() == 3)
+                       | (cmd.barrier & (cmd.has_send | cmd.has_recv))
+                       | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
+                       | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
+                       | (cmd.packet_beats > self._packet_beats)
+                       | (cmd.aggregate & aggregate_bad))
         # A push is registered with its checks (each a compare or a sum of the command's
         # fields), the regions' ends are bounded a cycle later, and the command acts in the
         # cycle after that, so no check is in series with the queue write or the error
         # register.
         pushed = Signal()
         pushed_cmd = Signal(COMMAND_LAYOUT)
-        pushed_send = Signal(37)        # region_parts of each region
-        pushed_recv = Signal(37)
+        pushed_send = Signal(34)        # region_parts of each region
+        pushed_recv = Signal(34)
         pushed_peer_bad = Signal()
-        pushed_command_bad = Signal(len(command_bad))
+        pushed_command_bad = Signal()
         m.d.sync += pushed.eq(self.push & ~self.clear)
         with m.If(self.push):
             m.d.sync += [pushed_cmd.eq(cmd), pushed_send.eq(region_parts(cmd.send)),
@@ -371,7 +364,7 @@ class Engine(wiring.Component):
                          checked_bad.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
                                                | (pushed_cmd.has_recv & region_bad(pushed_recv))),
                          checked_bad.peer.eq(pushed_peer_bad),
-                         checked_bad.command.eq(pushed_command_bad.any())]
+                         checked_bad.command.eq(pushed_command_bad)]
         full = queued >= self._queue_depth
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
         with m.If(checked & ~self.clear):
@@ -777,18 +770,6 @@ class Engine(wiring.Component):
         # a of the receive region (recv.stride bytes each), packet by packet at their offsets.
         m.submodules.agg_sends_fifo = sends_fifo = reset(
             SyncFIFOBuffered(width=48, depth=max(self._max_nodes, 2)))
-        # A SEND notice is written into the queue a cycle after the parser's decision, from
-        # flops (the room check and its error with it): written in the decision's cycle, the
-        # decision was the distributed RAM's write enable, the 64-bit core's routed path at
-        # seed 1 of 750a00a (d_stale -> the decision -> the queue's RAM, 6.71 ns).
-        v.sends_push = sends_push = Signal()
-        v.sends_push_data = sends_push_data = Signal(40)
-        m.d.sync += sends_push.eq(0)
-        with m.If(self.clear):
-            m.d.sync += sends_push.eq(0)
-        m.d.comb += [sends_fifo.w_en.eq(sends_push), sends_fifo.w_data.eq(sends_push_data)]
-        with m.If(sends_push & ~sends_fifo.w_rdy):
-            m.d.comb += raise_error.protocol.eq(1)   # more SENDs than groups
         agg_tx_start = Signal()
         agg_tag = Signal(16)
         agg_unit = Signal(8)
@@ -1367,7 +1348,6 @@ class Engine(wiring.Component):
             "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
             "P_PASS", "P_DROP",
         ))
-        sends_push, sends_push_data = v.sends_push, v.sends_push_data
         decide_first = v.decide_first
         # A data packet's accept moves the message's counts by an enable made of flops only:
         # the classes exclude one another, so the decision's priority chain (the clear,
@@ -1418,9 +1398,12 @@ class Engine(wiring.Component):
                         # destination group, so the queue never fills), TAKEN, DELIVERED
                         # (nothing to do), DONE.
                         with m.If(got.code == NoticeKind.SEND.value):
-                            m.d.sync += [sends_push.eq(1),
-                                         sends_push_data.eq(Cat(got.seq, got.arg[:8],
-                                                                got.addr[:16]))]
+                            with m.If(sends_fifo.w_rdy):
+                                m.d.comb += [sends_fifo.w_en.eq(1),
+                                             sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8],
+                                                                      got.addr[:16]))]
+                            with m.Else():
+                                m.d.comb += raise_error.protocol.eq(1)
                         with m.If(got.code == NoticeKind.DONE.value):
                             m.d.sync += agg_done.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))

@@ -569,7 +569,6 @@ class RepackUnit(wiring.Component):
         self._event_fields(m, v)
         self.data_mirrors.append((v.taken_now, v.taken_in_fsm))
         self.data_mirrors.append((v.states.count(), Const(1)))
-        self.data_mirrors.append((v.all_arrived, v.arrived == v.c.dh))
         return m
 
     @staticmethod
@@ -762,13 +761,6 @@ class RepackUnit(wiring.Component):
 
         received = Signal(G)                    # sources whose message has begun
         arrived = Signal(range(G + 1))
-        # `arrived == dh` as a flop, set with the count (`arrived == dh - 1` as a source
-        # arrives), so COLLECT's end is an AND of flops: with the compare in front of it, the
-        # end was on the 64-bit core's routed paths into the HEADER state's flag and the
-        # table's row (`unit_header`, `tab_row`, 7.09 and 7.15 ns at seed 2 of 750a00a).
-        # Tests check it against the compare every cycle.
-        all_arrived = Signal(init=1)             # (dh is 0 at reset)
-        dh_last = Signal(range(G + 1))          # dh - 1, set with the configuration
         room_bytes = Signal(32)                 # total_bytes less the bytes accepted so far
         alloc_row = Signal(range(depth + 1))
         cur_addr = Array(Signal(AB, name=f"cursor{k}") for k in range(G))   # byte addresses
@@ -913,7 +905,6 @@ class RepackUnit(wiring.Component):
                         m.d.sync += [
                             received.eq(received | (Const(1, G) << idx)),
                             arrived.eq(arrived + 1),
-                            v.all_arrived.eq(arrived == v.dh_last),
                         ]
                         with m.If(~in_q.count_ok):
                             m.d.comb += count(RepackError.OUTSIDE_D)
@@ -1307,7 +1298,7 @@ class RepackUnit(wiring.Component):
                     m.d.sync += in_state.eq(v.IN_DROP)
                 m.d.sync += v.accepting.eq(0)
                 v.states.next("REPORT")
-            with m.Elif(v.all_arrived & (in_state == v.IN_HEAD)):
+            with m.Elif((v.arrived == c.dh) & (in_state == v.IN_HEAD)):
                 m.d.sync += v.accepting.eq(0)
                 with m.If(v.fail_now):
                     v.states.next("REPORT")
@@ -1371,8 +1362,6 @@ class RepackUnit(wiring.Component):
                 tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
                 received.eq(0),
                 arrived.eq(0),
-                v.all_arrived.eq(p.dh == 0),
-                v.dh_last.eq(p.dh - 1),
                 failed.eq(0),
                 fail_code.eq(RepackError.OK),
                 room_bytes.eq(p.total_bytes),
