@@ -39,7 +39,7 @@ from .memattrs import yosys_collision_commands
 __all__ = [
     "BOARDS", "HarnessCost", "SynthHarness",
     "CriticalPath", "Endpoint", "NextpnrReport", "parse_nextpnr_report", "netlist_cell_types",
-    "SynthResult", "SynthesisError", "synthesize", "extract_plan", "ROUTERS",
+    "SynthResult", "SynthesisError", "synthesize", "extract_plan", "ROUTERS", "TIMING_WEIGHTS",
 ]
 
 
@@ -677,6 +677,8 @@ def _log_tail(path, lines=30):
 
 #: nextpnr's routers; router2 is the newer, timing-driven one.
 ROUTERS = ("router1", "router2")
+#: The placer timing weights ``synthesize`` passes on (nextpnr's own default is 10).
+TIMING_WEIGHTS = range(1, 1001)
 
 
 def _check_synthesize_args(component_factory, name, board, build_dir, seed, progress, *,
@@ -712,8 +714,9 @@ def _check_synthesize_args(component_factory, name, board, build_dir, seed, prog
     if timing_weight is not None:
         if not isinstance(timing_weight, int) or isinstance(timing_weight, bool):
             raise TypeError(f"Timing weight must be an integer or None, not {timing_weight!r}")
-        if not 1 <= timing_weight <= 1000:
-            raise ValueError(f"Timing weight must be between 1 and 1000, not {timing_weight!r}")
+        if timing_weight not in TIMING_WEIGHTS:
+            raise ValueError(f"Timing weight must be between {TIMING_WEIGHTS.start} and "
+                             f"{TIMING_WEIGHTS.stop - 1}, not {timing_weight!r}")
     return board_info, build_dir
 
 

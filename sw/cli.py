@@ -184,9 +184,10 @@ def _synth(args):
     if args.nowidelut:
         parameters["yosys"] = "-nowidelut"
     if args.timing_weight is not None:
-        if not 1 <= args.timing_weight <= 1000:
-            raise NicollError(f"--timing-weight must be between 1 and 1000, "
-                              f"not {args.timing_weight}")
+        from nicoll.hw.synth import TIMING_WEIGHTS
+        if args.timing_weight not in TIMING_WEIGHTS:
+            raise NicollError(f"--timing-weight must be between {TIMING_WEIGHTS.start} and "
+                              f"{TIMING_WEIGHTS.stop - 1}, not {args.timing_weight}")
         parameters["nextpnr"] = f"--placer-heap-timingweight {args.timing_weight}"
     build_dir = build_root() / "synth" / args.board / name
     if args.estimate:
