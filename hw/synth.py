@@ -831,6 +831,19 @@ def _absorb_output_registers(folder, name):
         json.dump([dataclasses.asdict(merge) for merge in merges], f, indent=1)
 
 
+#: The progress message of ecppack's second run (_run_plan).
+_ECPPACK_AGAIN = "ecppack (again: it failed once)"
+
+
+def _ecppack_line(script):
+    """The ecppack command of an Amaranth build script (its line that runs ``$ECPPACK``)."""
+    lines = [line for line in script.read_text().splitlines()
+             if line.lstrip().startswith('"$ECPPACK"')]
+    if len(lines) != 1:
+        raise SynthesisError(f"{script} has {len(lines)} ecppack commands, not one")
+    return lines[0]
+
+
 def _run_plan(plan, name, build_dir, files, report):
     """Run the tools of ``plan`` in a thread, calling ``report`` as each stage starts; return
     the exception that stopped them, or None."""
@@ -852,7 +865,20 @@ def _run_plan(plan, name, build_dir, files, report):
                 # yosys's step of the script then does nothing: `true` takes any arguments.
                 env["YOSYS"] = "true"
                 script = ["sh", f"{plan.script}.sh"]
-            subprocess.check_call(script, cwd=folder, env=env)
+            try:
+                subprocess.check_call(script, cwd=folder, env=env)
+            except subprocess.CalledProcessError:
+                if not (files["report"].exists() and files["config"].exists()):
+                    raise
+                # nextpnr finished; ecppack stopped.  It turns the textual config into a
+                # bitstream and nothing else, so it runs once more: one of a two-seed sweep
+                # of the 64-node barrier failed with "Failed to process input config:
+                # unexpected token" and the same command on the same config then passed
+                # with the same bitstream (2026-11-29).
+                messages.append(_ECPPACK_AGAIN)
+                subprocess.check_call(["sh", "-c", ": ${ECPPACK:=ecppack}; "
+                                       + _ecppack_line(folder / f"{plan.script}.sh")],
+                                      cwd=folder, env=env)
         except BaseException as error:  # re-raised in the calling thread
             outcome["error"] = error
 
@@ -862,12 +888,18 @@ def _run_plan(plan, name, build_dir, files, report):
     # Stage boundaries are the appearance of each tool's last output file: yosys writes the
     # netlist at its end, nextpnr the textual config, ecppack the bitstream.
     stages = [("netlist", "nextpnr"), ("config", "ecppack")]
+
+    def stages_reached():
+        while stages and files[stages[0][0]].exists():
+            report(stages.pop(0)[1])
     while worker.is_alive():
         worker.join(_POLL_S)
         while messages:
-            report(messages.pop(0))
-        while stages and files[stages[0][0]].exists():
-            report(stages.pop(0)[1])
+            message = messages.pop(0)
+            if message == _ECPPACK_AGAIN:
+                stages_reached()        # ecppack's start, if this poll has not told it yet
+            report(message)
+        stages_reached()
     return outcome.get("error")
 
 

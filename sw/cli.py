@@ -158,7 +158,7 @@ def _pairs(text):
 
 
 def _synth(args):
-    from nicoll.hw.synth import synthesize
+    from nicoll.hw.synth import SynthesisError, synthesize
     from nicoll.sim.toolchain import apply_tool_env, build_root
     from nicoll.hw.alu import all_capabilities
     apply_tool_env()
@@ -203,17 +203,28 @@ def _synth(args):
         return 0
     if args.jobs < 1:
         raise NicollError(f"--jobs must be at least 1, not {args.jobs}")
-    results = _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz)
+    outcomes = _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz)
+    results = [r for r in outcomes if not isinstance(r, SynthesisError)]
+    failures = [(seed, r) for seed, r in zip(args.seed, outcomes) if isinstance(r, SynthesisError)]
+    if not results:
+        raise NicollError("; ".join(f"seed {seed}: {error}" for seed, error in failures))
     result = max(results, key=lambda r: r.fmax_mhz)
     text = result.to_text()
-    if len(results) > 1:
-        text += "\n  seed sweep: " + ", ".join(f"seed {r.seed} {r.fmax_mhz:.2f} MHz"
-                                               for r in results) + f" (best: seed {result.seed})"
+    if len(outcomes) > 1:
+        text += "\n  seed sweep: " + ", ".join(
+            f"seed {seed} failed" if isinstance(r, SynthesisError)
+            else f"seed {r.seed} {r.fmax_mhz:.2f} MHz" for seed, r in zip(args.seed, outcomes)
+        ) + f" (best: seed {result.seed})"
     report = build_root() / "synth" / f"{args.board}_{name}.txt"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text + "\n")
     console.print(text)
     console.print(f"report written to {report}")
+    if failures:
+        # A sweep with a failed seed is not the sweep the command asked for: it is not
+        # recorded, and the other seeds' results above stay in their folders.
+        raise NicollError("; ".join(f"seed {seed}: {error}" for seed, error in failures)
+                          + ("; nothing recorded" if args.record else ""))
     if args.record:
         from . import synthesis
         command = ".venv/bin/nicoll " + " ".join(_recorded_argv(args.argv))
@@ -244,6 +255,7 @@ def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz
     each seed elaborates, runs yosys and nextpnr in its own folder."""
     import concurrent.futures
     import threading
+    from nicoll.hw.synth import SynthesisError
     seeds = args.seed
     stages = {seed: "waiting" for seed in seeds}
     lock = threading.Lock()
@@ -261,6 +273,10 @@ def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz
                               seed=seed, target_mhz=target_mhz, router=args.router,
                               widelut=not args.nowidelut, timing_weight=args.timing_weight,
                               progress=progress)
+        except SynthesisError as error:
+            # The seed's tools failed: the others go on (their results are not lost), and
+            # the caller reports this one.
+            return error
         finally:
             progress("done")
 
@@ -272,7 +288,9 @@ def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz
                 f"seed {seed}: {stages[seed]}" for seed in seeds) + " (nextpnr takes minutes)")
 
     def report(seed, result):
-        if len(seeds) > 1:
+        if isinstance(result, SynthesisError):
+            console.print(f"seed {seed}: failed ({str(result).splitlines()[0]})")
+        elif len(seeds) > 1:
             console.print(f"seed {seed}: {result.fmax_mhz:.2f} MHz "
                           f"({'met' if result.timing_met else 'missed'})")
 
@@ -295,7 +313,7 @@ def _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz
                     pending, timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     seed = pending.pop(future)
-                    results[seed] = future.result()     # an error stops the sweep
+                    results[seed] = future.result()     # a failed seed's is its error
                     report(seed, results[seed])
                 status.update(line())
         finally:

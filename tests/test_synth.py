@@ -377,7 +377,7 @@ def test_board_plans_place_the_harness_pins(board, device, pins, tmp_path):
 # Real synthesis -----------------------------------------------------------------------------
 
 @pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
-def test_synthesize_small(tmp_path):
+def test_synthesize_small(tmp_path, monkeypatch):
     messages = []
     result = synthesize(MacMem, name="macmem", build_dir=tmp_path / "a",
                         progress=messages.append, target_mhz=150)
@@ -424,19 +424,40 @@ def test_synthesize_small(tmp_path):
 
     # Another seed of the same design runs no yosys: it copies the first run's netlist (byte
     # for byte) and places it with its own seed (and here a placer timing weight, another
-    # nextpnr option, which nextpnr's command line carries).
+    # nextpnr option, which nextpnr's command line carries).  Its ecppack fails once, as
+    # YoWASP's did once in a sweep (hw.synth._run_plan): it runs again and the bitstream is
+    # the first run's.
     messages = []
+    flaky = tmp_path / "flaky_ecppack"
+    flaky.write_text(f'#!/bin/sh\nif [ ! -e "{tmp_path}/failed_once" ]; then\n'
+                     f'  touch "{tmp_path}/failed_once"\n'
+                     '  echo "Failed to process input config: unexpected token" >&2; exit 1\nfi\n'
+                     'exec yowasp-ecppack "$@"\n')
+    flaky.chmod(0o755)
+    monkeypatch.setenv("ECPPACK", str(flaky))
     second = synthesize(MacMem, name="macmem", build_dir=tmp_path / "b", seed=2,
                         progress=messages.append, target_mhz=150, timing_weight=30)
+    assert (tmp_path / "failed_once").exists()
     script = (tmp_path / "b" / "build_macmem.sh").read_text()
     assert "--placer-heap-timingweight 30" in script and "--seed 2" in script
     assert "--placer-heap-timingweight" not in (tmp_path / "a" / "build_macmem.sh").read_text()
     assert messages == ["elaborating macmem", "yosys",
                         f"yosys (its netlist from {(tmp_path / 'a').resolve()})",
-                        "nextpnr", "ecppack", "reading report"]
+                        "nextpnr", "ecppack", "ecppack (again: it failed once)",
+                        "reading report"]
+    # An uncompressed ECP5 bitstream has the device's size: the retry wrote a whole one.
+    assert ((tmp_path / "b" / "macmem.bit").stat().st_size
+            == (tmp_path / "a" / "macmem.bit").stat().st_size)
     assert ((tmp_path / "a" / "macmem.json").read_bytes()
             == (tmp_path / "b" / "macmem.json").read_bytes())
     assert second.seed == 2 and (second.lut4, second.ff) == (result.lut4, result.ff)
+    # An ecppack that fails twice stops the run, with its stage named.
+    broken = tmp_path / "broken_ecppack"
+    broken.write_text('#!/bin/sh\necho "Failed to process input config" >&2\nexit 1\n')
+    broken.chmod(0o755)
+    monkeypatch.setenv("ECPPACK", str(broken))
+    with pytest.raises(SynthesisError, match=r"Synthesis of 'macmem' failed in ecppack"):
+        synthesize(MacMem, name="macmem", build_dir=tmp_path / "c", seed=3, target_mhz=150)
 
 
 def _plan_key(factory, seed, build_dir):
@@ -584,6 +605,47 @@ def test_seeds_run_in_parallel_and_come_back_in_seed_order(tmp_path):
                            None, "x", tmp_path, 150.0)
     assert [r.seed for r in results] == [3, 1, 2]
     assert folders == {s: tmp_path / f"seed{s}" for s in (1, 2, 3)}
+
+
+def test_a_failed_seed_neither_stops_the_sweep_nor_is_recorded(tmp_path, monkeypatch, capsys):
+    """A seed whose tools fail is reported as failed; the other seeds still run and their
+    results are printed, the command exits with an error naming the seed and its stage, and
+    --record writes nothing.  One seed alone that fails is the same error, not a traceback."""
+    import nicoll.hw.synth as hw_synth
+    from nicoll import synthesis
+    from nicoll.cli import main
+    monkeypatch.setenv("NICOLL_BUILD_DIR", str(tmp_path / "build"))
+    ran = []
+
+    def fake_synthesize(factory, *, name, seed, **options):
+        ran.append(seed)
+        if seed == 2:
+            raise hw_synth.SynthesisError(f"Synthesis of {name!r} failed in ecppack (exit 1); "
+                                          "build folder somewhere\nlog tail")
+        result = _fake_result(seed, 190.0 + seed)
+        result.to_text = lambda: f"{name}: {result.fmax_mhz:.2f} MHz at seed {seed}"
+        return result
+
+    monkeypatch.setattr(hw_synth, "synthesize", fake_synthesize)
+    record_before = synthesis.RECORD_PATH.read_bytes()
+    table_before = synthesis.TABLE_PATH.read_bytes()
+    assert main(["synth", "--block", "packer", "--data-width", "64", "--seed", "1,2,3",
+                 "--jobs", "2", "--record"]) == 2
+    out, err = capsys.readouterr()
+    assert sorted(ran) == [1, 2, 3]
+    assert "seed 2: failed (Synthesis of 'packer_w64' failed in ecppack (exit 1); " in out
+    assert "seed sweep: seed 1 191.00 MHz, seed 2 failed, seed 3 193.00 MHz (best: seed 3)" in out
+    assert "packer_w64: 193.00 MHz at seed 3" in out
+    assert err.startswith("nicoll: error: seed 2: Synthesis of 'packer_w64' failed in ecppack")
+    assert err.rstrip().endswith("nothing recorded")
+    assert synthesis.RECORD_PATH.read_bytes() == record_before
+    assert synthesis.TABLE_PATH.read_bytes() == table_before
+
+    ran.clear()
+    assert main(["synth", "--block", "packer", "--data-width", "64", "--seed", "2"]) == 2
+    out, err = capsys.readouterr()
+    assert ran == [2] and "Traceback" not in err
+    assert err.startswith("nicoll: error: seed 2: Synthesis of 'packer_w64' failed in ecppack")
 
 
 def test_timing_weight_must_be_in_range(capsys):
