@@ -770,19 +770,6 @@ class Engine(wiring.Component):
         # a of the receive region (recv.stride bytes each), packet by packet at their offsets.
         m.submodules.agg_sends_fifo = sends_fifo = reset(
             SyncFIFOBuffered(width=48, depth=max(self._max_nodes, 2)))
-        # A SEND notice is written into the queue a cycle after the parser's decision, from
-        # flops (the room check and its error with it): written in the decision's cycle, the
-        # decision was the distributed RAM's write enable, the 64-bit core's routed path at
-        # seed 1 of 750a00a (d_stale -> the decision -> the queue's RAM, 6.71 ns), its
-        # latest pins at seeds 1 and 2 of the sweep that recorded it.
-        v.sends_push = sends_push = Signal()
-        v.sends_push_data = sends_push_data = Signal(40)
-        m.d.sync += sends_push.eq(0)
-        with m.If(self.clear):
-            m.d.sync += sends_push.eq(0)
-        m.d.comb += [sends_fifo.w_en.eq(sends_push), sends_fifo.w_data.eq(sends_push_data)]
-        with m.If(sends_push & ~sends_fifo.w_rdy):
-            m.d.comb += raise_error.protocol.eq(1)   # more SENDs than groups
         agg_tx_start = Signal()
         agg_tag = Signal(16)
         agg_unit = Signal(8)
@@ -1361,7 +1348,6 @@ class Engine(wiring.Component):
             "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
             "P_PASS", "P_DROP",
         ))
-        sends_push, sends_push_data = v.sends_push, v.sends_push_data
         decide_first = v.decide_first
         # A data packet's accept moves the message's counts by an enable made of flops only:
         # the classes exclude one another, so the decision's priority chain (the clear,
@@ -1412,9 +1398,12 @@ class Engine(wiring.Component):
                         # destination group, so the queue never fills), TAKEN, DELIVERED
                         # (nothing to do), DONE.
                         with m.If(got.code == NoticeKind.SEND.value):
-                            m.d.sync += [sends_push.eq(1),
-                                         sends_push_data.eq(Cat(got.seq, got.arg[:8],
-                                                                got.addr[:16]))]
+                            with m.If(sends_fifo.w_rdy):
+                                m.d.comb += [sends_fifo.w_en.eq(1),
+                                             sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8],
+                                                                      got.addr[:16]))]
+                            with m.Else():
+                                m.d.comb += raise_error.protocol.eq(1)
                         with m.If(got.code == NoticeKind.DONE.value):
                             m.d.sync += agg_done.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
