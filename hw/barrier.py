@@ -427,12 +427,8 @@ class BarrierUnit(wiring.Component):
         m.d.sync += s.routed_any.eq(Cat(route.word_select(x, rw) != 0 for x in range(n)))
 
         # Members of this subtree, for the abort log: routed below, or this node itself.
-        # Flops, as the vectors above (the configuration is static while barriers run): the
-        # id compares and the entries' tests in front of the log's write data were the
-        # 64-node unit's latest pins at seed 2 of 618a409 on the 85F (node_id_q -> the
-        # log's distributed RAM, 5.89 ns against 5 ns).
         s.member = Signal(n)
-        m.d.sync += s.member.eq(Cat((route.word_select(i, rw) != 0) | (s.node_id == i)
+        m.d.comb += s.member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (s.node_id == i)
                                     for i in range(n)))
 
     # ---- Local tree checks (registered: they are wide and the tree is static) --------------
