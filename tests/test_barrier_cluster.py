@@ -5,7 +5,8 @@ aborts are exact), the Amaranth simulation (3 nodes; one barrier of each mode, s
 SWEEP_BACKENDS) and Verilator (5 nodes).  On the gateware a
 completion reaches the root and a release reaches a node after a few cycles per tree hop, so
 arrivals are spaced by far more than the tree's notice latency and the checks allow that
-latency: LATENCY_PER_HOP cycles per hop, measured here in ``test_release_latency``.
+latency: LATENCY_PER_HOP cycles per hop, a bound; ``test_release_latency`` holds the release to
+what it takes today (HOP, RELEASE_BASE).
 """
 
 import os
@@ -22,6 +23,14 @@ from conftest import NODES, cluster_kwargs
 #: An upper bound of the cycles one tree hop takes (notice to packet, switch, packet to
 #: notice, the unit's forwarding) at every data width the tests use.
 LATENCY_PER_HOP = 16
+#: What a release takes at the tests' data width (64 bits), measured on 2026-11-29 at
+#: 618a409: the last completion at a leaf of depth d is released everywhere after
+#: RELEASE_BASE + 2 · d · HOP cycles (30 at depth 1 on the Amaranth cluster, 54 at depth 2 on
+#: Verilator's), as `test_release_latency` holds it: a register stage added on a notice's way
+#: fails it (2 · d cycles more), one taken out passes.  The 256-bit figures are in
+#: docs/barrier.md.  (At b098fa3, before the datapath's register slices, a hop took 4 cycles.)
+HOP = 12
+RELEASE_BASE = 6
 #: Arrivals are at least this many cycles apart (see _spacing).
 MIN_SPACING = 160
 
@@ -253,7 +262,8 @@ def test_late_finishers_never_count(cluster):
 
 @backends(BACKENDS)
 def test_release_latency(cluster):
-    """The release reaches every rank within 2 · depth · hop cycles of the last completion."""
+    """The release reaches every rank within RELEASE_BASE + 2 · depth · HOP cycles of the last
+    completion (a ratchet: the cycles a notice takes today)."""
     cl = cluster
     if cl.backend == "model":
         pytest.skip("the model moves notices with zero latency: there is nothing to measure")
@@ -265,7 +275,7 @@ def test_release_latency(cluster):
         arrive[rank] = _spacing(cl)
         cl.barrier(arrive=arrive)
         latency = cl.last.cycles - _spacing(cl)
-        assert 0 < latency <= 2 * depth * LATENCY_PER_HOP + LATENCY_PER_HOP, (rank, latency)
+        assert 0 < latency <= RELEASE_BASE + 2 * depth * HOP, (rank, latency)
 
 
 _BAD_ARGUMENTS = [
