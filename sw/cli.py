@@ -205,9 +205,10 @@ def _synth(args):
         raise NicollError(f"--jobs must be at least 1, not {args.jobs}")
     outcomes = _synth_seeds(args, console, synthesize, factory, name, build_dir, target_mhz)
     results = [r for r in outcomes if not isinstance(r, SynthesisError)]
-    failures = [(seed, r) for seed, r in zip(args.seed, outcomes) if isinstance(r, SynthesisError)]
+    failed = "; ".join(f"seed {seed}: {r}" for seed, r in zip(args.seed, outcomes)
+                       if isinstance(r, SynthesisError))
     if not results:
-        raise NicollError("; ".join(f"seed {seed}: {error}" for seed, error in failures))
+        raise NicollError(failed)
     result = max(results, key=lambda r: r.fmax_mhz)
     text = result.to_text()
     if len(outcomes) > 1:
@@ -220,11 +221,10 @@ def _synth(args):
     report.write_text(text + "\n")
     console.print(text)
     console.print(f"report written to {report}")
-    if failures:
+    if failed:
         # A sweep with a failed seed is not the sweep the command asked for: it is not
         # recorded, and the other seeds' results above stay in their folders.
-        raise NicollError("; ".join(f"seed {seed}: {error}" for seed, error in failures)
-                          + ("; nothing recorded" if args.record else ""))
+        raise NicollError(failed + ("; nothing recorded" if args.record else ""))
     if args.record:
         from . import synthesis
         command = ".venv/bin/nicoll " + " ".join(_recorded_argv(args.argv))
