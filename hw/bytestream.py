@@ -697,16 +697,26 @@ _UNPACKER_SLOTS = 4
 
 
 def _unpacker_control_layout(data_width, row_bits):
-    """What travels with a row of :class:`RowUnpacker` through its rotator stages: ``rot``
-    brings the chunk's bytes, picked in stream order from lane ``(lo + rot) mod W``, to lanes
-    ``lo .. lo+n-1``; ``mask`` is those lanes (zero for the mask-zero ``last`` row of a
-    dropped message)."""
+    """What travels with a row of :class:`RowUnpacker` from its plan: ``rot`` brings the
+    chunk's bytes, picked in stream order from lane ``(lo + rot) mod W``, to lanes
+    ``lo .. lo+n-1``; ``mask`` is those lanes.  The plan takes a chunk on the presence of
+    its beats alone; whether the message's last beat holds all of its bytes travels
+    alongside as compares made from registers (``short``, ``extra``), and the stage after
+    the plan turns them into the row's fate (see :meth:`RowUnpacker._judge`)."""
     return data.StructLayout({
         "valid": 1,
         "rot": _lane_bits(data_width),
         "mask": data_width // 8,
         "row": row_bits,
         "last": 1,
+        # The chunk needs bytes the message does not have: it runs on past the message's
+        # last beat, or ends in it beyond its byte count.
+        "short": 1,
+        # The chunk ends in the message's last beat short of its byte count.
+        "extra": 1,
+        # The chunk ends in the message's last beat at its top lane: a chunk after it (in
+        # the same message) starts past the message's bytes, at lane 0 of no beat.
+        "spends": 1,
     })
 
 
@@ -756,9 +766,6 @@ class _UnpackerState:
         self.free_slot = Signal(_UNPACKER_SLOTS, init=(1 << _UNPACKER_SLOTS) - 1)
         self.tail = Signal(range(_UNPACKER_SLOTS))        # where the next beat goes
         self.pops = Signal(range(3))                      # beats done with this cycle
-        # B0 is a message's last beat whose bytes are all used, kept until the message's
-        # last chunk so that a chunk with no bytes left finds the message ended.
-        self.spent = Signal()
         self.taken = Signal()                             # a beat goes into a slot
         self.held_valid = Signal()                        # the input register holds a beat
         self.lim_in = Signal(range(lanes + 1))            # its byte count (a register)
@@ -831,17 +838,25 @@ class RowUnpacker(wiring.Component):
     the message's byte offset modulo ``W`` is a register every chunk moves on by its ``n``
     (every beat but a message's last is full), so each chunk carries where it starts in B0,
     whether it runs on into B1 and where it ends.  From the buffer's registers the lane
-    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedRing`, which
-    keeps beside each chunk the compares of its end with B0's and B1's byte counts, made a
-    cycle ahead for the chunk and the beats the plan will see.  Register stages follow:
+    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedRing` whose
+    head register holds the bits the plan decides on.  Register stages follow:
 
-    1. *Plan*: those compare flags, the chunk's crossing flag and the ``last`` flags of B0
-       and B1 decide whether the chunk is served, dropped or waits and how many beats it
-       finishes; no chunk size meets a running count.  The control word of the row
-       (rotation, lane mask, row, last) is registered, and so are the chunk's bytes in
-       stream order, picked lane by lane from B0 (at and above the chunk's start) or B1
-       (below it) by a lane mask the chunk carries.
-    2. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
+    1. *Plan*: the chunk is taken once the beats it touches are in their slots, from flags
+       alone (its crossing and ``last`` flags, whether its end is B0's or B1's top lane, and
+       B0's and B1's presence and ``last`` flags); no count or compare is part of the
+       decision.  A message's last beat stays in B0 until the message's last chunk has
+       been taken, so the chunks after one that does not fit are taken against the same
+       beats as if it had.  The control word of the row (rotation, lane mask, row, last,
+       and the compares of the chunk's end with the byte count of the beat it ends in) is
+       registered, and so are the chunk's bytes in stream order, picked lane by lane from
+       B0 (at and above the chunk's start) or B1 (below it) by a lane mask the chunk
+       carries.
+    2. *Judge*, on the control word alone: a chunk that does not fit, and every chunk of
+       its message after it, writes nothing (the message's last chunk gives its mask-zero
+       row); it sets ``underrun``, and a last chunk that leaves bytes of its beat sets
+       ``overrun``.  No register of its own: it sits between the plan's register and the
+       rotator's first.
+    3. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
        then one bit per stage; the last stage, with the lane mask, loads the output
        register (one stage at 64 bits, two at 128, three at 256, four at 512).
 
@@ -902,10 +917,17 @@ class RowUnpacker(wiring.Component):
         # pointers only, and its ``i.ready`` is a flop, so the decision stops at the head
         # (as a one-entry slice, it went on into the chunk buffer's enables: the 256-bit
         # engine's routed critical path, `used` -> have -> fits -> ready -> `skid_valid`).
-        # Each entry keeps its own checks (no head register): the decision also chooses
-        # which counts the checks compare with, and a head register would put the take's
-        # choice after that (the 64-bit core's critical path, 11 levels, when it did).
-        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=7, head_register=False)
+        # The bits the plan decides on (crossing, last, tail) are the ring's head register,
+        # so the decision starts at flops, not at the entries' multiplexer.
+        lane_bits = _lane_bits(width)
+        m.submodules.chunk_head = chunk_head = CheckedRing(placed, checks=lane_bits + 3)
+        self._place(m, chunk_in, chunk_head.i)
+
+        def head_flags(entry):
+            return Cat(entry.cross, entry.last, entry.tail)
+        m.d.comb += chunk_head.block_new.eq(head_flags(chunk_head.i.payload))
+        m.d.comb += [chunk_head.block_entry[k].eq(head_flags(chunk_head.entries[k]))
+                     for k in range(2)]
         self._place(m, chunk_in, chunk_head.i)
 
         # Every stage but the beat slots moves when the output register is free.
@@ -930,10 +952,11 @@ class RowUnpacker(wiring.Component):
         self.mirrors += [(state.used_is[j], state.used == j)
                          for j in range(_UNPACKER_SLOTS + 1)]
         with m.If(plan_advance):
-            self._plan(m, state, chunk_head, control, overrun_now, underrun_now)
+            self._plan(m, state, chunk_head, control, overrun_now)
             m.d.sync += picked.eq(self._pick(state, chunk_head.o.payload.below))
-        self._tail_checks(m, state, chunk_head)
-        stages = _rotation_stages(_lane_bits(width))
+        extra_now = Signal()
+        control = self._judge(m, advance, control, extra_now, underrun_now)
+        stages = _rotation_stages(lane_bits)
         rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
         # The output payload has no reset (its valid has): no load on the clear net.
         out = Signal(self.rows.payload.shape(), reset_less=True)
@@ -944,7 +967,7 @@ class RowUnpacker(wiring.Component):
 
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
-        with m.If(overrun_now):
+        with m.If(overrun_now | extra_now):
             m.d.sync += self.overrun.eq(1)
         with m.If(underrun_now):
             m.d.sync += self.underrun.eq(1)
@@ -1084,93 +1107,89 @@ class RowUnpacker(wiring.Component):
                               Mux(slot[0], choices[1], choices[0])))
         return Cat(*picked)
 
-    def _plan(self, m, s, chunk_head, control, overrun_now, underrun_now):
+    def _plan(self, m, s, chunk_head, control, overrun_now):
         """Stage 1: what the chunk at the head of the chunk buffer does, and its control word.
-        Runs only in cycles the pipeline advances."""
+        Runs only in cycles the pipeline advances.
+
+        The decision reads flags only: the chunk is taken once the beats it touches are in
+        their slots (B0; B1 too when it crosses into it, unless B0 is the message's last
+        beat).  Whether those beats hold all of its bytes is not part of it: a message's
+        last beat stays in B0 until the message's last chunk, so a chunk that does not fit
+        still finds that beat there and leaves the beats as a fitting one would, and the
+        compares of its tail with the byte counts go into the control word for the stage
+        after (:meth:`_judge`), which decides what is written."""
         chunk_in = chunk_head.o
         chunk = chunk_in.payload
-        lim0, last0, last1 = s.lim[0], s.last[0], s.last[1]
+        lim0, lim1, last0, last1 = s.lim[0], s.lim[1], s.last[0], s.last[1]
         have0, have1 = s.have
+        flags = chunk_head.o_blocked
+        c_cross, c_last, c_tail = flags[0], flags[1], flags[2:]
+        c_tail_top = c_tail[-1]       # the chunk uses its last beat to the top lane
 
-        dropping = Signal()           # the rest of a message's beats are dropped ...
-        extra = Signal()              # ... and they are extra bytes (overrun)
-        skipping = Signal()           # the rest of a message's chunks are dropped (underrun)
+        # The rest of a message's beats are dropped: its last chunk ended before its last
+        # beat (more bytes than chunks).
+        dropping = Signal()
 
-        # The chunk's end against the byte count of the beat it ends in (B0, or B1 when it
-        # crosses), and the chunk's own bits the decision reads, all with the head slice's
-        # checks (their own multiplexer, selected apart from the payload's).
-        fits_b0, ends_b0, fits_b1, ends_b1, c_cross, c_last, c_tail_top = chunk_head.o_blocked
-        # A chunk that crosses needs B0 full and not the message's last, and B1 in a slot.
-        fits = have0 & Mux(c_cross, ~last0 & have1 & (~last1 | fits_b1),
-                           ~s.spent & (~last0 | fits_b0))
-        ended = have0 & (last0 | (have1 & last1))   # the message's last beat is in a slot
-        normal = chunk_in.valid & ~dropping & ~skipping
-        serve = normal & fits
-        short = normal & ~fits & ended
-        skip = chunk_in.valid & skipping
-        m.d.comb += chunk_in.ready.eq(serve | short | skip)
-        # The chunk ends the message's bytes exactly.
-        exact = c_last & Mux(c_cross, last1 & ends_b1, last0 & ends_b0)
-        # Where the chunk leaves the beat it ends in: used up (it goes, unless it is the
-        # message's last and the message has chunks to come), or spent (it stays).
-        ends_at = Mux(c_cross, last1 & ends_b1, last0 & ends_b0)
-        ended_beat_last = Mux(c_cross, last1, last0)
-        goes = Mux(ended_beat_last, c_last & ends_at, c_tail_top)
+        # The chunk runs on past the message's last beat, so it cannot fit.
+        beyond = c_cross & last0
+        steps = c_cross & ~last0      # it finishes B0 and ends in B1
+        present = have0 & (~c_cross | last0 | have1)
+        serve = chunk_in.valid & ~dropping & present
+        m.d.comb += chunk_in.ready.eq(serve)
+        # The beat the chunk ends in (B0 for one past the message's end), and whether it
+        # goes: a message's last beat with the message's last chunk, another when the chunk
+        # uses it to the top lane.
+        end_last = Mux(steps, last1, last0)
+        goes = Mux(end_last, c_last, c_tail_top)
+        m.d.comb += s.serve_pops.eq(steps + goes)
         drop_beat = dropping & have0
 
-        m.d.comb += s.serve_pops.eq(c_cross + goes)
         with m.If(serve):
             m.d.comb += s.serving.eq(1)
-            m.d.sync += s.spent.eq(ended_beat_last & ends_at & ~c_last)
+            with m.If(c_last & ~end_last):
+                m.d.sync += dropping.eq(1)
         with m.Elif(drop_beat):
-            m.d.comb += [s.drop_pop.eq(1), overrun_now.eq(extra & (lim0 != 0))]
-            m.d.sync += s.spent.eq(0)
+            m.d.comb += [s.drop_pop.eq(1), overrun_now.eq(lim0 != 0)]
             with m.If(last0):
                 m.d.sync += dropping.eq(0)
 
-        with m.If(serve & c_last & ~exact):
-            m.d.sync += [dropping.eq(1), extra.eq(1)]
-        with m.If(short):
-            m.d.comb += underrun_now.eq(1)
-            m.d.sync += [dropping.eq(1), extra.eq(0), skipping.eq(~c_last)]
-        with m.If(skip & c_last):
-            m.d.sync += skipping.eq(0)
-
-        # The row: served, or the mask-zero row of a dropped message's last chunk.
+        # The tail against the byte count of the beat it ends in, from registers.
+        over = Mux(steps, c_tail > lim1, c_tail > lim0)
+        under = Mux(steps, c_tail < lim1, c_tail < lim0)
         m.d.sync += [
-            control.valid.eq(serve | ((short | skip) & c_last)),
+            control.valid.eq(serve),
             control.rot.eq(chunk.rot),
-            control.mask.eq(Mux(serve, chunk.mask, 0)),
+            control.mask.eq(chunk.mask),
             control.row.eq(chunk.row),
             control.last.eq(c_last),
+            control.short.eq(beyond | (end_last & over)),
+            control.extra.eq(end_last & under),
+            control.spends.eq(end_last & c_tail_top),
         ]
 
-    def _tail_checks(self, m, s, chunk_head):
-        """The compares the plan needs, for the next cycle: the tail of the chunk the head
-        slice will hold (the one it keeps, or the one arriving) against the byte counts B0
-        and B1 will have.  Every compare is of registers or of the incoming beat's count,
-        computed for each number of beats that may go and each place a new beat may land;
-        the plan's ``pops`` only chooses among the results, the way it chooses the slots'
-        next contents."""
-        def checks(tail):
-            kept = [(tail <= lim, tail == lim) for lim in s.lim]
-            arriving = (tail <= s.lim_in, tail == s.lim_in)
-            choices = []
-            for p in range(3):
-                result = []
-                for b in (0, 1):              # B0 and B1 after ``p`` beats go: slot b + p
-                    lands = s.held_valid & (s.used_is[b + p] if b + p < _UNPACKER_SLOTS
-                                            else Const(0, 1))
-                    result += [Mux(lands, new, old) for new, old in zip(arriving, kept[b + p])]
-                choices.append(Cat(*result))
-            return s.by_pops(choices)
-
-        # Each entry's checks are exact for it next cycle whether or not it is the head.
-        def flags(entry):
-            return Cat(checks(entry.tail), entry.cross, entry.last, entry.tail[-1])
-        m.d.comb += chunk_head.block_new.eq(flags(chunk_head.i.payload))
-        m.d.comb += [chunk_head.block_entry[k].eq(flags(chunk_head.entries[k]))
-                     for k in range(2)]
+    def _judge(self, m, advance, control, extra_now, underrun_now):
+        """The stage after the plan: which planned chunks are written.  A message whose chunk
+        did not fit (``short``) writes none from that chunk on; its last chunk still gives a
+        row, with ``mask`` zero, so a consumer counting messages by ``last`` stays in step.
+        A chunk after one that used the message's last byte at the top lane of its beat
+        (``spends``) does not fit either: its compares, made against that same beat, cannot
+        tell (its tail counts from lane 0 of the beat after).
+        A message's last chunk that fits but leaves bytes of the last beat flags an overrun.
+        Returns the control word that goes on, a function of registers."""
+        # A chunk of this message did not fit: the rest of its chunks write nothing.
+        failed = Signal()
+        bad = control.short | failed
+        judged = Signal(control.shape())
+        m.d.comb += [
+            judged.eq(control),
+            judged.valid.eq(control.valid & (~bad | control.last)),
+            judged.mask.eq(Mux(bad, 0, control.mask)),
+        ]
+        with m.If(advance & control.valid):
+            m.d.sync += failed.eq((bad | control.spends) & ~control.last)
+            m.d.comb += [underrun_now.eq(bad),
+                         extra_now.eq(control.last & ~bad & control.extra)]
+        return judged
 
     def _output(self, m, rotated, control, stage, out):
         """Last stage: the last bit of the rotation and the lane mask, into the output

@@ -651,6 +651,27 @@ def test_mismatch_random(data_width, seed, stall):
     assert flags == {"overrun": overrun, "underrun": underrun}
 
 
+@pytest.mark.parametrize("case", ["after_full_last_beat", "past_last_beat"])
+def test_underrun_at_the_end_of_the_bytes(case):
+    """A message short of its chunks where the compares of a chunk's tail with the last
+    beat's byte count cannot tell on their own: the chunk after one that used the last beat
+    to its top lane starts at lane 0 again (of no beat), and a chunk that crosses out of the
+    message's last beat must not wait for a beat after it (there is none here).  Either way
+    the message ends in its mask-zero row and only ``underrun`` is set."""
+    lanes = 8
+    rng = random.Random(case)
+    if case == "after_full_last_beat":
+        payload, dst = rng.randbytes(2 * lanes), region(0, 2 * lanes + 3)
+    else:
+        payload, dst = rng.randbytes(lanes), region(2, lanes + 3)
+    messages = [(payload, reference_chunks(dst, lanes))]
+    rows, flags = run_unpacker(64, messages, stall=0.0, seed=71)
+    expected, overrun, underrun = reference_unpack(messages)
+    assert (overrun, underrun) == (False, True)
+    assert rows == expected and expected[-1]["mask"] == 0
+    assert flags == {"overrun": 0, "underrun": 1}
+
+
 # ---- Backpressure, rate and flop ready -------------------------------------------------------
 
 def packer_rows(messages, lanes, rng):
