@@ -1262,19 +1262,14 @@ class Engine(wiring.Component):
         # from the stored header (while P_DECIDE waits), so P_DECIDE itself only reads flops.
         # They read receive state too; when that state was just rewritten (a command loaded
         # or a receive started), P_DECIDE waits a cycle for checks made from the new state.
-        ahead = Signal(packet_header_layout())
         if hbeats == 1:
             arriving = beat.data[:header_size]
         else:
             arriving = Cat(collected[:(hbeats - 1) * width], beat.data)[:header_size]
-        m.d.comb += ahead.eq(Mux(p_state == P_HEADER, arriving, got))
+        arriving = data.View(packet_header_layout(), arriving)
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
             "stale", "data_bad", "ends_message", "src_ok", "slot_over",
             "notice", "agg_out", "clear", "data")})
-        # Whether the header's last beat ends the packet (got_last once it is stored).
-        ahead_last = Mux(p_state == P_HEADER, beat.last, got_last)
-        from_hub = ahead.src == cur.send_to
-        empty = ahead.length == 0
         d_slot_end = Signal(33)         # addr + length of an aggregate packet
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
@@ -1282,37 +1277,55 @@ class Engine(wiring.Component):
         d_agg_lo, d_agg_hi, d_agg_base = v.d_agg_lo, v.d_agg_hi, v.d_agg_base
         agg_stride_q = Signal(32)
         # The slot (the packet's source group) as the multipliers' own operand flops, loaded
-        # from `ahead` in every cycle: equal to got's once the header is stored, so the
+        # from the header in every cycle: equal to got's once the header is stored, so the
         # products follow the stored header as before, from flops the placer can put by
         # the multipliers (from `collected`, which the parser's compares also load, the
         # route to the DSP was 3.0 of the 64-bit core's 7.81 ns path at seed 2 of ff0ac7f).
         agg_slot_q = Signal(8)
+
+        def header_checks(h, h_last):
+            """The registered checks, ``(flop, next value)``, for header ``h`` (``h_last``: its
+            last beat ends the packet)."""
+            from_hub = h.src == cur.send_to
+            empty = h.length == 0
+            return [
+                (d_after, h.length + rx_bytes),
+                (d_left, rx_left - h.length),
+                # A data packet is bad with more bytes than the region, or as the message's
+                # final packet leaving it short, or filling it with more to come: after >
+                # total and after == total as compares of the length with what is left, so
+                # no compare follows the sum.
+                (d.data_bad, (h.length > rx_left) | (h.code[0] != (h.length == rx_left))),
+                (d.ends_message, h.length == rx_left),
+                # The packet's class, one flag each (the kinds exclude one another), with
+                # every header-only condition of its branch in P_DECIDE folded in; P_DECIDE
+                # adds only the live state (aggregate command running, receive busy,
+                # clear-to-send sent).
+                (d.notice, (h.kind == PacketKind.REPACK_NOTICE) & from_hub),
+                (d.agg_out, ((h.kind == PacketKind.REPACK_OUT) & from_hub & ~h_last & ~empty
+                             & (h.seq[8:16] < cur.recv_tag))),
+                (d.clear, h.kind == PacketKind.CLEAR),
+                (d.data, ((h.kind == PacketKind.DATA) & ~h_last & ~empty & (h.src == rx_peer)
+                          & (h.seq == rx_tag) & (h.addr == rx_bytes))),
+                (d.src_ok, h.src < self._max_nodes),
+                (d_slot_end, h.addr + h.length),
+                (agg_slot_q, h.seq[8:16]),
+            ]
+
+        # Each check made twice, from the header as it stands once the beat arriving now is
+        # stored (P_HEADER) and from the stored header (while P_DECIDE waits), and chosen
+        # after: the state's decode selects a few results, not every bit of a header in
+        # front of the compares (the 256-bit engine's estimated paths, p_state -> the
+        # header's multiplexer -> a 32-bit compare -> d_data_bad, d_ends_message, d_data).
+        parsing_header = p_state == P_HEADER
+        m.d.sync += [flop.eq(Mux(parsing_header, new, stored))
+                     for (flop, new), (_, stored) in zip(header_checks(arriving, beat.last),
+                                                         header_checks(got, got_last))]
         m.d.sync += [
             d.stale.eq(rx_start | (state == LOAD)),
-            d_after.eq(ahead.length + rx_bytes),
-            d_left.eq(rx_left - ahead.length),
-            # A data packet is bad with more bytes than the region, or as the message's
-            # final packet leaving it short, or filling it with more to come: after > total
-            # and after == total as compares of the length with what is left, so no compare
-            # follows the sum.
-            d.data_bad.eq((ahead.length > rx_left)
-                          | (ahead.code[0] != (ahead.length == rx_left))),
-            d.ends_message.eq(ahead.length == rx_left),
-            # The packet's class, one flag each (the kinds exclude one another), with every
-            # header-only condition of its branch in P_DECIDE folded in; P_DECIDE adds only
-            # the live state (aggregate command running, receive busy, clear-to-send sent).
-            d.notice.eq((ahead.kind == PacketKind.REPACK_NOTICE) & from_hub),
-            d.agg_out.eq((ahead.kind == PacketKind.REPACK_OUT) & from_hub & ~ahead_last
-                         & ~empty & (ahead.seq[8:16] < cur.recv_tag)),
-            d.clear.eq(ahead.kind == PacketKind.CLEAR),
-            d.data.eq((ahead.kind == PacketKind.DATA) & ~ahead_last & ~empty
-                      & (ahead.src == rx_peer) & (ahead.seq == rx_tag)
-                      & (ahead.addr == rx_bytes)),
-            d.src_ok.eq(ahead.src < self._max_nodes),
             # An aggregate packet's end in its slot, registered; compared with the stride a
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
             # cycle on an aggregate packet.
-            d_slot_end.eq(ahead.addr + ahead.length),
             d.slot_over.eq(d_slot_end > cur.recv.stride),
             # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
             # the partial products and the sum registered here, added by _rx_state.  The
@@ -1321,13 +1334,12 @@ class Engine(wiring.Component):
             # aggregate packet), so the products are taken from the stored header, a cycle
             # of slack; the stride is a copy of the command's, loaded a cycle after it, so
             # the multipliers' operands are flops that can sit beside them.  The operands
-            # came through `ahead`'s multiplexer (the 256-bit engine's path p_state ->
-            # d_agg_hi, 6.91 ns), then from `cur` across the block (the 64-bit engine's,
-            # cur -> MULT18X18D -> d_agg_hi, 7.09 ns, 3.07 of it the multiplier; the copy
-            # is valid long before an aggregate packet can arrive: the command enters the
-            # AGGREGATE state two cycles after it is loaded).
+            # came through a multiplexer of the arriving and the stored header (the 256-bit
+            # engine's path p_state -> d_agg_hi, 6.91 ns), then from `cur` across the block
+            # (the 64-bit engine's, cur -> MULT18X18D -> d_agg_hi, 7.09 ns, 3.07 of it the
+            # multiplier; the copy is valid long before an aggregate packet can arrive: the
+            # command enters the AGGREGATE state two cycles after it is loaded).
             agg_stride_q.eq(cur.recv.stride),
-            agg_slot_q.eq(ahead.seq[8:16]),
             d_agg_lo.eq(agg_slot_q * agg_stride_q[:16]),
             d_agg_hi.eq(agg_slot_q * agg_stride_q[16:32]),
             d_agg_base.eq(cur.recv.offset + got.addr),
