@@ -902,9 +902,8 @@ class RowUnpacker(wiring.Component):
         lanes = width // 8
         state = _UnpackerState(width, lanes)
         placed = _placed_chunk_layout(width, self._row_bits)
-        # Chunks: placed on the way into a skid buffer, then a slice that keeps beside its
-        # chunk the compares of the chunk's tail with B0's and B1's byte counts, worked out
-        # a cycle ahead for the chunk and the beats it will see (see _tail_checks).
+        # Chunks: placed on the way into a skid buffer, then a slice whose head register
+        # holds the bits the plan decides on.
         m.submodules.chunk_in = chunk_in = SkidBuffer(data.StructLayout({
             "chunk": self.chunks.payload.shape(),
             "position": _lane_bits(width),
@@ -928,18 +927,20 @@ class RowUnpacker(wiring.Component):
         m.d.comb += chunk_head.block_new.eq(head_flags(chunk_head.i.payload))
         m.d.comb += [chunk_head.block_entry[k].eq(head_flags(chunk_head.entries[k]))
                      for k in range(2)]
-        self._place(m, chunk_in, chunk_head.i)
 
-        # Every stage but the beat slots moves when the output register is free.
-        advance = ~self.rows.valid | self.rows.ready
-        # The plan's own copy of the output register's emptiness (the inverse of
-        # ``rows.valid``, so no netlist pass merges the two flops): at 256 bits
-        # ``rows.valid`` enables every rotator flop, and with that load on it the route to
-        # the plan's decision was the 256-bit core's critical path (8.9 ns, 7.8 of it wire).
-        # Tests check it against ``~rows.valid`` every cycle (``mirrors``).
-        out_empty = Signal(init=1)
-        plan_advance = out_empty | self.rows.ready
-        self.mirrors = [(out_empty, ~self.rows.valid)]
+        # The output is a two-entry ring (a SkidBuffer read through a 2:1 multiplexer) whose
+        # entries are the output registers: every stage but the beat slots moves while it
+        # has room, a flop of this unit, so the consumer's ready is in no decision here (the
+        # route from the engine's received-row ring through the plan's decision into the
+        # beat slots' state was the 64-bit core's routed path at seeds 1 and 2 of 25aa822,
+        # 7.0-7.1 ns).  A row is offered no later than from a single output register.
+        m.submodules.out_ring = out_ring = SkidBuffer(self.rows.payload.shape(),
+                                                      mux_output=True)
+        m.d.comb += [self.rows.valid.eq(out_ring.o.valid),
+                     self.rows.payload.eq(out_ring.o.payload),
+                     out_ring.o.ready.eq(self.rows.ready)]
+        advance = plan_advance = out_ring.i.ready
+        self.mirrors = []
         picked = Signal(width, reset_less=True)
         control = Signal(_unpacker_control_layout(width, self._row_bits))
         overrun_now = Signal()
@@ -958,12 +959,7 @@ class RowUnpacker(wiring.Component):
         control = self._judge(m, advance, control, extra_now, underrun_now)
         stages = _rotation_stages(lane_bits)
         rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
-        # The output payload has no reset (its valid has): no load on the clear net.
-        out = Signal(self.rows.payload.shape(), reset_less=True)
-        m.d.comb += self.rows.payload.eq(out)
-        with m.If(advance):
-            self._output(m, rotated, control, stages[-1], out)
-            m.d.sync += out_empty.eq(~control.valid)
+        self._output(m, rotated, control, stages[-1], out_ring.i)
 
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
@@ -1192,14 +1188,14 @@ class RowUnpacker(wiring.Component):
         return judged
 
     def _output(self, m, rotated, control, stage, out):
-        """Last stage: the last bit of the rotation and the lane mask, into the output
-        register ``out`` (behind ``rows.payload``)."""
+        """Last stage: the last bit of the rotation and the lane mask, into the output ring's
+        input ``out``."""
         lo, hi = stage
-        m.d.sync += [
-            self.rows.valid.eq(control.valid),
-            out.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
-                        & _byte_mask_bits(control.mask)),
-            out.mask.eq(control.mask),
-            out.row.eq(control.row),
-            out.last.eq(control.last),
+        m.d.comb += [
+            out.valid.eq(control.valid),
+            out.payload.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
+                                & _byte_mask_bits(control.mask)),
+            out.payload.mask.eq(control.mask),
+            out.payload.row.eq(control.row),
+            out.payload.last.eq(control.last),
         ]
