@@ -41,6 +41,7 @@ one reduced (or the reverse) wait for every earlier write instead.
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.utils import ceil_log2
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -111,6 +112,23 @@ COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", 
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _registered_sum_tree(m, terms, out, *, name):
+    """Sum ``terms`` two at a time, a register per sum, the last into ``out`` (its width:
+    the sum modulo 2**len(out)); returns the number of register levels."""
+    level, depth = list(terms), 0
+    while len(level) > 1:
+        depth += 1
+        sums = []
+        for i in range(0, len(level), 2):
+            total = out if len(level) <= 2 else Signal(len(out), name=f"{name}{depth}_{i // 2}")
+            m.d.sync += total.eq(level[i] + level[i + 1] if i + 1 < len(level) else level[i])
+            sums.append(total)
+        level = sums
+    if depth == 0:
+        raise ValueError(f"Need at least two terms to sum, not {len(terms)}")
+    return depth
 
 
 class Engine(wiring.Component):
@@ -327,7 +345,10 @@ class Engine(wiring.Component):
         queue_empty = Signal(init=1)
         # An aggregate command (seed 003): slots of whole rows, more than one row each.
         slot_mask = beat_bytes - 1
+        # At most max_nodes destination groups (one per rank at most): the slot offset's
+        # product is a sum over the group's ceil(log2(max_nodes)) bits (_aggregate).
         aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
+                         | (cmd.send_tag > self._max_nodes)
                          | (cmd.action != StepAction.COPY)
                          | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
                          | ((cmd.send.stride & slot_mask) != 0)
@@ -781,31 +802,39 @@ class Engine(wiring.Component):
         # The message's start: a row after its slot's, where the length word is.
         agg_send_offset = Signal(32)
         m.d.comb += agg_send_offset.eq(agg_slot + beat_bytes)
-        # A SEND notice goes through registered steps, so no multiply, sum or compare
-        # shares a cycle with the next: its fields into flops (pop), the slot's offset as two
-        # 16 x 16 partial products of those flops (multiplying: one MULT18X18D each, straight
-        # into flops, with no adder behind the multiplier), then as a sum (addressing); the
-        # length word read (reading), registered (len_valid), checked (checking), and the
-        # message started.  The multipliers read the group from its own flop, not the FIFO's
-        # output: from there, routing to the DSP column and the multiplier's own 3.1 ns were
-        # the 64-bit core's path at seed 2 of the fifteenth pass (7.57 ns).
-        agg_product_lo = Signal(32)     # group * stride[:16]
-        agg_product_hi = Signal(16)     # group * stride[16:], the bits below 2**32 only
-        # The stride's copy beside the multipliers, loaded a cycle after `cur` (the command
-        # enters AGGREGATE two cycles after it is loaded, and a pop comes later still): read
-        # from `cur` across the block it was the 64-bit core's path at seed 1 of be1c6fd
-        # (cur -> MULT18X18D -> agg_product_lo, 7.39 ns), as on the receive side (_rx_decide).
+        # A SEND notice goes through registered steps, so no sum or compare shares a cycle
+        # with the next: its fields into flops (pop), the slot's offset as a tree of
+        # registered two-input sums (summing: the first sums in the cycle after the pop,
+        # the last into agg_slot), the length word read (reading), registered (len_valid),
+        # checked (checking), and the message started.  The offset is
+        # send.offset + group * stride, and the group is below send_tag, which the push
+        # check holds to max_nodes: the product is a sum of the stride shifted by the
+        # group's ceil(log2(max_nodes)) bits, each term a row of ANDs in front of a carry
+        # chain.  Two MULT18X18Ds made it before: with no register of their own, the
+        # multiplier's 3.07 ns and the routes to and from the DSP column were the 64-bit
+        # core's path at seed 1 of 93026b6 (agg_group -> MULT18X18D -> agg_product_hi,
+        # 7.11 ns) and at seed 2 of the fifteenth pass (7.57 ns).
+        # The stride's and the offset's copies beside the sums, loaded a cycle after `cur`
+        # (the command enters AGGREGATE two cycles after it is loaded, and a pop comes later
+        # still): read from `cur` across the block, the stride was the 64-bit core's path
+        # at seed 1 of be1c6fd (cur -> the multiplier -> agg_product_lo, 7.39 ns).
         agg_send_stride = Signal(32)
-        m.d.sync += agg_send_stride.eq(cur.send.stride)
-        agg_multiplying = Signal()
-        agg_addressing = Signal()
+        agg_send_base = Signal(32)
+        m.d.sync += [agg_send_stride.eq(cur.send.stride), agg_send_base.eq(cur.send.offset)]
+        agg_terms = [agg_send_base] + [Mux(agg_group[b], (agg_send_stride << b)[:32], 0)
+                                       for b in range(max(1, ceil_log2(self._max_nodes)))]
+        # Free-running: the terms hold from a pop to the next, so each level holds its sums
+        # from a cycle later than the one before (the steps' flags say when).
+        agg_levels = _registered_sum_tree(m, agg_terms, agg_slot, name="agg_sum")
+        # The steps' flags: agg_summing[j] in the cycle the sums of level j + 1 are made.
+        agg_summing = Signal(agg_levels)
         agg_checking = Signal()
         agg_starting = Signal()
         agg_fits = Signal()             # the length check's result, registered
         agg_group_bad = Signal()        # the notice names a group this rank has no slot for
         agg_room = Signal(33)           # the most bytes a slot's message may have
         m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
-        m.d.comb += agg_in_flight.eq(agg_multiplying | agg_addressing | agg_reading
+        m.d.comb += agg_in_flight.eq(agg_summing.any() | agg_reading
                                      | agg_len_valid | agg_checking | agg_starting)
         in_aggregate = v.in_aggregate
         # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
@@ -829,19 +858,14 @@ class Engine(wiring.Component):
             m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
                          agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
                          agg_group_bad.eq(group >= cur.send_tag)]
-        with m.If(agg_multiplying):
-            m.d.sync += [agg_product_lo.eq(agg_group * agg_send_stride[:16]),
-                         agg_product_hi.eq(agg_group * agg_send_stride[16:32])]
-        m.d.sync += [agg_multiplying.eq(pop), agg_addressing.eq(agg_multiplying),
-                     agg_reading.eq(agg_addressing & ~agg_group_bad),
+        summed = agg_summing[-1]        # agg_slot (modulo 2**32) holds from the next cycle
+        m.d.sync += [agg_summing.eq(Cat(pop, agg_summing[:-1])),
+                     agg_reading.eq(summed & ~agg_group_bad),
                      agg_len_valid.eq(agg_reading), agg_checking.eq(agg_len_valid),
                      agg_starting.eq(agg_checking)]
-        with m.If(agg_addressing):
-            # The group's check, registered at the pop (not in front of the error register).
-            with m.If(agg_group_bad):
-                m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
-            # The slot's offset modulo 2**32, as the 32-bit address it becomes.
-            m.d.sync += agg_slot.eq(cur.send.offset + agg_product_lo + (agg_product_hi << 16))
+        # The group's check, registered at the pop (not in front of the error register).
+        with m.If(summed & agg_group_bad):
+            m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
         # agg_checking loads agg_length and agg_fits in _tx_read, from the data stage.
         with m.If(agg_starting):
             with m.If(~agg_fits):
@@ -850,7 +874,7 @@ class Engine(wiring.Component):
                 m.d.comb += agg_tx_start.eq(1)
                 m.d.sync += agg_sends.eq(agg_sends - 1)
         with m.If(self.clear):
-            m.d.sync += [agg_multiplying.eq(0), agg_addressing.eq(0), agg_reading.eq(0),
+            m.d.sync += [agg_summing.eq(0), agg_reading.eq(0),
                          agg_len_valid.eq(0), agg_checking.eq(0), agg_starting.eq(0)]
         share(v, locals())
 

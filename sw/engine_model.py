@@ -205,6 +205,7 @@ class EngineNetworkModel:
         problems = set()
         width = self._nodes[node_id].data_width // 8
         if c["aggregate"] and (c["barrier"] or not (c["has_send"] and c["has_recv"])
+                               or c["send_tag"] > self.max_nodes
                                or c["action"] != StepAction.COPY.value
                                or c["send"]["stride"] <= width or c["send"]["stride"] % width
                                or c["recv"]["stride"] == 0 or c["send"]["run"]

@@ -207,6 +207,12 @@ def _action_3():
     return [(value >> (32 * k)) & 0xFFFF_FFFF for k in range(COMMAND_WORDS)]
 
 
+def _aggregate(send_tag):
+    """An aggregate command that passes every check but its group count's (seed 003)."""
+    return _with(aggregate=1, send={"length": 4 * 64, "run": 0, "stride": 64},
+                 recv={"length": 4 * 64, "run": 0, "stride": 64}, send_tag=send_tag)
+
+
 REFUSALS = {
     "recv outside memory": (lambda: _with(recv={"offset": MEM_SIZE - 32}), {"region"}),
     "send past the end": (lambda: _with(send={"offset": MEM_SIZE, "length": 1}), {"region"}),
@@ -219,6 +225,9 @@ REFUSALS = {
     "reserved action": (_action_3, {"command"}),
     "barrier that sends": (lambda: _with(barrier=1, has_recv=0), {"command"}),
     "barrier that receives": (lambda: _with(barrier=1, has_send=0), {"command"}),
+    # More destination groups than nodes (the gateware's slot product covers
+    # ceil(log2(max_nodes)) bits of the group).
+    "aggregate groups past MAX_NODES": (lambda: _aggregate(send_tag=MAX_NODES + 1), {"command"}),
     "every fault at once": (lambda: _with(barrier=1, send_to=MAX_NODES,
                                           recv={"offset": MEM_SIZE}), {"command", "peer", "region"}),
 }
@@ -235,6 +244,13 @@ def test_a_refused_command_sets_its_error_and_is_not_queued(cl, case):
     assert status.queued == 1 and status.error and not status.busy
     with pytest.raises(NicollError, match=r"engine of node 0 reports .*" + sorted(errors)[0]):
         dev.engine.check()
+
+
+def test_an_aggregate_of_max_nodes_groups_is_queued(cl):
+    dev = cl.device(0)
+    _push_words(dev, _aggregate(send_tag=MAX_NODES))
+    assert dev.engine.errors() == frozenset()
+    assert dev.engine.status().queued == 1
 
 
 def test_halves_a_command_does_not_have_are_not_checked(cl):

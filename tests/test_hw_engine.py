@@ -683,6 +683,11 @@ REFUSED = {
                                                            aggregate=1)),
     "aggregate receive stride 0": ({"command"}, command(send=region(0, 64, 0, 16),
                                                         recv=region(512, 64), aggregate=1)),
+    # More destination groups than nodes: the slot offset's product covers the group's
+    # ceil(log2(max_nodes)) bits only (Engine._aggregate).
+    "aggregate groups past max_nodes": ({"command"}, command(
+        send=region(0, 64, 0, 16), recv=region(512, 64, 0, 16), aggregate=1,
+        send_tag=MAX_NODES + 1)),
     "aggregate send run": ({"command"}, command(send=region(0, 64, 64, 16),
                                                 recv=region(512, 64, 0, 16), aggregate=1)),
     "aggregate receive run": ({"command"}, command(send=region(0, 64, 0, 16),
@@ -717,7 +722,8 @@ def test_push_time_errors():
         assert await push(ctx, dut, command(send=region(0, 8))) == set()
         assert await push(ctx, dut, command(recv=region(512, 8), action=LOCAL_FIRST)) == set()
         assert await push(ctx, dut, command(send=region(0, 64, 0, 16),
-                                            recv=region(512, 64, 0, 16), aggregate=1)) == set()
+                                            recv=region(512, 64, 0, 16), aggregate=1,
+                                            send_tag=MAX_NODES)) == set()
         assert ctx.get(engine.queued) == 4
 
         await clear(ctx, dut)
@@ -998,3 +1004,33 @@ def test_barrier_command():
         assert ctx.get(engine.bytes_sent) == ctx.get(engine.bytes_received) == 80
 
     simulate(image, main, seed=15)
+
+
+@pytest.mark.parametrize("count", range(2, 10))
+def test_registered_sum_tree(count):
+    """The aggregate slot's sum (Engine._aggregate): ``count`` 32-bit terms, two at a time, a
+    register per sum; the total modulo 2**32 after ceil(log2(count)) cycles, and it holds
+    while the terms do."""
+    from amaranth.utils import ceil_log2
+    from nicoll.hw.engine import _registered_sum_tree
+    from nicoll.sim.testbench import run_testbenches
+    rng = random.Random(count)
+    m = Module()
+    terms = [Signal(32, name=f"term{i}") for i in range(count)]
+    out = Signal(32)
+    levels = _registered_sum_tree(m, terms, out, name="t")
+    assert levels == ceil_log2(count)
+
+    async def tb(ctx):
+        for _ in range(4):
+            values = [rng.choice([0, 1, 0xFFFF_FFFF, rng.getrandbits(32)]) for _ in terms]
+            for term, value in zip(terms, values):
+                ctx.set(term, value)
+            await ctx.tick().repeat(levels)
+            assert ctx.get(out) == sum(values) % (1 << 32), values
+            await ctx.tick()
+            assert ctx.get(out) == sum(values) % (1 << 32), values
+
+    run_testbenches(m, tb)
+    with pytest.raises(ValueError, match=r"^Need at least two terms to sum, not 1$"):
+        _registered_sum_tree(Module(), terms[:1], out, name="t")
