@@ -415,9 +415,24 @@ class BarrierUnit(wiring.Component):
         m.d.sync += total.eq(tree(list(pairs)))
         m.d.comb += self.total.eq(total)
 
+        # Each slot's routed ids as a vector of flops, and the ids routed anywhere: the
+        # notices' decode (_decode) and the local tree checks select one bit of these where
+        # they would select a whole entry of the table and compare it.  They follow a table
+        # write a cycle after it lands: writes are configuration, made while no barrier of
+        # the tree runs.
+        s.routed_to = [Signal(n, name=f"routed_to_{j}") for j in range(k)]
+        m.d.sync += [s.routed_to[j].eq(Cat(route.word_select(x, rw) == j + 1 for x in range(n)))
+                     for j in range(k)]
+        s.routed_any = Signal(n)
+        m.d.sync += s.routed_any.eq(Cat(route.word_select(x, rw) != 0 for x in range(n)))
+
         # Members of this subtree, for the abort log: routed below, or this node itself.
+        # Flops, as the vectors above (the configuration is static while barriers run): the
+        # id compares and the entries' tests in front of the log's write data were the
+        # 64-node unit's latest pins at seed 2 of 618a409 on the 85F (node_id_q -> the
+        # log's distributed RAM, 5.89 ns against 5 ns).
         s.member = Signal(n)
-        m.d.comb += s.member.eq(Cat((route[i * rw:(i + 1) * rw] != 0) | (s.node_id == i)
+        m.d.sync += s.member.eq(Cat((route.word_select(i, rw) != 0) | (s.node_id == i)
                                     for i in range(n)))
 
     # ---- Local tree checks (registered: they are wide and the tree is static) --------------
@@ -425,16 +440,24 @@ class BarrierUnit(wiring.Component):
         """Two register stages: the route entries of the configured ids and the id
         comparisons, then the checks (the tree is static; errors show 2 cycles late)."""
         n, k, cid, valid = s.n, s.k, s.cid, self.child_valid
-        node_id, parent_id, has_parent, route_at = (s.node_id, self.parent_id,
-                                                    self.has_parent, s.route_at)
+        node_id, parent_id, has_parent = s.node_id, self.parent_id, self.has_parent
+
+        def routed_at(vector, x):
+            return (x < n) & vector.bit_select(x[:s.ibits], 1)
         pairs = [(i, j) for j in range(k) for i in range(j)]
-        rt_node, rt_parent = Signal(s.rw), Signal(s.rw)
-        rt_child = [Signal(s.rw, name=f"rt_child_{j}") for j in range(k)]
+        # Whether the node's and the parent's ids are routed below, and child j's id to
+        # slot j: one bit of a routed-id vector each, where an entry of the table was read
+        # and compared (on the 85F, the 64-node unit's lookups of the 4-bit entries into
+        # rt_parent and rt_child were among its latest pins at both seeds of 618a409:
+        # 5.86 and 5.57 ns against 5 ns).
+        rt_node, rt_parent = Signal(), Signal()
+        rt_child_ok = [Signal(name=f"rt_child_ok_{j}") for j in range(k)]
         valid_q, child_is_me, same = Signal(k), Signal(k), Signal(max(len(pairs), 1))
         id_big, parent_bad = Signal(), Signal()
         m.d.sync += [
-            rt_node.eq(route_at(node_id)), rt_parent.eq(route_at(parent_id)),
-            *[rt_child[j].eq(route_at(cid[j])) for j in range(k)],
+            rt_node.eq(routed_at(s.routed_any, node_id)),
+            rt_parent.eq(routed_at(s.routed_any, parent_id)),
+            *[rt_child_ok[j].eq(routed_at(s.routed_to[j], cid[j])) for j in range(k)],
             valid_q.eq(valid),
             child_is_me.eq(Cat(cid[j] == node_id for j in range(k))),
             same.eq(Cat(cid[i] == cid[j] for i, j in pairs)),
@@ -446,11 +469,11 @@ class BarrierUnit(wiring.Component):
         m.d.sync += [
             cfg_reg.cfg_id.eq(id_big),
             cfg_reg.cfg_slot.eq(_any(~valid_q[j] & (s.size[j] != 0) for j in range(k))),
-            cfg_reg.cfg_self.eq((rt_node != 0) | (valid_q & child_is_me).any()),
-            cfg_reg.cfg_parent.eq(parent_bad | (has_parent & (rt_parent != 0))),
+            cfg_reg.cfg_self.eq(rt_node | (valid_q & child_is_me).any()),
+            cfg_reg.cfg_parent.eq(parent_bad | (has_parent & rt_parent)),
             cfg_reg.cfg_dup.eq(_any(valid_q[i] & valid_q[j] & same[x]
                                     for x, (i, j) in enumerate(pairs))),
-            cfg_reg.cfg_child.eq(_any(valid_q[j] & (rt_child[j] != j + 1) for j in range(k))),
+            cfg_reg.cfg_child.eq(_any(valid_q[j] & ~rt_child_ok[j] for j in range(k))),
         ]
         # shadow[j]: a lower valid slot holds child j's id, so a notice from that id is taken
         # as coming from the lower slot (the first match, as a priority encoder would pick).
@@ -573,17 +596,12 @@ class BarrierUnit(wiring.Component):
         s.x_ok_same = Signal()
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
-        # Each slot's routed ids as a vector of flops (the compares on the table's flops
-        # registered, off the notice's path), so the subject selects one bit per slot: a
+        # The subject selects one bit per slot of the routed-id vectors (_route_table): a
         # 64:1 selection of the 4-bit entry followed by the slot compares was the 64-node
         # unit's critical path (6.85 ns), and with the compares before the selection in the
         # same cycle, its routed path at seed 1 of 1fbdf10 (the table -> x_routed,
-        # x_count_hit).  The vectors follow a table write a cycle after it lands: writes
-        # are configuration, made while no barrier of the tree runs.
-        routed_to = [Signal(s.n, name=f"routed_to_{j}") for j in range(k)]
-        m.d.sync += [routed_to[j].eq(Cat(s.route.word_select(x, s.rw) == j + 1
-                                         for x in range(s.n)))
-                     for j in range(k)]
+        # x_count_hit).
+        routed_to = s.routed_to
         in_range = p.subject < s.n
         complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
         complete_ok = complete & s.cfg_ok
@@ -936,7 +954,13 @@ class BarrierUnit(wiring.Component):
         spare_valid = Signal()
         spare_up = Signal()                             # spare holds a COMPLETE
         load = ~spare_valid
-        down = owed.any()
+        # Whether any child is owed a notice: a flop kept beside `owed` (its next value is
+        # made below from the same terms; `mirrors` holds it to owed.any()).  The OR of the
+        # k flags in front of every choice of the notice was the 64-node unit's routed path
+        # at seed 1 of 618a409 on the 85F (owed -> down -> the spare's subject, 6 levels,
+        # 5.76 ns against 5 ns).
+        s.owed_any = down = Signal()
+        self.mirrors.append((down, owed.any()))
         q_any = s.q_count != 0
         send_down = load & down
         send_own = load & ~down & s.own_pending
@@ -981,6 +1005,7 @@ class BarrierUnit(wiring.Component):
         m.d.sync += q_count.eq(Mux(s.push, Mux(send_q, q_count, q_count + 1),
                                    Mux(send_q, q_count - 1, q_count)))
 
+        owed_next = []
         for j in range(k):
             sending = send_down & pick[j]
             send_kill = sending & kill_head[j]
@@ -996,13 +1021,15 @@ class BarrierUnit(wiring.Component):
             with m.Elif(inc & ~owed[j]):
                 m.d.sync += kill_head[j].eq(s.rel_kill[j])
             # owe − send_rel + inc; seq − owe moves on by send_rel (seq moves by inc).
+            owed_next.append(inc | (owed[j] & ~(send_rel & ~more)))
             m.d.sync += [
                 owe[j].eq(Mux(send_rel, Mux(inc, owe[j], owe[j] - 1),
                               Mux(inc, owe[j] + 1, owe[j]))),
-                owed[j].eq(inc | (owed[j] & ~(send_rel & ~more))),
+                owed[j].eq(owed_next[-1]),
             ]
             with m.If(send_rel):
                 m.d.sync += head[j].eq(head[j] + 1)
+        m.d.sync += down.eq(_any(owed_next))
 
     # ---- Leaving a barrier ---------------------------------------------------------------------
     def _leave(self, m, s):
@@ -1092,7 +1119,7 @@ class BarrierUnit(wiring.Component):
             m.d.sync += [s.done_in[j].eq(0) for j in range(k)]
             m.d.sync += [s.owe[j].eq(0) for j in range(k)]
             m.d.sync += [s.head[j].eq(self.start_seq) for j in range(k)]
-            m.d.sync += [s.owed.eq(0), s.kill_head.eq(0)]
+            m.d.sync += [s.owed.eq(0), s.owed_any.eq(0), s.kill_head.eq(0)]
             self._clear_flags(m, s)
 
 

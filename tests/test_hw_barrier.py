@@ -265,7 +265,8 @@ class Harness:
         await self.tick(ctx)
         for u in self.units:
             ctx.set(u.start, 0)
-        await self.tick(ctx)            # the registered tree checks settle
+        await self.tick(ctx)            # the registered tree checks settle: the routed-id
+        await self.tick(ctx)            # vectors, the lookups, the checks, then cfg_ok
 
     async def tick(self, ctx):
         await ctx.tick()
@@ -910,7 +911,8 @@ async def setup_node(ctx, u, *, node, parent, children, routes):
         ctx.set(u.route_data, value)
         await ctx.tick()
     ctx.set(u.route_we, 0)
-    await ctx.tick()                # the last write lands in the table
+    await ctx.tick()                # the last write lands in the table,
+    await ctx.tick()                # then in the routed-id vectors
     ctx.set(u.start, 1)
     await ctx.tick()
     ctx.set(u.start, 0)
@@ -1025,8 +1027,8 @@ def test_route_clear():
         await ctx.tick()
         ctx.set(u.route_clear, 0)
         ctx.set(u.child_valid, 0)
-        for _ in range(4):              # the clear lands two cycles later; the checks one
-            await ctx.tick()            # more, `total` two
+        for _ in range(5):              # the clear lands two cycles later; the routed-id
+            await ctx.tick()            # vectors one more, the checks one more, `total` two
         out.append((error_bits(ctx, u), ctx.get(u.total)))
 
     run_testbenches(dut, tb)
