@@ -928,30 +928,34 @@ class RowUnpacker(wiring.Component):
         m.d.comb += [chunk_head.block_entry[k].eq(head_flags(chunk_head.entries[k]))
                      for k in range(2)]
 
-        # The output is a two-entry ring (a SkidBuffer read through a 2:1 multiplexer) whose
-        # entries are the output registers: every stage but the beat slots moves while it
-        # has room, a flop of this unit, so the consumer's ready is in no decision here (the
-        # route from the engine's received-row ring through the plan's decision into the
-        # beat slots' state was the 64-bit core's routed path at seeds 1 and 2 of 25aa822,
-        # 7.0-7.1 ns).  A row is offered no later than from a single output register.
-        m.submodules.out_ring = out_ring = SkidBuffer(self.rows.payload.shape(),
-                                                      mux_output=True)
+        # The output is a register slice (SkidBuffer) whose first entry is the output
+        # register: every stage but the beat slots moves while its second entry is free, a
+        # flop of this unit, so the consumer's ready is in no decision here (the route from
+        # the engine's received-row ring through the plan's decision into the beat slots'
+        # state was the 64-bit core's routed path at seeds 1 and 2 of 25aa822, 7.0-7.1 ns).
+        # A row is offered no later than from a single output register, and from a register:
+        # read through a ring's 2:1 multiplexer, the row went on into the engine's checks
+        # of the received rows (the 64-bit core's path at seed 2 of ba1e4fc, the ring's read
+        # pointer -> rx_checked.flags0, 7.18 ns).
+        m.submodules.out_ring = out_ring = SkidBuffer(self.rows.payload.shape())
         m.d.comb += [self.rows.valid.eq(out_ring.o.valid),
                      self.rows.payload.eq(out_ring.o.payload),
                      out_ring.o.ready.eq(self.rows.ready)]
         advance = out_ring.i.ready
-        # The plan's decision has its own copy of the ring's room, stored inverted (so no
+        # The plan's decision has its own copy of the slice's room, stored inverted (so no
         # netlist pass merges the two flops): `advance` enables every pipeline flop, and
         # with that load on the flop the decision reads, the route to it was the 64-bit
         # core's routed path at seed 3 of 25aa822 (the then output register's emptiness ->
         # the decision and the plan's enables -> a beat's count, 7.37 ns, 3.3 of it the
-        # first two wires).  Tests check it against the ring's room every cycle
+        # first two wires).  Tests check it against the slice's room every cycle
         # (``mirrors``).
         plan_advance = Signal(init=1)
+        # The slice's second entry is free next cycle if its output register is free now
+        # (it then takes the second entry's row, or the input's), or if it is free now and
+        # takes no row.
+        out_free = ~out_ring.o.valid | out_ring.o.ready
         ring_take = out_ring.i.valid & out_ring.i.ready
-        ring_give = out_ring.o.valid & out_ring.o.ready
-        m.d.sync += plan_advance.eq(~((~out_ring.i.ready & ~ring_give)
-                                      | (ring_take & out_ring.o.valid & ~ring_give)))
+        m.d.sync += plan_advance.eq(out_free | (out_ring.i.ready & ~ring_take))
         self.mirrors = [(plan_advance, out_ring.i.ready)]
         picked = Signal(width, reset_less=True)
         control = Signal(_unpacker_control_layout(width, self._row_bits))
@@ -1202,7 +1206,7 @@ class RowUnpacker(wiring.Component):
         return judged
 
     def _output(self, m, rotated, control, stage, out):
-        """Last stage: the last bit of the rotation and the lane mask, into the output ring's
+        """Last stage: the last bit of the rotation and the lane mask, into the output slice's
         input ``out``."""
         lo, hi = stage
         m.d.comb += [
