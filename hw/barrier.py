@@ -438,7 +438,9 @@ class BarrierUnit(wiring.Component):
     # ---- Local tree checks (registered: they are wide and the tree is static) --------------
     def _tree_checks(self, m, s):
         """Two register stages: the route entries of the configured ids and the id
-        comparisons, then the checks (the tree is static; errors show 2 cycles late)."""
+        comparisons, then the checks (the tree is static; errors show 2 cycles after a change
+        of the ids, 3 after a route table write, whose routed-id vectors are a register
+        stage of their own)."""
         n, k, cid, valid = s.n, s.k, s.cid, self.child_valid
         node_id, parent_id, has_parent = s.node_id, self.parent_id, self.has_parent
 

@@ -400,8 +400,9 @@ class TB:
         await self.sync()
         d.start.value = 0
         # The registered tree checks settle: a route write lands a cycle after the unit sees
-        # it, the checks take two register stages (and the top registers its inputs).
-        await self.wait_cycles(4)
+        # it, the routed-id vectors follow it a cycle later, the checks take two register
+        # stages (and the top registers its inputs).
+        await self.wait_cycles(5)
         self.seq = seq & SEQ_MASK
         self._counters = self._snapshot()
         self.early_releases = 0
