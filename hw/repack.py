@@ -237,6 +237,12 @@ UNIT_EVENT_LAYOUT = data.StructLayout({
     "code": RepackError,
 })
 
+#: A unit event in the control tree's input slice, with what its `eq` load needs decoded.
+_HINTED_EVENT_LAYOUT = data.StructLayout({
+    "event": UNIT_EVENT_LAYOUT,
+    "quiet_rank": 1,                    # a DONE, or a rank outside the group: no notice
+})
+
 #: Payload of the control tree's ``order`` port: entry ``index`` of the SRC or DST rank list.
 #: ``end`` marks the last rank of a subgroup (the entry at N-1 always ends one).
 ORDER_WRITE_LAYOUT = data.StructLayout({
@@ -2001,11 +2007,36 @@ class RepackControl(wiring.Component):
         first.  As `eq`'s refill (the FSM's take, at the end of RUN's priorities) the ready
         was the 64-bit core's routed path at seed 1 of b861e0b (RUN's flag -> the take ->
         the unit event slice's read pointer, 7.60 ns)."""
-        K, events = v.K, v.unit_events
+        K = v.K
+        # A register slice on each unit's event stream, owned here: the FSM's take (the
+        # `eq` load) reaches the unit's event FIFO and count from a flop and not across the
+        # hub (the 256-bit core's critical path, 118.7 MHz).  Its entries sit behind a read
+        # pointer, so the take loads the pointers only and not the payload (the 256-bit
+        # core's path at seed 2 of c559aea: `eq_take` -> the slice's payload enables, 8.30
+        # ns).  Each entry carries `quiet_rank` (a DONE, or a rank outside the group),
+        # decoded as the event enters: decoded at the load, after the slice's read mux and
+        # `spare`'s, it was the 256-bit core's latest pin at seed 1 of d84feb2 (the slice's
+        # read pointer -> `eq_quiet`, 7 levels, 8.31 ns).  The group size moves only at a
+        # start, taken while idle, when any event still on its way is from a stale unit
+        # (quiet by that alone).
+        events = []
+        for k, unit_event in enumerate(v.unit_events):
+            ev_slice = SkidBuffer(_HINTED_EVENT_LAYOUT, mux_output=True)
+            m.submodules[f"event_slice{k}"] = ev_slice
+            m.d.comb += [
+                ev_slice.i.valid.eq(unit_event.valid),
+                ev_slice.i.payload.event.eq(unit_event.payload),
+                ev_slice.i.payload.quiet_rank.eq(
+                    (unit_event.payload.kind == UnitEvent.DONE)
+                    | ~v.in_group(unit_event.payload.rank)),
+                unit_event.ready.eq(ev_slice.i.ready),
+            ]
+            events.append(ev_slice.o)
+        v.event_slices = events
         ev_valid = Signal(K)
         m.d.comb += ev_valid.eq(Cat(e.valid for e in events))
         ek = _priority(m, ev_valid, "event_unit")
-        ev = UNIT_EVENT_LAYOUT(Array(e.payload.as_value() for e in events)[ek])
+        ev = _HINTED_EVENT_LAYOUT(Array(e.payload.as_value() for e in events)[ek])
         v.eq = Signal(UNIT_EVENT_LAYOUT)
         v.eq_valid = Signal()
         v.eq_unit = Signal(range(max(2, K)))
@@ -2014,14 +2045,14 @@ class RepackControl(wiring.Component):
         v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
         v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
         v.rank_event_taken = Signal()           # ... as a rank event (_rank_event)
-        spare = Signal(UNIT_EVENT_LAYOUT)
+        spare = Signal(_HINTED_EVENT_LAYOUT)
         spare_unit = Signal(range(max(2, K)))
         spare_valid = Signal()
         for k in range(K):
             m.d.comb += events[k].ready.eq(~spare_valid & (ek == k))
         load = Signal()
         m.d.comb += load.eq(~v.eq_valid | v.eq_take)
-        src = UNIT_EVENT_LAYOUT(Mux(spare_valid, spare, ev))
+        src = _HINTED_EVENT_LAYOUT(Mux(spare_valid, spare, ev))
         src_unit = Mux(spare_valid, spare_unit, ek)
         # What the event's rank's counts must equal for the rank to be complete after it (see
         # `_wiring`), chosen as the event loads: a TAKEN counts a send, a DELIVERED a receive.
@@ -2030,15 +2061,15 @@ class RepackControl(wiring.Component):
         v.sent_target = Signal.like(v.Q)
         v.recv_target = Signal.like(v.P)
         with m.If(load):
-            is_done = src.kind == UnitEvent.DONE
-            is_taken = src.kind == UnitEvent.TAKEN
+            is_done = src.event.kind == UnitEvent.DONE
+            is_taken = src.event.kind == UnitEvent.TAKEN
             stale = v.ustale.bit_select(src_unit, 1)
             m.d.sync += [
                 v.sent_target.eq(Mux(is_taken, v.q_last, v.Q)),
                 v.recv_target.eq(Mux(is_taken, v.P, v.p_last)),
-                v.eq_valid.eq(spare_valid | ev_valid.any()), v.eq.eq(src),
+                v.eq_valid.eq(spare_valid | ev_valid.any()), v.eq.eq(src.event),
                 v.eq_unit.eq(src_unit), v.eq_done.eq(is_done), v.eq_stale.eq(stale),
-                v.eq_quiet.eq(is_done | stale | ~v.in_group(src.rank)),
+                v.eq_quiet.eq(src.quiet_rank | stale),
                 spare_valid.eq(0),
             ]
         with m.Elif(~spare_valid):
@@ -2192,7 +2223,7 @@ class RepackControl(wiring.Component):
         # levels, 8.44 ns).  So the budget runs from the cycle after a take, and a take in
         # the budget's very last cycle no longer holds off the fire.
         event_taken = Signal()
-        m.d.sync += event_taken.eq(Cat(e.valid & e.ready for e in v.unit_events).any())
+        m.d.sync += event_taken.eq(Cat(e.valid & e.ready for e in v.event_slices).any())
         progress = Signal()
         m.d.comb += progress.eq(
             (self.reg.valid & self.reg.ready) |
@@ -2644,16 +2675,8 @@ class RepackEngine(wiring.Component):
         for k, unit in enumerate(self._units):
             m.submodules[f"unit{k}"] = unit
             wiring.connect(m, ctl.unit_cfg(k), unit.cfg)
-            # A register slice on the event stream: the control tree's ready (its event
-            # register's load, from its FSM) reaches the unit's event FIFO and count from a
-            # flop, not across the hub (the 256-bit core's critical path, 118.7 MHz).  Its
-            # entries sit behind a read pointer, so that ready (the tree's event take) loads
-            # the pointers only, not the payload (the 256-bit core's path at seed 2 of
-            # c559aea: `eq_take` -> the slice's payload enables, 8.30 ns).
-            ev_slice = SkidBuffer(UNIT_EVENT_LAYOUT, mux_output=True)
-            m.submodules[f"event_slice{k}"] = ev_slice
-            wiring.connect(m, unit.event, ev_slice.i)
-            wiring.connect(m, ev_slice.o, ctl.unit_event(k))
+            # The event stream's register slice is the control tree's (`_events`).
+            wiring.connect(m, unit.event, ctl.unit_event(k))
             wiring.connect(m, wiring.flipped(self.i(k)), unit.i)
             wiring.connect(m, unit.o, wiring.flipped(self.o(k)))
             m.d.comb += ctl.unit_active[k].eq(unit.active)
