@@ -1216,30 +1216,36 @@ class Engine(wiring.Component):
         cur_recv_checks = Signal.like(rx_checks)
         m.d.sync += cur_recv.eq(cur.recv)
         m.d.sync += region_checks(cur_recv_checks, cur_recv, self._data_width)
-        # An aggregate packet's: its offset's parts are registered every cycle from the
-        # stored header, which holds from a cycle before P_DECIDE takes the packet, so
-        # checks registered from them hold when the start (a cycle after the take) loads
-        # them.
+        # An aggregate packet's region: its offset's parts are registered every cycle from
+        # the stored header, which holds from a cycle before P_DECIDE takes the packet, and
+        # their sum registered from them, so the offset holds when the start (a cycle after
+        # the take) loads it.  The checks are made from that registered offset, in the
+        # start's cycle, and held while the walker's command waits; the command gives them
+        # in place of `rx_checks` for an aggregate packet (`rx_agg`, a flop).  Made from
+        # the sum's adders, they were the 256-bit engine's latest pin at both seeds of
+        # 679fafa (d_agg_base -> the sum -> first_room -> first_fits, 11 levels, 5.85 ns).
         agg_region = Signal(REGION_LAYOUT)
         agg_checks = Signal.like(rx_checks)
-        m.d.comb += [agg_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16)),
-                     agg_region.length.eq(got.length)]
-        m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
+        rx_agg = Signal()                       # the receive is an aggregate packet's
+        m.d.sync += agg_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16))
+        m.d.comb += agg_region.length.eq(got.length)
+        with m.If(~rx_walk):
+            m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
         with m.If(self.clear):
             m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
         with m.Elif(agg_rx_start):
             # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
-            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0),
-                         rx_region.eq(agg_region), rx_checks.eq(agg_checks)]
+            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0), rx_agg.eq(1),
+                         rx_region.eq(agg_region)]
         with m.Elif(rx_start):
-            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1),
+            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1), rx_agg.eq(0),
                          rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
                          rx_left.eq(cur.recv.length), rx_bytes.eq(0),
                          rx_region.eq(cur.recv), rx_checks.eq(cur_recv_checks),
                          rx_reduce.eq(cur.action != StepAction.COPY)]
         m.d.comb += [rx_walker.command.valid.eq(rx_walk),
                      rx_walker.command.payload.region.eq(rx_region),
-                     rx_walker.command.payload.checks.eq(rx_checks)]
+                     rx_walker.command.payload.checks.eq(Mux(rx_agg, agg_checks, rx_checks))]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
             m.d.sync += rx_walk.eq(0)
         wiring.connect(m, rx_walker.chunks, rx_chunks.i)
@@ -1355,18 +1361,19 @@ class Engine(wiring.Component):
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
             # cycle on an aggregate packet.
             d.slot_over.eq(d_slot_end > cur.recv.stride),
-            # Where an aggregate packet's bytes land: slot (source) × stride + offset + addr,
-            # the partial products and the sum registered here, added by _rx_state.  The
-            # sum is read a cycle after P_DECIDE takes the packet, which is two cycles after
-            # the header is stored at the earliest (P_DECIDE waits its first cycle on an
-            # aggregate packet), so the products are taken from the stored header, a cycle
-            # of slack; the stride is a copy of the command's, loaded a cycle after it, so
-            # the multipliers' operands are flops that can sit beside them.  The operands
-            # came through a multiplexer of the arriving and the stored header (the 256-bit
-            # engine's path p_state -> d_agg_hi, 6.91 ns), then from `cur` across the block
-            # (the 64-bit engine's, cur -> MULT18X18D -> d_agg_hi, 7.09 ns, 3.07 of it the
-            # multiplier; the copy is valid long before an aggregate packet can arrive: the
-            # command enters the AGGREGATE state two cycles after it is loaded).
+            # Where an aggregate packet's bytes land: slot (source) × stride + offset +
+            # addr, the partial products and the sum registered here, added into a register
+            # by _rx_state.  The sum is read a cycle after P_DECIDE takes the packet, which
+            # is two cycles after the header is stored at the earliest (P_DECIDE waits its
+            # first cycle on an aggregate packet), so the products are taken from the
+            # stored header, a cycle of slack; the stride is a copy of the command's,
+            # loaded a cycle after it, so the multipliers' operands are flops that can sit
+            # beside them.  The operands came through a multiplexer of the arriving and the
+            # stored header (the 256-bit engine's path p_state -> d_agg_hi, 6.91 ns), then
+            # from `cur` across the block (the 64-bit engine's, cur -> MULT18X18D ->
+            # d_agg_hi, 7.09 ns, 3.07 of it the multiplier; the copy is valid long before
+            # an aggregate packet can arrive: the command enters the AGGREGATE state two
+            # cycles after it is loaded).
             agg_stride_q.eq(cur.recv.stride),
             d_agg_lo.eq(agg_slot_q * agg_stride_q[:16]),
             d_agg_hi.eq(agg_slot_q * agg_stride_q[16:32]),
