@@ -1224,11 +1224,12 @@ class Engine(wiring.Component):
         # in place of `rx_checks` for an aggregate packet (`rx_agg`, a flop).  Made from
         # the sum's adders, they were the 256-bit engine's latest pin at both seeds of
         # 679fafa (d_agg_base -> the sum -> first_room -> first_fits, 11 levels, 5.85 ns).
+        agg_offset = Signal(32)
         agg_region = Signal(REGION_LAYOUT)
         agg_checks = Signal.like(rx_checks)
         rx_agg = Signal()                       # the receive is an aggregate packet's
-        m.d.sync += agg_region.offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16))
-        m.d.comb += agg_region.length.eq(got.length)
+        m.d.sync += agg_offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16))
+        m.d.comb += [agg_region.offset.eq(agg_offset), agg_region.length.eq(got.length)]
         with m.If(~rx_walk):
             m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
         with m.If(self.clear):
