@@ -771,6 +771,12 @@ class RepackUnit(wiring.Component):
         room_bytes = Signal(32)                 # total_bytes less the bytes accepted so far
         alloc_row = Signal(range(depth + 1))
         cur_addr = Array(Signal(AB, name=f"cursor{k}") for k in range(G))   # byte addresses
+        # Each cursor's room in its row (B less its low bits, 1 .. B), written with it
+        # (_cursor_write): the sender's checks of a block's first row read it from a flop,
+        # where the subtraction in front of the compare was the 256-bit core's path at
+        # seed 1 of d9e83fe (lens_q -> B - cursor -> fitcol0, 8 levels, 8.73 ns).
+        cur_room = Array(Signal(range(B + 1), init=B, name=f"cursor_room{k}")
+                         for k in range(G))
 
         cur = Signal(range(max(2, G)))          # index in S of the message being taken
         cur_rank = Signal(RANK_WIDTH)
@@ -882,7 +888,7 @@ class RepackUnit(wiring.Component):
             # beat's decision tree (the 256-bit core's path at seed 3 of 914c847, 9.05 ns).
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB]), wr_row.eq(alloc_row)]
-        cursor_set = self._cursor_write(m, cur_addr, cur, wr_row << LB)   # the first row
+        cursor_set = self._cursor_write(m, v, cur, wr_row << LB)   # the first row
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -996,9 +1002,10 @@ class RepackUnit(wiring.Component):
         share(v, locals())
 
     @staticmethod
-    def _cursor_write(m, cur_addr, index, value):
+    def _cursor_write(m, v, index, value):
         """A cursor write a cycle after the decision that asks for it: the returned strobe,
-        set by that decision, writes ``value`` to ``cur_addr[index]`` from flops.  A
+        set by that decision, writes ``value`` to ``cur_addr[index]`` (and its room in its
+        row to ``cur_room[index]``) from flops.  A
         decision tree ending in every cursor's enable through the decode of its index was
         the critical path twice: the input's table beat (the 256-bit unit, 7.50 ns) and the
         sender's block end (`fits`, the 64-bit unit, 6.56 ns).  Neither cursor is read in
@@ -1008,7 +1015,8 @@ class RepackUnit(wiring.Component):
         strobe = Signal()
         m.d.sync += strobe.eq(0)
         with m.If(strobe):
-            m.d.sync += cur_addr[index].eq(value)
+            m.d.sync += [v.cur_addr[index].eq(value),
+                         v.cur_room[index].eq(v.B - Value.cast(value)[:v.LB])]
         return strobe
 
     def _output_pipeline(self, m, v):
@@ -1195,7 +1203,7 @@ class RepackUnit(wiring.Component):
             m, LB, room)
         # A block's end moves its source's cursor (`moved`, set by the data state).
         moved_ei, moved_to = Signal.like(ei), Signal(AB)
-        moved = self._cursor_write(m, cur_addr, moved_ei, moved_to)
+        moved = self._cursor_write(m, v, moved_ei, moved_to)
 
         # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
         # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
@@ -1227,7 +1235,7 @@ class RepackUnit(wiring.Component):
             # Load the next block (an empty one costs its cycle like any other).
             nxt = cur_addr[ei_next]
             m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt)]
-            set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), B - nxt[:LB],
+            set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), v.cur_room[ei_next],
                       fitcol[1] if G > 1 else Const(1))
             m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
             m.d.sync += [fitcol[i].eq(fitcol[i + 1]) for i in range(G - 1)]
@@ -1427,7 +1435,7 @@ class RepackUnit(wiring.Component):
                 with m.If(tt == i // NB):
                     m.d.sync += [col[i].eq(lens[i % NB]),
                                  v.fitcol[i].eq(_ends_in_row(lens[i % NB],
-                                                             v.B - v.cur_addr[i][:v.LB], v.LB))]
+                                                             v.cur_room[i], v.LB))]
             with m.If(nz.any()):
                 # tt·NB + top: NB is a power of two unless it is G (one table beat).
                 m.d.sync += [any_nz.eq(1),
@@ -1438,7 +1446,7 @@ class RepackUnit(wiring.Component):
                     v.fill.eq(0),
                 ]
                 # col[0] is written in this beat when it is the first one.
-                room0 = v.B - v.cur_addr[0][:v.LB]
+                room0 = v.cur_room[0]
                 v.set_block(Mux(tt == 0, lens[0], col[0]), room0,
                             Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB), v.fitcol[0]))
                 with m.If(any_nz | nz.any()):
