@@ -380,6 +380,29 @@ def test_unit_transposes(width, G, seed, in_stall, out_stall, ev_stall):
     assert run.errors == 0
 
 
+@pytest.mark.parametrize("width,G", [(64, 8), (256, 8)])
+def test_unit_empty_destinations_between_full_ones(width, G):
+    """Destinations whose whole column is empty, between and after ones that are not: an
+    empty destination's last table beat goes straight on to the next destination's header,
+    whose table is read from that destination's own rows (two rows per bank at (64, 8)),
+    not from where the empty one's table ended."""
+    rng = random.Random(width + G)
+    unit = RepackUnit(width, 4096, G)
+    S = rng.sample(range(40), G)
+    D = rng.sample(range(40), G)
+    blocks = random_blocks(rng, S, D, zero_rows=False)
+    for j in D[0::2]:                                   # D[0], D[2], ... empty
+        for i in S:
+            blocks[i, j] = b""
+    for j in D[1::2]:                                   # the others non-empty
+        blocks[S[0], j] = blocks[S[0], j] or b"x"
+    tag = rng.getrandbits(16)
+    steps, expected = submatrix_steps(rng, G, width, tag, S, D, blocks)
+    run = UnitRun(unit, seed=width).run(steps)
+    assert run.messages() == expected
+    assert run.errors == 0
+
+
 def test_unit_rate():
     """Without stalls, blocks a whole number of beats long: one beat per cycle in, one beat
     per cycle out (header and table beats included), a few cycles per sub-matrix besides."""
