@@ -1270,9 +1270,7 @@ class RepackUnit(wiring.Component):
             with m.If(j == dv_last):
                 v.states.next("DRAIN")
             with m.Else():
-                m.d.sync += j.eq(j + 1)
-                if load_row:
-                    m.d.sync += tab_row.eq((j + 1) >> LE)
+                m.d.sync += [j.eq(j + 1), *([tab_row.eq((j + 1) >> LE)] if load_row else [])]
                 v.states.next("HEADER")
 
         with v.states.state("HEADER"):
