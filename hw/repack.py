@@ -667,6 +667,7 @@ class RepackUnit(wiring.Component):
             "beat": message_beat_layout(W),
             "tsum": LENGTH_WIDTH + LE,
             "nz": E,
+            "full_keep": 1,
         }))
         m.d.comb += beat_in.ready.eq(~pre_valid | in_skid.i.ready)
         with m.If(beat_in.valid & beat_in.ready):
@@ -680,6 +681,10 @@ class RepackUnit(wiring.Component):
             in_skid.i.payload.beat.eq(pre.beat),
             in_skid.i.payload.tsum.eq(_tree_sum(pre.part[k] for k in range(parts))),
             in_skid.i.payload.nz.eq(pre.nz),
+            # Whole beat, decoded here from flops: after the slice, the B-bit compare shared
+            # LUTs with `keep_low`'s and was the front of the 256-bit core's path into
+            # `in_q.final_ok` at seed 1 of 0141bc8 (6 levels, 8.02 ns).
+            in_skid.i.payload.full_keep.eq(pre.beat.keep == (1 << (W // 8)) - 1),
         ]
         share(v, {"in_skid": in_skid})
 
@@ -734,7 +739,7 @@ class RepackUnit(wiring.Component):
         in_ready = Signal()
         load = ~in_q_valid | in_ready
         m.d.comb += in_skid.o.ready.eq(load)
-        sk_full_keep = sk.beat.keep == (1 << B) - 1
+        sk_full_keep = sk.full_keep
         sk_pad_nz = (sk.nz & ~tb_mask).any()
         with m.If(load):
             m.d.sync += [
@@ -812,7 +817,7 @@ class RepackUnit(wiring.Component):
         data_final = Signal()                   # data_left <= B: the next data row is the last
         wr_row = Signal(range(max(2, depth)))
         tab_wrow = Signal(range(max(2, BROWS)))
-        tab_wbank = Signal(range(max(2, NB)))
+        tab_wsel = Signal(NB)                   # the bank of this source's table, one-hot
 
         def head_or_drop():
             return in_state.eq(Mux(beat.last, IN_HEAD, IN_DROP))
@@ -856,14 +861,14 @@ class RepackUnit(wiring.Component):
             B, LB, E, LE, G, TBMAX, wr, NB, bank_w, c, count, st_collect, IN_HEAD, IN_TABLE,
             IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
             room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
-            data_left, wr_row, tab_wrow, tab_wbank, head_or_drop, full_keep, tail_bytes, taken,
+            data_left, wr_row, tab_wrow, tab_wsel, head_or_drop, full_keep, tail_bytes, taken,
             room_left, msg_zero, in_q, room_commit,
         ) = (getattr(v, name) for name in (
             "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
             "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
             "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
             "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
-            "tab_wrow", "tab_wbank", "head_or_drop", "full_keep", "tail_bytes", "taken",
+            "tab_wrow", "tab_wsel", "head_or_drop", "full_keep", "tail_bytes", "taken",
             "room_left", "msg_zero", "in_q", "room_commit",
         ))
         data_final, t_last = v.data_final, v.t_last
@@ -889,6 +894,17 @@ class RepackUnit(wiring.Component):
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB]), wr_row.eq(alloc_row)]
         cursor_set = self._cursor_write(m, v, cur, wr_row << LB)   # the first row
+        # A table beat is written whenever one waits in the table state and the unit
+        # accepts, taken or not: one not taken (only a message's last beat, waiting for room
+        # for events) is written again, unchanged, in the cycle it is taken, and `tab_wrow`
+        # moves only at a take.  So the banks' ~W enables read four flops, where the take's
+        # decision (`ev_free` -> `take` -> each bank's enable) was the 256-bit core's path at
+        # seed 2 of 0141bc8 (4 levels, 9.36 ns, mostly the enables' routing).
+        table_write = Signal()
+        m.d.comb += table_write.eq(v.in_q_valid & v.accepting & (in_state == IN_TABLE))
+        for b in range(NB):
+            m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
+                         bank_w[b].en.eq(table_write & tab_wsel[b])]
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -899,7 +915,7 @@ class RepackUnit(wiring.Component):
                     m.d.sync += [cur.eq(idx), cur_rank.eq(hdr.rank), t.eq(0),
                                  t_last.eq(tb_last == 0), msg_bytes.eq(0), msg_small.eq(1),
                                  room_left.eq(room_bytes), msg_zero.eq(1),
-                                 tab_wbank.eq(idx if NB == G else idx & (NB - 1)),
+                                 tab_wsel.eq(Const(1, NB) << (idx if NB == G else idx & (NB - 1))),
                                  tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX)]
                     with m.If(~st_collect):
                         m.d.comb += count(RepackError.STRAY)
@@ -934,9 +950,6 @@ class RepackUnit(wiring.Component):
                     beat_zero = in_q.zero
                     new_bytes = Signal(32)
                     m.d.comb += new_bytes.eq(msg_bytes + tsum)
-                    for b in range(NB):
-                        m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
-                                     bank_w[b].en.eq(tab_wbank == b)]
                     m.d.sync += [
                         tab_wrow.eq(tab_wrow + 1),
                         t.eq(t + 1), t_last.eq(t + 1 == tb_last),
@@ -1231,14 +1244,15 @@ class RepackUnit(wiring.Component):
             m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
                          nz_q.eq(Cat(bank_nz) & valid), final_q.eq(final)]
 
+        col_shift_ref = Signal()                # next_source's choice (see `col_shift`)
+
         def next_source():
             # Load the next block (an empty one costs its cycle like any other).
             nxt = cur_addr[ei_next]
             m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt)]
             set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), v.cur_room[ei_next],
                       fitcol[1] if G > 1 else Const(1))
-            m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
-            m.d.sync += [fitcol[i].eq(fitcol[i + 1]) for i in range(G - 1)]
+            m.d.comb += col_shift_ref.eq(1)
         m.d.comb += emit_rank.eq(c.dst[j])
 
         # Cycles without an input beat, counted down from `timeout`; `idle_out` (they reached
@@ -1260,6 +1274,25 @@ class RepackUnit(wiring.Component):
         # (in_state -> COLLECT's end -> the binary state's reset, 9 levels, 7.58 and
         # 7.61 ns).  Tests check that one flag is set every cycle (`data_mirrors`).
         v.states = OneHotStates(m, _UNIT_STATES, init="IDLE", name="unit")
+        # The column moves on a source at each block's end in the data state, and its
+        # entries load in every table-state cycle from the beat held there (the beat and
+        # the cursors' room do not change until the state advances, so the cycle that
+        # advances loads what it always did).  Both conditions are flat ANDs of flops:
+        # inside the states' decisions, the columns' enables were the 256-bit core's late
+        # pins at seed 1 of 0141bc8 (advance -> the data state's choices -> col3, 7 levels,
+        # 8.04 ns; lens_q -> the compare -> the choices -> fitcol3, 8.23 ns).  Tests check
+        # the shift against the data state's choice every cycle (`data_mirrors`).
+        col_shift = Signal()
+        m.d.comb += col_shift.eq(v.states["DATA"] & advance & (left_zero | fits))
+        self.data_mirrors.append((col_shift, col_shift_ref))
+        with m.If(col_shift):
+            m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
+            m.d.sync += [fitcol[i].eq(fitcol[i + 1]) for i in range(G - 1)]
+        for i in range(G):
+            with m.If(v.states["TABLE"] & (tt == i // NB)):
+                m.d.sync += [col[i].eq(lens_q[i % NB]),
+                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB))]
+
         with v.states.state("IDLE"):
             share(v, locals())
             self._configure(m, v)
@@ -1429,11 +1462,6 @@ class RepackUnit(wiring.Component):
             m.d.sync += [tt.eq(tt + 1),
                          v.tab_row.eq(Mux(final_beat, (v.j + 1) >> v.LE, v.tab_row + TBMAX))]
             v.load_table_beat((tt + 1)[:len(tt)] == tbo_last)
-            for i in range(G):
-                with m.If(tt == i // NB):
-                    m.d.sync += [col[i].eq(lens[i % NB]),
-                                 v.fitcol[i].eq(_ends_in_row(lens[i % NB],
-                                                             v.cur_room[i], v.LB))]
             with m.If(nz.any()):
                 # tt·NB + top: NB is a power of two unless it is G (one table beat).
                 m.d.sync += [any_nz.eq(1),
@@ -2058,6 +2086,7 @@ class RepackControl(wiring.Component):
         v.eq_stale = Signal()                   # from a unit left busy by an aborted exchange
         v.eq_quiet = Signal()                   # needs no notice: DONE, stale or rank >= n
         v.eq_take = Signal()                    # the FSM uses `eq` in this cycle
+        v.eq_take_ref = Signal()                # ... as its states choose (see _run_actions)
         v.rank_event_taken = Signal()           # ... as a rank event (_rank_event)
         spare = Signal(_HINTED_EVENT_LAYOUT)
         spare_unit = Signal(range(max(2, K)))
@@ -2263,7 +2292,7 @@ class RepackControl(wiring.Component):
 
     def _idle(self, m, v):
         with v.fsm.state("IDLE"):
-            m.d.comb += v.eq_take.eq(1)
+            m.d.comb += v.eq_take_ref.eq(1)
             o = self.order.payload
             with m.If(self.order.valid & ~v.ow_checked):
                 m.d.sync += v.ow_checked.eq(1)
@@ -2458,6 +2487,17 @@ class RepackControl(wiring.Component):
             & ((v.run_q & ~end_ok & (v.pend_done | (v.eq_valid & ~v.eq_quiet)))
                | v.fsm["SEND"]))
         self.state_mirrors.append((v.nq_push, v.nq_push_ref))
+        # The event register's take the same way: IDLE takes every event; RUN takes one
+        # after `end_ok`, the watchdog and a pending DONE's post (which needs room), if it is
+        # quiet or has room for its notice with no DONE pending.  Made at the end of RUN's
+        # priorities, it enabled ~50 flops (`eq`, its decoded flags and targets): the
+        # 256-bit core's latest pin at seed 1 of 0141bc8 (rank_complete -> the choices ->
+        # eq.rank's enable, 6 levels, 8.32 ns).
+        m.d.comb += v.eq_take.eq(
+            v.idle_q
+            | (v.run_q & ~end_ok & ~v.idle_out & v.eq_valid
+               & Mux(v.pend_done, v.eq_quiet & ~v.nq_room, v.eq_quiet | v.nq_room)))
+        self.state_mirrors.append((v.eq_take, v.eq_take_ref))
         sc_a_next = v.sleft_scan.data == 0
         m.d.sync += [sc_a.eq(sc_a_next),
                      sc_go.eq(sc_a_next & (v.dleft_scan.data == 0) & ~v.pair_r.data),
@@ -2509,7 +2549,7 @@ class RepackControl(wiring.Component):
             with m.Elif(v.eq_valid & (v.eq_quiet | (v.nq_room & ~v.pend_done))):
                 # Unit events before the scan: they free units and complete ranks.  An event
                 # and its notice take one cycle.
-                m.d.comb += v.eq_take.eq(1)
+                m.d.comb += v.eq_take_ref.eq(1)
                 with m.If(v.eq_stale):
                     with m.If(v.eq_done):
                         m.d.sync += [v.ubusy.bit_select(v.eq_unit, 1).eq(0),

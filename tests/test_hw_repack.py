@@ -555,6 +555,10 @@ def _bad_case(case, rng, width, tag, S, D, blocks):
         bad = [dict(b) for b in good[0]]
         bad[-1]["keep"] &= ~1
         return steps(bad, *good[1:]), RepackError.LENGTH, 1
+    if case in ("header_keep", "table_keep"):  # a header or table beat not whole
+        bad = [dict(b) for b in good[0]]
+        bad[0 if case == "header_keep" else 1]["keep"] >>= 1
+        return steps(bad, *good[1:]), RepackError.LENGTH, 1
     if case == "duplicate":                    # before the sub-matrix is complete
         return steps(good[0], good[0], *good[1:]), RepackError.DUPLICATE, 1
     if case == "outside_d":                    # one block more than D has
@@ -581,7 +585,8 @@ def _bad_case(case, rng, width, tag, S, D, blocks):
 
 
 @pytest.mark.parametrize("case", [
-    "length_short", "length_long", "length_keep", "length_keep_hole", "duplicate", "outside_d",
+    "length_short", "length_long", "length_keep", "length_keep_hole", "header_keep",
+    "table_keep", "duplicate", "outside_d",
     "outside_d_padding", "over_budget", "unknown_source", "forged_source", "wrong_tag", "timeout",
     "timeout_mid_message",
 ])
