@@ -311,6 +311,34 @@ def _sum_exceeds(a, b, limit):
     return ~(half + carry)[n - 1]
 
 
+def _exceeds(a, b, limit):
+    """``a + b > limit`` (``a > limit`` when ``b`` is None) for unsigned ``a`` and ``b`` that
+    sum to fewer bits than ``limit`` has (a table beat's sum, against a byte budget): the
+    carry chain is as wide as the sum, and the limit's high bits (all zero, or a negative
+    sign) are tested beside it.  The whole width's chain in front of the budget flag was
+    the repack unit's late pin alone on the 45F at seed 2 of 4eadde1 (room_bytes ->
+    the compare -> in_q.over, 5.42 ns)."""
+    a, limit = Value.cast(a), Value.cast(limit)
+    k = len(a) if b is None else max(len(a), len(Value.cast(b))) + 1
+    signed = limit.shape().signed
+    top = len(limit) - signed                  # magnitude bits
+    if k >= top:
+        return a > limit if b is None else _sum_exceeds(a, b, limit)
+    negative = limit[-1] if signed else Const(0, 1)
+    low = limit[:k]
+    low_over = a > low if b is None else _sum_exceeds(a, b, Cat(low, Const(0, 1)).as_signed())
+    return negative | ((limit[k:top] == 0) & low_over)
+
+
+def _greater(a, b, split):
+    """``a > b`` (unsigned) from two compares of halves side by side, split at bit
+    ``split``, and one LUT: two short carry chains in parallel where one ran the width (a
+    32-bit compare in front of the configuration slice was the repack unit's late pin alone
+    on the 45F at seed 2 of 4eadde1, 5.15 ns)."""
+    a, b = Value.cast(a), Value.cast(b)
+    return (a[split:] > b[split:]) | ((a[split:] == b[split:]) & (a[:split] > b[:split]))
+
+
 def _rotate_bytes(value, amount, at):
     """``value`` rotated right by ``amount << at`` bytes (byte q + amount·2**at moves to byte
     q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
@@ -464,7 +492,7 @@ class RepackUnit(wiring.Component):
             cfg_slice.i.payload.cfg.eq(p_in),
             cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
                                        | (p_in.dv > G) | (p_in.timeout == 0)),
-            cfg_slice.i.payload.too_big.eq(over_always | (p_in.total_bytes > limit)),
+            cfg_slice.i.payload.too_big.eq(over_always | _greater(p_in.total_bytes, limit, 16)),
             # The entries of S in use (k < dh), decoded here: the input stage reads them for
             # the configuration being taken, and a compare there was on the 64-bit core's
             # critical path.
@@ -801,11 +829,11 @@ class RepackUnit(wiring.Component):
         # table beat's flag is used, and a table beat follows a header or a table beat.
         with m.If(load):
             with m.If(take & (in_state == IN_HEAD)):
-                m.d.sync += in_q.over.eq(sk.tsum > room_bytes)
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_bytes))
             with m.Elif(take & (in_state == IN_TABLE)):
-                m.d.sync += in_q.over.eq(_sum_exceeds(sk.tsum, in_q.tsum, room_left))
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, in_q.tsum, room_left))
             with m.Else():
-                m.d.sync += in_q.over.eq(sk.tsum > room_left)
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_left))
         # The budget left after a message's table, a cycle after the decision that accepts it:
         # room_left then already holds it (less the final beat's sum), and room_bytes is read
         # next at a header, at least one data beat later.
@@ -1208,6 +1236,11 @@ class RepackUnit(wiring.Component):
         # the cursors' multiplexer (ei_next -> cursor -> room -> fits, 8.45 ns).  The
         # cursors of the blocks ahead do not move until their own block ends.
         fitcol = [Signal(name=f"fitcol{i}") for i in range(G)]
+        # And each block's cursor and its room in its row, so the next block's are flops
+        # too: through the cursors' multiplexer at `ei_next`, they were the unit's late pins
+        # alone on the 45F at seed 2 of 4eadde1 (ei_next -> the cursor -> rd_addr, 5.46 ns).
+        addrcol = [Signal(AB, name=f"addrcol{i}") for i in range(G)]
+        roomcol = [Signal(range(B + 1), name=f"roomcol{i}") for i in range(G)]
         room = Signal(range(B + 1))             # bytes from rd_addr to the end of its row
         dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
@@ -1248,9 +1281,9 @@ class RepackUnit(wiring.Component):
 
         def next_source():
             # Load the next block (an empty one costs its cycle like any other).
-            nxt = cur_addr[ei_next]
-            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(nxt)]
-            set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), v.cur_room[ei_next],
+            nxt = 1 if G > 1 else 0
+            m.d.sync += [ei.eq(ei_next), ei_next.eq(ei_next + 1), rd_addr.eq(addrcol[nxt])]
+            set_block(col[1] if G > 1 else Const(0, LENGTH_WIDTH), roomcol[nxt],
                       fitcol[1] if G > 1 else Const(1))
             m.d.comb += col_shift_ref.eq(1)
         m.d.comb += emit_rank.eq(c.dst[j])
@@ -1286,8 +1319,11 @@ class RepackUnit(wiring.Component):
         m.d.comb += col_shift.eq(v.states["DATA"] & advance & (left_zero | fits))
         self.data_mirrors.append((col_shift, col_shift_ref))
         with m.If(col_shift):
-            m.d.sync += [col[i].eq(col[i + 1]) for i in range(G - 1)]
-            m.d.sync += [fitcol[i].eq(fitcol[i + 1]) for i in range(G - 1)]
+            for column in (col, fitcol, addrcol, roomcol):
+                m.d.sync += [column[i].eq(column[i + 1]) for i in range(G - 1)]
+        with m.If(v.states["TABLE"]):
+            m.d.sync += [addrcol[i].eq(cur_addr[i]) for i in range(G)]
+            m.d.sync += [roomcol[i].eq(v.cur_room[i]) for i in range(G)]
         for i in range(G):
             with m.If(v.states["TABLE"] & (tt == i // NB)):
                 m.d.sync += [col[i].eq(lens_q[i % NB]),
@@ -1341,11 +1377,21 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                 v.states.next("IDLE")
 
+        # Cleared in every idle cycle, after every other assignment, so that the IDLE flag
+        # is each flop's reset (nothing reads them while idle: the first destination from
+        # HEADER on, the sources' arrivals while collecting, and a header parsed while idle
+        # is a stray).  Set at the configuration's take or at COLLECT's end, behind those
+        # choices, they were the unit's latest pins alone (the 45F at seed 2 of 4eadde1:
+        # cfg_slice.valid -> the take -> j, tab_row, arrived, received, 6 levels, 5.75 ns;
+        # the 85F at seed 2 of the thirtieth pass: err_hits_q -> the failure -> j, 5.77 ns).
+        with m.If(v.states["IDLE"]):
+            m.d.sync += [j.eq(0), tab_row.eq(0), received.eq(0), arrived.eq(0)]
+
     def _collect(self, m, v):
         """COLLECT and REPORT states: wait for the sources' messages (every source's header
         and table taken) within the input budget; a failure or a timeout drops the
         sub-matrix whole, reported by one DONE event."""
-        c, take, count, in_state, j, tab_row = v.c, v.take, v.count, v.in_state, v.j, v.tab_row
+        c, take, count, in_state = v.c, v.take, v.count, v.in_state
         idle_left, idle_out = v.idle_left, v.idle_out
         with v.states.state("COLLECT"):
             m.d.comb += v.st_collect.eq(1)
@@ -1364,8 +1410,7 @@ class RepackUnit(wiring.Component):
                 with m.If(v.fail_now):
                     v.states.next("REPORT")
                 with m.Else():
-                    m.d.sync += [j.eq(0), tab_row.eq(0)]
-                    v.states.next("HEADER")
+                    v.states.next("HEADER")     # j and tab_row: 0 since the take
 
         with v.states.state("REPORT"):
             # The sub-matrix is dropped whole: DONE carries the first error.
@@ -1421,8 +1466,6 @@ class RepackUnit(wiring.Component):
                 tb_last.eq((p.dv - 1) >> LE),
                 # (dv - 1) % E + 1 valid entries in the last table beat.
                 tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
-                received.eq(0),
-                arrived.eq(0),
                 failed.eq(0),
                 fail_code.eq(RepackError.OK),
                 room_bytes.eq(p.total_bytes),

@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Const
+from amaranth.hdl import Const, Module, Signal, signed
 from amaranth.sim import Simulator
 
 from nicoll.hw import repack as repack_mod
@@ -198,7 +198,6 @@ def submatrix_steps(rng, G, width, tag, S, D, blocks, *, budget=None, shuffle=Tr
 def test_sum_exceeds_every_value():
     """The budget check's carry-save form of ``a + b > limit``, for every value at small
     widths (unsigned a and b, a signed limit wider than either)."""
-    from amaranth.hdl import Module, Signal, signed
     a, b, limit, out = Signal(4), Signal(3), Signal(signed(6)), Signal()
     m = Module()
     m.d.comb += out.eq(repack_mod._sum_exceeds(a, b, limit))
@@ -1114,3 +1113,66 @@ def test_exchange_16_ranks_measure(capsys):
         print()
         for line in lines:
             print("  " + line)
+
+
+def test_split_compare_matches_greater_than():
+    """The configuration check's compare in two halves (`_greater`) is ``a > b`` for values
+    around every boundary of the split: equal high halves, a carry across it, the extremes."""
+    rng = random.Random(11)
+    values = [0, 1, 0xFFFF, 0x10000, 0x10001, 0xFFFFFFFF, 0x1_0000_0000]
+    values += [rng.getrandbits(32) for _ in range(40)]
+    pairs = [(a, b) for a in values[:7] for b in values]
+    pairs += [(a, a + d) for a in values for d in (-1, 0, 1, 0x10000, -0x10000) if a + d >= 0]
+    m = Module()
+    a_sig, b_sig, out = Signal(32), Signal(33), Signal()
+    m.d.comb += out.eq(repack_mod._greater(a_sig, b_sig, 16))
+    seen = []
+
+    async def bench(ctx):
+        for a, b in pairs:
+            a &= 0xFFFFFFFF
+            ctx.set(a_sig, a)
+            ctx.set(b_sig, b)
+            seen.append((a, b, ctx.get(out)))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == len(pairs)
+    assert [(a, b) for a, b, got in seen if got != int(a > b)] == []
+
+
+@pytest.mark.parametrize("limit_signed", [False, True])
+@pytest.mark.parametrize("two_terms", [False, True])
+def test_budget_compare_matches_sum(limit_signed, two_terms):
+    """The budget flag's compare (`_exceeds`: a carry chain as wide as the sum, the limit's
+    high bits tested beside it) is ``a + b > limit`` for sums and limits around every
+    boundary: a limit just above and below the sum, beyond the sum's width, negative."""
+    rng = random.Random(f"{limit_signed}{two_terms}")
+    a_sig, b_sig = Signal(18), Signal(18)
+    limit = Signal(signed(34)) if limit_signed else Signal(32)
+    out = Signal()
+    m = Module()
+    m.d.comb += out.eq(repack_mod._exceeds(a_sig, b_sig if two_terms else None, limit))
+    cases = []
+    for _ in range(300):
+        a, b = rng.getrandbits(rng.choice([2, 10, 18])), rng.getrandbits(18) if two_terms else 0
+        total = a + b
+        lim = rng.choice([total, total - 1, total + 1, total + (1 << 19), 1 << 20, 0,
+                          rng.getrandbits(31)])
+        if limit_signed:
+            lim = rng.choice([lim, -lim - 1, -(1 << 33)])
+        cases.append((a, b, lim if limit_signed else max(lim, 0)))
+    seen = []
+
+    async def bench(ctx):
+        for a, b, lim in cases:
+            ctx.set(a_sig, a)
+            ctx.set(b_sig, b)
+            ctx.set(limit, lim)
+            seen.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [c for c, got in zip(cases, seen) if got != int(c[0] + c[1] > c[2])] == []
