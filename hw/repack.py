@@ -936,6 +936,11 @@ class RepackUnit(wiring.Component):
             m.d.sync += [data_left.eq(table_bytes), data_final.eq(sum_small),
                          tail_bytes.eq(msg_bytes[:LB] + in_q.tsum[:LB]), wr_row.eq(alloc_row)]
         cursor_set = self._cursor_write(m, v, cur, wr_row << LB)   # the first row
+        # The buffer's address and data whatever the state, its enable alone decided: set
+        # only in the data state's take, the data's ~W bits were ANDed with that decision,
+        # the 256-bit unit's latest pins alone at seed 3 of 155b759 (ev_free -> the take ->
+        # the block RAMs' data inputs, 5.12 ns).
+        m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data)]
         # A table beat is written whenever one waits in the table state and the unit
         # accepts, taken or not: one not taken (only a message's last beat, waiting for room
         # for events) is written again, unchanged, in the cycle it is taken, and `tab_wrow`
@@ -1031,7 +1036,7 @@ class RepackUnit(wiring.Component):
                     # The next message starts on the row after this one (rows are allocated
                     # as they are written; OVER_BUDGET already bounds their number).
                     final_row = data_final
-                    m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data), wr.en.eq(1)]
+                    m.d.comb += wr.en.eq(1)
                     m.d.sync += [wr_row.eq(wr_row + 1), alloc_row.eq(wr_row + 1),
                                  data_left.eq(data_left - B), data_final.eq(data_left <= 2 * B)]
                     tail_ok = v.tail_ok
