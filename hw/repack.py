@@ -1248,18 +1248,7 @@ class RepackUnit(wiring.Component):
         tab_row = Signal(range(max(2, BROWS)))  # row of the table banks being read
         last_nz = Signal(range(max(2, G)))      # source of the last non-empty block
         any_nz = Signal()                       # a non-empty block seen in the table so far
-        col = [Signal(LENGTH_WIDTH, name=f"col{i}") for i in range(G)]
-        # Beside each length, whether that block ends in its first row (its length against
-        # the room its cursor leaves in the row), computed as the table loads it: the data
-        # state's `fits` for the next block is then a shift of flops, not a compare behind
-        # the cursors' multiplexer (ei_next -> cursor -> room -> fits, 8.45 ns).  The
-        # cursors of the blocks ahead do not move until their own block ends.
-        fitcol = [Signal(name=f"fitcol{i}") for i in range(G)]
-        # And each block's cursor and its room in its row, so the next block's are flops
-        # too: through the cursors' multiplexer at `ei_next`, they were the unit's late pins
-        # alone on the 45F at seed 2 of 4eadde1 (ei_next -> the cursor -> rd_addr, 5.46 ns).
-        addrcol = [Signal(AB, name=f"addrcol{i}") for i in range(G)]
-        roomcol = [Signal(range(B + 1), name=f"roomcol{i}") for i in range(G)]
+        col, fitcol, addrcol, roomcol = self._columns(v)
         room = Signal(range(B + 1))             # bytes from rd_addr to the end of its row
         dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
@@ -1326,27 +1315,8 @@ class RepackUnit(wiring.Component):
         # (in_state -> COLLECT's end -> the binary state's reset, 9 levels, 7.58 and
         # 7.61 ns).  Tests check that one flag is set every cycle (`data_mirrors`).
         v.states = OneHotStates(m, _UNIT_STATES, init="IDLE", name="unit")
-        # The column moves on a source at each block's end in the data state, and its
-        # entries load in every table-state cycle from the beat held there (the beat and
-        # the cursors' room do not change until the state advances, so the cycle that
-        # advances loads what it always did).  Both conditions are flat ANDs of flops:
-        # inside the states' decisions, the columns' enables were the 256-bit core's late
-        # pins at seed 1 of 0141bc8 (advance -> the data state's choices -> col3, 7 levels,
-        # 8.04 ns; lens_q -> the compare -> the choices -> fitcol3, 8.23 ns).  Tests check
-        # the shift against the data state's choice every cycle (`data_mirrors`).
-        col_shift = Signal()
-        m.d.comb += col_shift.eq(v.states["DATA"] & advance & (left_zero | fits))
-        self.data_mirrors.append((col_shift, col_shift_ref))
-        with m.If(col_shift):
-            for column in (col, fitcol, addrcol, roomcol):
-                m.d.sync += [column[i].eq(column[i + 1]) for i in range(G - 1)]
-        with m.If(v.states["TABLE"]):
-            m.d.sync += [addrcol[i].eq(cur_addr[i]) for i in range(G)]
-            m.d.sync += [roomcol[i].eq(v.cur_room[i]) for i in range(G)]
-        for i in range(G):
-            with m.If(v.states["TABLE"] & (tt == i // NB)):
-                m.d.sync += [col[i].eq(lens_q[i % NB]),
-                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB))]
+        share(v, locals())
+        self._column_moves(m, v, col_shift_ref)
 
         with v.states.state("IDLE"):
             share(v, locals())
@@ -1396,6 +1366,59 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [v.accepting.eq(1), v.idle.eq(1)]
                 v.states.next("IDLE")
 
+        self._idle_clears(m, v)
+
+    @staticmethod
+    def _columns(v):
+        """The sending state's columns, one entry per source of the destination being
+        sent: its block's length, whether the block ends in its first row, its cursor and
+        its room in that row (see `_column_moves`)."""
+        G, B, AB = v.G, v.B, v.AB
+        col = [Signal(LENGTH_WIDTH, name=f"col{i}") for i in range(G)]
+        # Beside each length, whether that block ends in its first row (its length against
+        # the room its cursor leaves in the row), computed as the table loads it: the data
+        # state's `fits` for the next block is then a shift of flops, not a compare behind
+        # the cursors' multiplexer (ei_next -> cursor -> room -> fits, 8.45 ns).  The
+        # cursors of the blocks ahead do not move until their own block ends.
+        fitcol = [Signal(name=f"fitcol{i}") for i in range(G)]
+        # And each block's cursor and its room in its row, so the next block's are flops
+        # too: through the cursors' multiplexer at `ei_next`, they were the unit's late pins
+        # alone on the 45F at seed 2 of 4eadde1 (ei_next -> the cursor -> rd_addr, 5.46 ns).
+        addrcol = [Signal(AB, name=f"addrcol{i}") for i in range(G)]
+        roomcol = [Signal(range(B + 1), name=f"roomcol{i}") for i in range(G)]
+        return col, fitcol, addrcol, roomcol
+
+    def _column_moves(self, m, v, col_shift_ref):
+        """Loads and shifts of the columns (`_columns`), outside the states' decisions."""
+        G, NB, advance, tt, lens_q, LB = v.G, v.NB, v.advance, v.tt, v.lens_q, v.LB
+        left_zero, fits, cur_addr = v.left_zero, v.fits, v.cur_addr
+        col, fitcol, addrcol, roomcol = v.col, v.fitcol, v.addrcol, v.roomcol
+        # The column moves on a source at each block's end in the data state, and its
+        # entries load in every table-state cycle from the beat held there (the beat and
+        # the cursors' room do not change until the state advances, so the cycle that
+        # advances loads what it always did).  Both conditions are flat ANDs of flops:
+        # inside the states' decisions, the columns' enables were the 256-bit core's late
+        # pins at seed 1 of 0141bc8 (advance -> the data state's choices -> col3, 7 levels,
+        # 8.04 ns; lens_q -> the compare -> the choices -> fitcol3, 8.23 ns).  Tests check
+        # the shift against the data state's choice every cycle (`data_mirrors`).
+        col_shift = Signal()
+        m.d.comb += col_shift.eq(v.states["DATA"] & advance & (left_zero | fits))
+        self.data_mirrors.append((col_shift, col_shift_ref))
+        with m.If(col_shift):
+            for column in (col, fitcol, addrcol, roomcol):
+                m.d.sync += [column[i].eq(column[i + 1]) for i in range(G - 1)]
+        with m.If(v.states["TABLE"]):
+            m.d.sync += [addrcol[i].eq(cur_addr[i]) for i in range(G)]
+            m.d.sync += [roomcol[i].eq(v.cur_room[i]) for i in range(G)]
+        for i in range(G):
+            with m.If(v.states["TABLE"] & (tt == i // NB)):
+                m.d.sync += [col[i].eq(lens_q[i % NB]),
+                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB))]
+
+    @staticmethod
+    def _idle_clears(m, v):
+        """Registers the unit clears while idle."""
+        j, tab_row, received, arrived = v.j, v.tab_row, v.received, v.arrived
         # Cleared in every idle cycle, after every other assignment, so that the IDLE flag
         # is each flop's reset (nothing reads them while idle: the first destination from
         # HEADER on, the sources' arrivals while collecting, and a header parsed while idle
