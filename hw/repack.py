@@ -830,23 +830,8 @@ class RepackUnit(wiring.Component):
         # `msg_zero` says those beats were all zero.
         room_left = Signal(signed(34))
         msg_zero = Signal()
-        # The budget check a cycle ahead: whether the beat entering the stage would exceed
-        # room_left as it stands when that beat is parsed (room_left then is room_bytes after
-        # a header, less this cycle's table beat after a table beat, else as now).  Only a
-        # table beat's flag is used, and a table beat follows a header or a table beat.
-        with m.If(load):
-            with m.If(take & (in_state == IN_HEAD)):
-                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_bytes))
-            with m.Elif(take & (in_state == IN_TABLE)):
-                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, in_q.tsum, room_left))
-            with m.Else():
-                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_left))
-            # msg_zero as it will stand when the entering beat is parsed (1 after a header,
-            # ANDed with this beat's flag after a table beat, else as now).
-            msg_zero_then = Mux(take & (in_state == IN_HEAD), 1,
-                                Mux(take & (in_state == IN_TABLE), msg_zero & in_q.zero,
-                                    msg_zero))
-            m.d.sync += in_q.all_zero.eq(~sk.nz.any() & msg_zero_then)
+        share(v, locals())
+        self._lookahead_flags(m, v)
         all_zero_mirror = (in_q.all_zero & in_q_valid, msg_zero & in_q.zero & in_q_valid)
         # The budget left after a message's table, a cycle after the decision that accepts it:
         # room_left then already holds it (less the final beat's sum), and room_bytes is read
@@ -868,6 +853,31 @@ class RepackUnit(wiring.Component):
         tail_bytes = Signal(LB)                 # bytes of the final data beat, mod B
 
         share(v, locals())
+
+    @staticmethod
+    def _lookahead_flags(m, v):
+        """Flags of the beat entering the input's second stage, made as they will stand when
+        it is parsed: the budget check (`over`) and the message's all-zero table."""
+        load, take, in_state, sk, in_q = v.load, v.take, v.in_state, v.sk, v.in_q
+        IN_HEAD, IN_TABLE = v.IN_HEAD, v.IN_TABLE
+        room_bytes, room_left, msg_zero = v.room_bytes, v.room_left, v.msg_zero
+        # The budget check a cycle ahead: whether the beat entering the stage would exceed
+        # room_left as it stands when that beat is parsed (room_left then is room_bytes after
+        # a header, less this cycle's table beat after a table beat, else as now).  Only a
+        # table beat's flag is used, and a table beat follows a header or a table beat.
+        with m.If(load):
+            with m.If(take & (in_state == IN_HEAD)):
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_bytes))
+            with m.Elif(take & (in_state == IN_TABLE)):
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, in_q.tsum, room_left))
+            with m.Else():
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_left))
+            # msg_zero as it will stand when the entering beat is parsed (1 after a header,
+            # ANDed with this beat's flag after a table beat, else as now).
+            msg_zero_then = Mux(take & (in_state == IN_HEAD), 1,
+                                Mux(take & (in_state == IN_TABLE), msg_zero & in_q.zero,
+                                    msg_zero))
+            m.d.sync += in_q.all_zero.eq(~sk.nz.any() & msg_zero_then)
 
     def _taken_post(self, m, v):
         """TAKEN's post, beside the input states' decisions (`taken`, from `_input_beat`,
@@ -900,18 +910,16 @@ class RepackUnit(wiring.Component):
 
     def _input_beat(self, m, v):
         (
-            B, LB, E, LE, G, TBMAX, wr, NB, bank_w, c, count, st_collect, IN_HEAD, IN_TABLE,
-            IN_DATA, IN_DROP, in_state, in_skid, beat, take, hdr, hit, idx, received, arrived,
-            room_bytes, alloc_row, cur_addr, cur, cur_rank, t, tb_last, tb_mask, msg_bytes,
-            data_left, wr_row, tab_wrow, tab_wsel, head_or_drop, full_keep, tail_bytes, taken,
-            room_left, msg_zero, in_q, room_commit,
+            B, LB, LE, G, TBMAX, wr, NB, count, st_collect, IN_HEAD, IN_TABLE, IN_DATA, IN_DROP,
+            in_state, beat, take, hdr, hit, idx, received, arrived, room_bytes, alloc_row, cur,
+            cur_rank, t, tb_last, msg_bytes, data_left, wr_row, tab_wrow, tab_wsel, head_or_drop,
+            full_keep, tail_bytes, taken, room_left, msg_zero, in_q, room_commit,
         ) = (getattr(v, name) for name in (
-            "B", "LB", "E", "LE", "G", "TBMAX", "wr", "NB", "bank_w", "c", "count", "st_collect",
-            "IN_HEAD", "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "in_skid", "beat", "take",
-            "hdr", "hit", "idx", "received", "arrived", "room_bytes", "alloc_row", "cur_addr",
-            "cur", "cur_rank", "t", "tb_last", "tb_mask", "msg_bytes", "data_left", "wr_row",
-            "tab_wrow", "tab_wsel", "head_or_drop", "full_keep", "tail_bytes", "taken",
-            "room_left", "msg_zero", "in_q", "room_commit",
+            "B", "LB", "LE", "G", "TBMAX", "wr", "NB", "count", "st_collect", "IN_HEAD",
+            "IN_TABLE", "IN_DATA", "IN_DROP", "in_state", "beat", "take", "hdr", "hit", "idx",
+            "received", "arrived", "room_bytes", "alloc_row", "cur", "cur_rank", "t", "tb_last",
+            "msg_bytes", "data_left", "wr_row", "tab_wrow", "tab_wsel", "head_or_drop",
+            "full_keep", "tail_bytes", "taken", "room_left", "msg_zero", "in_q", "room_commit",
         ))
         data_final, t_last = v.data_final, v.t_last
         # msg_bytes + tsum <= B without the 32-bit sum: both small (flags kept beside them),
@@ -941,17 +949,7 @@ class RepackUnit(wiring.Component):
         # the 256-bit unit's latest pins alone at seed 3 of 155b759 (ev_free -> the take ->
         # the block RAMs' data inputs, 5.12 ns).
         m.d.comb += [wr.addr.eq(wr_row), wr.data.eq(beat.data)]
-        # A table beat is written whenever one waits in the table state and the unit
-        # accepts, taken or not: one not taken (only a message's last beat, waiting for room
-        # for events) is written again, unchanged, in the cycle it is taken, and `tab_wrow`
-        # moves only at a take.  So the banks' ~W enables read four flops, where the take's
-        # decision (`ev_free` -> `take` -> each bank's enable) was the 256-bit core's path at
-        # seed 2 of 0141bc8 (4 levels, 9.36 ns, mostly the enables' routing).
-        table_write = Signal()
-        m.d.comb += table_write.eq(v.in_q_valid & v.accepting & (in_state == IN_TABLE))
-        for b in range(NB):
-            m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
-                         bank_w[b].en.eq(table_write & tab_wsel[b])]
+        self._table_writes(m, v)
         with m.If(take):
             with m.Switch(in_state):
                 with m.Case(IN_HEAD):
@@ -1060,6 +1058,24 @@ class RepackUnit(wiring.Component):
                         m.d.sync += in_state.eq(IN_HEAD)
 
         share(v, locals())
+
+    @staticmethod
+    def _table_writes(m, v):
+        """The length tables' write ports."""
+        NB, bank_w, beat, in_q, tab_wrow, tab_wsel = (v.NB, v.bank_w, v.beat, v.in_q,
+                                                      v.tab_wrow, v.tab_wsel)
+        in_state, IN_TABLE = v.in_state, v.IN_TABLE
+        # A table beat is written whenever one waits in the table state and the unit
+        # accepts, taken or not: one not taken (only a message's last beat, waiting for room
+        # for events) is written again, unchanged, in the cycle it is taken, and `tab_wrow`
+        # moves only at a take.  So the banks' ~W enables read four flops, where the take's
+        # decision (`ev_free` -> `take` -> each bank's enable) was the 256-bit core's path at
+        # seed 2 of 0141bc8 (4 levels, 9.36 ns, mostly the enables' routing).
+        table_write = Signal()
+        m.d.comb += table_write.eq(v.in_q_valid & v.accepting & (in_state == IN_TABLE))
+        for b in range(NB):
+            m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
+                         bank_w[b].en.eq(table_write & tab_wsel[b])]
 
     @staticmethod
     def _cursor_write(m, v, index, value):
