@@ -297,6 +297,36 @@ def _tree_sum(values):
     return values[0]
 
 
+def _carry_save_sum(values, width):
+    """Sum of ``values`` (unsigned, modulo ``2**width``) as one carry chain: the operands are
+    first reduced to two by carry-save stages, three to two per stage (one LUT level per
+    stage, no carry between bits).  For the four partial sums of a 256-bit table beat that
+    is two LUT levels and one chain, where the adder tree put two chains in series (the
+    256-bit unit's latest pin alone at seeds 1 and 3 of abe24a0: the partial sums ->
+    the tree -> the input slice's ``tsum``, 17 levels, 5.13 ns)."""
+    values = [Value.cast(x) for x in values]
+    values = [Cat(x, Const(0, width - len(x)))[:width] for x in values]
+    while len(values) > 2:
+        x, y, z = values[:3]
+        sums = x ^ y ^ z
+        carries = Cat(Const(0, 1), (x & y) | (x & z) | (y & z))[:width]
+        values = values[3:] + [sums, carries]
+    return (values[0] + values[1])[:width] if len(values) == 2 else values[0]
+
+
+def _low_thermometer(index, count):
+    """``(2 << (index - 1) % count) - 1`` for ``index`` >= 1 and ``count`` a power of two (or
+    ``index`` <= ``count``): bits 0 .. (index - 1) mod count set.  Each bit is a function of
+    index's low bits alone (bit e: index mod count is 0 or above e), where the subtract,
+    shift and subtract put two carry chains in front of the mask (the 256-bit unit's late
+    pin alone at seed 3 of abe24a0, the configuration -> tb_mask, 5.03 ns)."""
+    index = Value.cast(index)
+    bits = max(1, (count - 1).bit_length())
+    low = index[:bits] if count > 1 else Const(0, 1)
+    wrap = low == 0 if count > 1 else Const(1, 1)
+    return Cat(wrap | (low > e) for e in range(count))
+
+
 def _sum_exceeds(a, b, limit):
     """``a + b > limit`` for unsigned ``a``, ``b`` and a signed ``limit``, as one carry chain:
     the sign of ``a + b + ~limit`` (that is ``a + b - limit - 1``), its three operands first
@@ -515,13 +545,16 @@ class RepackUnit(wiring.Component):
         # combinationally (distributed RAM).  Each row keeps its entries' non-zero flags
         # beside them (the input beat's `nz`, computed before the unit): the table state
         # reads a flag, where a compare of the read entry was behind its flops (tab_row -> the
-        # read -> the entry's zero test -> nz_q, the 64-bit unit's worst estimate).
+        # read -> the entry's zero test -> nz_q, the 64-bit unit's worst estimate), and
+        # whether it is two rows' bytes or more (`big`), for the same reason: the zero test of
+        # its high bits in front of `fitcol` was a late pin of the 256-bit unit alone at
+        # seed 3 of abe24a0 (lens_q -> the test -> fitcol3, 5.12 ns).
         NB = min(E, G)
         BROWS = -(-G // NB) * TBMAX
         TBO = -(-G // NB)                       # output table beats, at most
         bank_w, bank_r = [], []
         for b in range(NB):
-            m.submodules[f"tables{b}"] = bank = Memory(shape=W + E, depth=BROWS, init=[])
+            m.submodules[f"tables{b}"] = bank = Memory(shape=W + 2 * E, depth=BROWS, init=[])
             bank_w.append(bank.write_port())
             bank_r.append(bank.read_port(domain="comb"))
 
@@ -689,27 +722,29 @@ class RepackUnit(wiring.Component):
         pre = Signal(data.StructLayout({
             "beat": message_beat_layout(W),
             "part": data.ArrayLayout(LENGTH_WIDTH + LE, parts),
-            "nz": E,
+            "nz": E, "big": E,
         }))
         pre_valid = Signal()
         m.submodules.in_buffer = in_skid = SkidBuffer(data.StructLayout({
             "beat": message_beat_layout(W),
             "tsum": LENGTH_WIDTH + LE,
-            "nz": E,
+            "nz": E, "big": E,
             "full_keep": 1,
         }))
         m.d.comb += beat_in.ready.eq(~pre_valid | in_skid.i.ready)
         with m.If(beat_in.valid & beat_in.ready):
             m.d.sync += [pre_valid.eq(1), pre.beat.eq(beat_in.payload),
-                         pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E)))]
+                         pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
+                         pre.big.eq(Cat(in_entries[e][v.LB + 1:] != 0 for e in range(E)))]
             m.d.sync += [pre.part[k].eq(h) for k, h in enumerate(partials)]
         with m.Elif(in_skid.i.ready):
             m.d.sync += pre_valid.eq(0)
         m.d.comb += [
             in_skid.i.valid.eq(pre_valid),
             in_skid.i.payload.beat.eq(pre.beat),
-            in_skid.i.payload.tsum.eq(_tree_sum(pre.part[k] for k in range(parts))),
-            in_skid.i.payload.nz.eq(pre.nz),
+            in_skid.i.payload.tsum.eq(_carry_save_sum((pre.part[k] for k in range(parts)),
+                                                      LENGTH_WIDTH + LE)),
+            in_skid.i.payload.nz.eq(pre.nz), in_skid.i.payload.big.eq(pre.big),
             # Whole beat, decoded here from flops: after the slice, the B-bit compare shared
             # LUTs with `keep_low`'s and was the front of the 256-bit core's path into
             # `in_q.final_ok` at seed 1 of 0141bc8 (6 levels, 8.02 ns).
@@ -748,7 +783,7 @@ class RepackUnit(wiring.Component):
         sk = in_skid.o.payload
         sk_hdr = HEADER_LAYOUT(sk.beat.data[:HEADER_LAYOUT.size])
         in_q = Signal(data.StructLayout({
-            "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E,
+            "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E, "big": E,
             "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
             "over": 1, "small": 1,
             # keep is a low mask of at least one byte, and its byte count mod B: the final
@@ -780,6 +815,7 @@ class RepackUnit(wiring.Component):
             m.d.sync += [
                 in_q_valid.eq(in_skid.o.valid),
                 in_q.beat.eq(sk.beat), in_q.tsum.eq(sk.tsum), in_q.nz.eq(sk.nz),
+                in_q.big.eq(sk.big),
                 in_q.zero.eq(~sk.nz.any()), in_q.small.eq(sk.tsum <= B),
                 in_q.pad_nz.eq(sk_pad_nz),
                 in_q.final_ok.eq(sk_full_keep & ~sk.beat.last & ~sk_pad_nz),
@@ -1074,7 +1110,8 @@ class RepackUnit(wiring.Component):
         table_write = Signal()
         m.d.comb += table_write.eq(v.in_q_valid & v.accepting & (in_state == IN_TABLE))
         for b in range(NB):
-            m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz)),
+            m.d.comb += [bank_w[b].addr.eq(tab_wrow), bank_w[b].data.eq(Cat(beat.data, in_q.nz,
+                                                                          in_q.big)),
                          bank_w[b].en.eq(table_write & tab_wsel[b])]
 
     @staticmethod
@@ -1269,6 +1306,11 @@ class RepackUnit(wiring.Component):
         dv_last = Signal(range(max(2, G)))      # dv - 1, set with the configuration
         fill = Signal(LB)
         rd_addr = Signal(AB)
+        # The buffer is read at the cursor's row in every cycle; only a row the data state
+        # issues is used (p1.kind), so the block RAM's address is a flop, not the data
+        # state's issue decision (the 256-bit unit's late pins alone at seed 1 of the
+        # thirty-second pass: advance -> the block's end -> the address, 5.16 ns).
+        m.d.comb += v.iss_row.eq(rd_addr[LB:])
         rd_left, left_zero, left_small, fits, data_active, set_block = self._block_length(
             m, LB, room)
         # A block's end moves its source's cursor (`moved`, set by the data state).
@@ -1284,10 +1326,13 @@ class RepackUnit(wiring.Component):
         nz_q = Signal(NB)
         bank_len = []                           # lengths of sources at tab_row, destination j
         bank_nz = []                            # and whether each is non-zero
+        bank_big = []                           # and two rows' bytes (2B) or more
+        big_q = Signal(NB)
         for b in range(NB):
             m.d.comb += bank_r[b].addr.eq(tab_row)
             bank_len.append(bank_r[b].data[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
-            bank_nz.append(bank_r[b].data[E * LENGTH_WIDTH:].bit_select(j & (E - 1), 1))
+            bank_nz.append(bank_r[b].data[E * LENGTH_WIDTH:][:E].bit_select(j & (E - 1), 1))
+            bank_big.append(bank_r[b].data[E * LENGTH_WIDTH + E:].bit_select(j & (E - 1), 1))
         # The beat being read is masked as it is loaded (entries past dh in the last beat
         # read as empty), and whether it is the last one is a flop beside it: the table
         # state decides on flops and an OR of them (the 256-bit unit's path when the beat
@@ -1299,8 +1344,11 @@ class RepackUnit(wiring.Component):
         def load_table_beat(final):
             valid = Mux(final, tbo_mask, (1 << NB) - 1)
             m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
-                         nz_q.eq(Cat(bank_nz) & valid), final_q.eq(final)]
+                         nz_q.eq(Cat(bank_nz) & valid), big_q.eq(Cat(bank_big) & valid),
+                         final_q.eq(final)]
 
+        # Tests check the flags against the lengths every cycle.
+        self.data_mirrors += [(big_q[b], lens_q[b][LB + 1:] != 0) for b in range(NB)]
         col_shift_ref = Signal()                # next_source's choice (see `col_shift`)
 
         def next_source():
@@ -1429,7 +1477,8 @@ class RepackUnit(wiring.Component):
         for i in range(G):
             with m.If(v.states["TABLE"] & (tt == i // NB)):
                 m.d.sync += [col[i].eq(lens_q[i % NB]),
-                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB))]
+                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB,
+                                                       ~v.big_q[i % NB]))]
 
     @staticmethod
     def _idle_clears(m, v):
@@ -1523,15 +1572,14 @@ class RepackUnit(wiring.Component):
             m.d.sync += [
                 tb_last.eq((p.dv - 1) >> LE),
                 # (dv - 1) % E + 1 valid entries in the last table beat.
-                tb_mask.eq((Const(2, E + 1) << (p.dv - 1)[:LE]) - 1),
+                tb_mask.eq(_low_thermometer(p.dv, E)),
                 failed.eq(0),
                 fail_code.eq(RepackError.OK),
                 room_bytes.eq(p.total_bytes),
                 tbo_last.eq(0 if NB == G else (p.dh - 1) >> LE),
                 dv_last.eq(p.dv - 1),
                 # (dh - 1) % NB + 1 valid entries in the last output table beat.
-                tbo_mask.eq((Const(2, NB + 1) <<
-                             (p.dh - 1)[:max(1, (NB - 1).bit_length())]) - 1),
+                tbo_mask.eq(_low_thermometer(p.dh, NB)),
                 alloc_row.eq(0),
                 idle_left.eq(p.timeout),
                 idle_out.eq(0),
@@ -1575,7 +1623,8 @@ class RepackUnit(wiring.Component):
                 # col[0] is written in this beat when it is the first one.
                 room0 = v.cur_room[0]
                 v.set_block(Mux(tt == 0, lens[0], col[0]), room0,
-                            Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB), v.fitcol[0]))
+                            Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB, ~v.big_q[0]),
+                                v.fitcol[0]))
                 with m.If(any_nz | nz.any()):
                     v.states.next("DATA")
                 with m.Else():
@@ -1642,7 +1691,7 @@ class RepackUnit(wiring.Component):
             with m.Else():
                 m.d.comb += [
                     v.issue.eq(1), v.iss_kind.eq(v.KIND_ROW),
-                    v.iss_row.eq(a[LB:]), v.iss_off.eq(a[:LB]), v.iss_p.eq(fill),
+                    v.iss_off.eq(a[:LB]), v.iss_p.eq(fill),
                     v.iss_emit.eq(fill_k[LB]), v.iss_last.eq(final & ends_whole),
                 ]
                 m.d.sync += fill.eq(fill_k[:LB])
@@ -1663,11 +1712,11 @@ class RepackUnit(wiring.Component):
                         v.next_destination()
 
 
-def _ends_in_row(left, room, lane_bits):
+def _ends_in_row(left, room, lane_bits, small):
     """``left <= room`` for a room of at most one row (``2**lane_bits`` bytes): LB+1 bits
-    compared once the rest of ``left`` is zero."""
+    compared, given ``small``, a flag kept beside ``left`` that the rest of it is zero."""
     left = Value.cast(left)
-    return (left[lane_bits + 1:] == 0) & (left[:lane_bits + 1] <= room)
+    return small & (left[:lane_bits + 1] <= room)
 
 
 #: The control tree's states, in the order an exchange passes them (see RepackControl).

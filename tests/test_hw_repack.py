@@ -1176,3 +1176,55 @@ def test_budget_compare_matches_sum(limit_signed, two_terms):
     sim.add_testbench(bench)
     sim.run()
     assert [c for c, got in zip(cases, seen) if got != int(c[0] + c[1] > c[2])] == []
+
+
+@pytest.mark.parametrize("terms", [1, 2, 3, 4, 5])
+def test_carry_save_sum_matches_sum(terms):
+    """The input's table-beat sum through carry-save stages (`_carry_save_sum`) is the sum
+    of its operands modulo 2**width, for extremes (all ones, carries into every bit) and
+    random operands."""
+    rng = random.Random(terms)
+    width = 20
+    operands = [Signal(18, name=f"x{k}") for k in range(terms)]
+    out = Signal(width)
+    m = Module()
+    m.d.comb += out.eq(repack_mod._carry_save_sum(operands, width))
+    cases = [[0] * terms, [(1 << 18) - 1] * terms, [1] * terms]
+    cases += [[rng.getrandbits(rng.choice([1, 9, 18])) for _ in range(terms)] for _ in range(200)]
+    seen = []
+
+    async def bench(ctx):
+        for case in cases:
+            for sig, value in zip(operands, case):
+                ctx.set(sig, value)
+            seen.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [c for c, got in zip(cases, seen) if got != sum(c) % (1 << width)] == []
+
+
+@pytest.mark.parametrize("count", [1, 4, 5, 8, 16])
+def test_low_thermometer_matches_shifted_mask(count):
+    """The last table beat's mask of valid entries (`_low_thermometer`) is
+    ``(2 << (index - 1) % count) - 1`` for every index the configuration can give."""
+    index = Signal(8)
+    out = Signal(count)
+    m = Module()
+    m.d.comb += out.eq(repack_mod._low_thermometer(index, count))
+    # A count that is not a power of two is used only with index <= count (NB = G).
+    indices = range(1, 256) if count & (count - 1) == 0 else range(1, count + 1)
+    seen = []
+
+    async def bench(ctx):
+        for value in indices:
+            ctx.set(index, value)
+            seen.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    expect = [((2 << ((value - 1) % count)) - 1) & ((1 << count) - 1) for value in indices]
+    assert len(seen) == len(expect)
+    assert [(i, got, want) for i, got, want in zip(indices, seen, expect) if got != want] == []
