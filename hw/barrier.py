@@ -209,7 +209,8 @@ class BarrierUnit(wiring.Component):
     cycle it is made in (two register stages, so the entry it replaces is read from flops);
     the routing of received notices follows a cycle later (each slot's routed ids are flops),
     the configuration checks follow a cycle later (the gate they make on counting and
-    releasing, a cycle after that) and ``total`` two (its adder tree has two register stages).
+    releasing, a cycle after that) and ``total`` two (its adder tree has two register stages;
+    the count flags that compare with it, two more).
 
     Control (only the root's matter, except ``start``, ``done`` and ``done_seq``):
     ``mode`` : ``In(BarrierMode)``, ``ac_sub`` : ``In(AcSubMode)``, ``m`` : ``In(16)``,
@@ -527,8 +528,16 @@ class BarrierUnit(wiring.Component):
         s.m_minus = [Signal(range(n + 2), name=f"m_minus_{i}") for i in range(5)]
         m.d.sync += [s.m_minus[i].eq(Mux(m_q <= i, 0, Mux(m_q > n + 1 + i, n + 1, m_q - i)))
                      for i in range(5)]
+        # N − i in two register stages (N is static while barriers run): the difference and
+        # its range test, then the clamp, where the compares' chains in front of the clamp
+        # (a flop's reset pin) were the 64-node unit's latest pin alone at seed 2 of
+        # 9418c18 (total -> the compare -> total_minus_3, 11 levels, 5.70 ns).
         s.total_minus = [Signal(range(n + 2), name=f"total_minus_{i}") for i in range(5)]
-        m.d.sync += [s.total_minus[i].eq(Mux((total < i) | (total > n + i), n + 1, total - i))
+        total_out = [Signal(name=f"total_out_{i}") for i in range(5)]
+        total_sub = [Signal(range(n + 2), name=f"total_sub_{i}") for i in range(5)]
+        m.d.sync += [total_out[i].eq((total < i) | (total > n + i)) for i in range(5)]
+        m.d.sync += [total_sub[i].eq(total - i) for i in range(5)]
+        m.d.sync += [s.total_minus[i].eq(Mux(total_out[i], n + 1, total_sub[i]))
                      for i in range(5)]
         # The flags for ones = 0 (a release clears the count), in the same register stage as
         # the differences they stand for: m − i <= 0 and N − i == 0 as flops, so a release

@@ -330,9 +330,13 @@ def _synth_design(args, capabilities, pairs_text):
         parameters = {"data_width": args.data_width, "ALU": pairs_text}
     elif args.block == "barrier":
         from nicoll.hw.barrier import BarrierUnit
+        # As NicCore builds it: the header receiver in front compares each notice's dst
+        # and src with the configured ids (`dst_checked`), so those compares are flops here.
         name = f"barrier_n{args.max_nodes}_k{args.max_children}"
-        factory = lambda: BarrierUnit(args.max_nodes, args.max_children)  # noqa: E731
-        parameters = {"max_nodes": args.max_nodes, "children": args.max_children}
+        factory = lambda: BarrierUnit(args.max_nodes, args.max_children,  # noqa: E731
+                                      dst_checked=True)
+        parameters = {"max_nodes": args.max_nodes, "children": args.max_children,
+                      "dst_checked": "yes, as NicCore builds it"}
     elif args.block == "repack":
         from nicoll.hw.repack import RepackUnit
         name = f"repack_w{args.data_width}_cap{args.capacity}_g{args.max_group}"
