@@ -843,10 +843,15 @@ class BarrierUnit(wiring.Component):
         # The root's decision for the next cycle, from the next values of its terms: for each
         # increment, from flops (the time flag below: a first count loads c <= 1), chosen by
         # the increment like the flags (a release or a start clears it, in _clear_flags).
+        # ones + i against m and N for i < 3 are the flags themselves (eq_total, ge_m hold
+        # them for this cycle's `ones`), so the decision reads flops where the compares were
+        # in front of it (the 64-node unit's latest pins alone at seeds 1 and 3 of the
+        # thirty-second pass: total_minus -> ones == N − i -> decide, 5.32 ns).  The mirror
+        # `decide_ref` checks the result every cycle.
         can_all, can_count, can_time = s.can_next
         decide_by = [
             ((s.nonzero | (i > 0)) &
-             ((can_all & eq[i]) | (can_count & ge[i]) |
+             ((can_all & s.eq_total[i]) | (can_count & s.ge_m[i]) |
               (can_time & (Mux(s.nonzero, time_kept, s.c_le[0]) if i else time_kept))))
             for i in range(3)]
         m.d.sync += s.decide.eq(by_increment(decide_by))
