@@ -1021,13 +1021,18 @@ class BarrierUnit(wiring.Component):
         m.d.sync += q_count.eq(Mux(s.push, Mux(send_q, q_count, q_count + 1),
                                    Mux(send_q, q_count - 1, q_count)))
 
+        # owe ≠ 1 per child, a flop kept beside the count (`mirrors` holds it to the compare):
+        # the compare in front of the owed flags' next values was the 64-node unit's late
+        # pin alone at seed 1 of the thirty-second pass (owe -> owe != 1 -> owed_any, 5.25 ns).
+        s.owe_more = owe_more = Signal(k, init=(1 << k) - 1)
         owed_next = []
         for j in range(k):
             sending = send_down & pick[j]
             send_kill = sending & kill_head[j]
             send_rel = sending & ~kill_head[j]
             inc = s.rel_now & valid[j]
-            more = owe[j] != 1              # with owed[j]: another RELEASE after this one
+            more = owe_more[j]              # with owed[j]: another RELEASE after this one
+            self.mirrors.append((more, owe[j] != 1))
             with m.If(send_kill):
                 m.d.sync += kill_head[j].eq(0)
             with m.If(send_rel):
@@ -1042,6 +1047,9 @@ class BarrierUnit(wiring.Component):
                 owe[j].eq(Mux(send_rel, Mux(inc, owe[j], owe[j] - 1),
                               Mux(inc, owe[j] + 1, owe[j]))),
                 owed[j].eq(owed_next[-1]),
+                # owe − 1 ≠ 1, owe + 1 ≠ 1 (owe ≠ 0: owed), or owe ≠ 1 unchanged.
+                owe_more[j].eq(Mux(send_rel & ~inc, owe[j] != 2,
+                                   Mux(inc & ~send_rel, owed[j], more))),
             ]
             with m.If(send_rel):
                 m.d.sync += head[j].eq(head[j] + 1)
@@ -1135,7 +1143,8 @@ class BarrierUnit(wiring.Component):
             m.d.sync += [s.done_in[j].eq(0) for j in range(k)]
             m.d.sync += [s.owe[j].eq(0) for j in range(k)]
             m.d.sync += [s.head[j].eq(self.start_seq) for j in range(k)]
-            m.d.sync += [s.owed.eq(0), s.owed_any.eq(0), s.kill_head.eq(0)]
+            m.d.sync += [s.owed.eq(0), s.owed_any.eq(0), s.kill_head.eq(0),
+                         s.owe_more.eq((1 << k) - 1)]
             self._clear_flags(m, s)
 
 
