@@ -594,17 +594,18 @@ class BarrierUnit(wiring.Component):
         # x_first -> the slot and route AND-OR -> increment -> ge_m, 7.62 ns).
         s.x_count_hit = Signal(k)
         s.x_bit = Signal()              # the subject's bit in the decode cycle
-        s.x_same = Signal()             # same subject as the notice then in execute
-        # Whether a COMPLETE that hits (x_count_hit) counts, for each case of the forwarding
-        # from the cycle in between (_execute): a release there (seq + 1, bit cleared), or
-        # not and the notice in execute set this subject's bit, or not and another (the
-        # first case is x_seq_inc).  Execute chooses among three flops, where it combined
-        # x_same, x_bit and both sequence compares (the 256-bit core's path at seed 1 of
-        # af2587d: x_same -> new bit -> c_count -> eq_total, 7 levels, 8.05 ns).  The hit
-        # itself stays a flop per slot: ORed here, behind the route lookup, it was 2 levels
-        # more on the 64-node unit's worst path.
-        s.x_ok_other = Signal()
-        s.x_ok_same = Signal()
+        # Same subject as the notice then in execute, compared on the bits that index the
+        # vector: a notice whose subject is out of range never counts (x_count_hit), so the
+        # rest is never needed.
+        s.x_same = Signal()
+        # Whether a COMPLETE that hits (x_count_hit) counts is decided in execute from these
+        # flops (x_seq_now, x_seq_inc, x_bit, x_same) and the forwarding from the cycle in
+        # between: one 6-input function beside the OR of the hits.  Made here as two flags
+        # (x_ok_other, x_ok_same), the AND of the sequence compare, the vector's bit and the
+        # subject compare was the 64-node unit's latest pins alone at seed 1 of the
+        # thirty-second pass (the notice -> x_ok_same, 6 levels, 5.30 ns).  The hit itself
+        # stays a flop per slot: ORed here, behind the route lookup, it was 2 levels more
+        # on the 64-node unit's worst path.
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
         # The subject selects one bit per slot of the routed-id vectors (_route_table): a
@@ -623,12 +624,9 @@ class BarrierUnit(wiring.Component):
         first = [self.child_valid[j] & from_child[j] & ~s.shadow[j] for j in range(k)]
         routed = [in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1) for j in range(k)]
         bit = self.vector.bit_select(p.subject[:ibits], 1)
-        fresh = (p.seq == self.seq) & ~bit
-        same = p.subject == s.x_subject
+        same = p.subject[:ibits] == s.x_subject[:ibits]
         kill = take & to_me & (p.kind == NoticeKind.KILL) & from_parent
         m.d.sync += [
-            s.x_ok_other.eq(fresh & ~same),
-            s.x_ok_same.eq(fresh & same),
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
             s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
@@ -734,16 +732,12 @@ class BarrierUnit(wiring.Component):
         # anyway (_leave's assignments come later and win): the count, its flags and the
         # time flag then do not wait for the root's decision.
         s.c_count = Signal()
-        c_count_ref = Signal()          # the same from the notice's flags (the tests' mirror)
-        self.mirrors.append((s.c_count, c_count_ref))
         s.d_count = Signal()
         d_count_ref = Signal()          # the same from the done's and the KILL's flags
         self.mirrors.append((s.d_count, d_count_ref))
         s.d_stale = Signal()
         m.d.comb += [
-            s.c_count.eq(s.x_count_hit.any()
-                         & Mux(s.rel_last, s.x_seq_inc, s.x_ok_other | (s.x_ok_same & ~s.c_new_last))),
-            c_count_ref.eq(s.x_count_hit.any() & seq_ok & new_bit),
+            s.c_count.eq(s.x_count_hit.any() & seq_ok & new_bit),
             s.d_count.eq(Mux(s.rel_last, s.x_done_ok_inc, s.x_done_ok_now)
                          & ~s.aborted_cur & ~s.own_done),
             d_count_ref.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),
