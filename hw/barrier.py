@@ -194,7 +194,9 @@ class BarrierUnit(wiring.Component):
     tx : ``Out(notice_stream())``
         Notices this node sends, ``dst`` set.  ``valid``/``payload`` come from flops.
     rx : ``In(notice_stream())``
-        Notices for this node; ``ready`` is always 1.
+        Notices for this node; ``ready`` is always 1.  Each is registered at the unit's
+        boundary as it is taken, decoded in the next cycle and acted on in the one after
+        (``done`` skips the boundary register).
     now : ``In(64)``
         The NIC's free-running cycle counter; every stamp is a value of it.
 
@@ -337,6 +339,7 @@ class BarrierUnit(wiring.Component):
         self._route_table(m, s)
         self._tree_checks(m, s)
         self._control(m, s)
+        self._boundary(m, s)
         self._decode(m, s)
         self._execute(m, s)
         self._count(m, s)
@@ -552,31 +555,69 @@ class BarrierUnit(wiring.Component):
         s.c_minus_3 = Signal(signed(TIME_WIDTH + 2))
         m.d.sync += s.c_minus_3.eq(c_q - 3)
 
+    # ---- Receiving, stage 0: the unit's boundary register -----------------------------------
+    def _boundary(self, m, s):
+        """Notices are registered as they arrive, with what is decided from
+        the input alone: who sent it and to whom (the id compares, or the receiver's flags
+        with dst_checked), whether the subject is in range, and each slot's routed ids
+        pre-selected by the subject's high index bits, so the decode that follows selects
+        one of ``2**lo`` bits per slot where it selected one of ``n``.  Decoded straight
+        from the port, the notice's 64:1 route lookups were the 64-node unit's latest pins
+        alone at every seed of the thirty-second pass (the port -> the lookup ->
+        x_count_hit, 5-6 levels, 5.27-5.77 ns).  ``start`` wipes what this stage holds as
+        it wipes the decode's strobes.  ``rx.ready`` is always 1."""
+        k, n, ibits, cid = s.k, s.n, s.ibits, s.cid
+        p = self.rx.payload
+        m.d.comb += self.rx.ready.eq(1)
+        s.lo = lo = (ibits + 1) // 2                # index bits the decode selects by
+        s.r = r = Signal(NOTICE_LAYOUT)
+        s.r_valid = Signal()
+        s.r_to_me, s.r_from_parent, s.r_from_child = Signal(), Signal(), Signal(k)
+        s.r_in_range = Signal()
+        s.r_routed = [Signal(1 << lo, name=f"r_routed_{j}") for j in range(k)]
+        # With dst_checked, the receiver in front made the id compares (flops of
+        # HeaderReceiver); else they are made here, before the register: behind it they
+        # were the 64-bit core's routed paths (dst -> to_me -> x_count_hit, 7.46 ns at seed
+        # 1 of 59f4419; src -> the parent compare -> x_release, 7.61 ns at seed 3 of
+        # 4f4fba3).
+        if self._dst_checked:
+            to_me, from_parent, from_child = (self.rx_to_me, self.rx_from_parent,
+                                              self.rx_from_child)
+        else:
+            to_me = p.dst == ~s.node_id_rx_n
+            from_parent = p.src == self.parent_id
+            from_child = Cat(cid[j] == p.src for j in range(k))
+        hi = p.subject[lo:ibits]
+        m.d.sync += [
+            r.eq(p), s.r_valid.eq(self.rx.valid),
+            s.r_to_me.eq(to_me), s.r_from_parent.eq(from_parent),
+            s.r_from_child.eq(from_child),
+            s.r_in_range.eq(p.subject < n),
+            *[s.r_routed[j].eq(Cat(s.routed_to[j], Const(0, (1 << ibits) - n))
+                               .word_select(hi, 1 << lo) if ibits > lo
+                               else s.routed_to[j]) for j in range(k)],
+        ]
+        with m.If(self.start):
+            m.d.sync += s.r_valid.eq(0)
+
     # ---- Receiving, stage 1: decode --------------------------------------------------------
     def _decode(self, m, s):
         """Everything about a notice or a done strobe that the configuration decides (sender,
         slot, route of the subject, kind) and its comparisons with the current state,
-        registered in the cycle it arrives.  It acts one cycle later (_execute), which
-        forwards what that cycle changed.  Ref: seed 004, figs. 9 and 11.  Nothing here ever
-        waits; an input that comes with `start` is wiped by it, as it was before."""
-        k, ibits, cid = s.k, s.ibits, s.cid
-        p = self.rx.payload
-        m.d.comb += self.rx.ready.eq(1)
+        registered in the cycle after it arrives (from the boundary register).  It acts one
+        cycle later (_execute), which forwards what that cycle changed.  Ref: seed 004,
+        figs. 9 and 11.  Nothing here ever waits; an input that comes with `start`, or sits
+        in the boundary register then, is wiped by it."""
+        k, ibits, lo = s.k, s.ibits, s.lo
+        p = s.r
         s.seq_inc = Signal(SEQ_WIDTH, init=1)   # seq + 1, kept beside seq
         # A notice that comes with `start` is wiped by it: `start` resets the decode's
         # strobes below (a flop's reset pin) rather than gating `take` in their logic, where
         # its fan-out put it on the 64-bit core's routed path at seed 1 of 4c92990 (start ->
         # take -> x_count_hit, 5 levels, 6.2 of 7.5 ns routing).
-        take = self.rx.valid
-        # With dst_checked, the receiver in front made that compare (`rx_to_me`, a flop of
-        # HeaderReceiver): behind the header register it was the 64-bit core's routed path
-        # at seed 1 of 59f4419 (dst -> to_me -> x_count_hit, 5 levels, 7.46 ns).
-        to_me = self.rx_to_me if self._dst_checked else (p.dst == ~s.node_id_rx_n)
-        # The same for `src == parent_id`: the 16-bit compare behind the header register
-        # was on the 64-bit core's routed path at seed 3 of 4f4fba3 (the header -> the
-        # parent compare -> x_release, 7.61 ns).
-        from_parent = self.has_parent & (self.rx_from_parent if self._dst_checked
-                                         else p.src == self.parent_id)
+        take = s.r_valid
+        to_me = s.r_to_me
+        from_parent = self.has_parent & s.r_from_parent
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
         s.x_release = Signal()          # a RELEASE for this node from its parent
@@ -608,21 +649,15 @@ class BarrierUnit(wiring.Component):
         # on the 64-node unit's worst path.
         s.x_subject = Signal(DEST_WIDTH)
         s.x_estimate = Signal(TIME_WIDTH)
-        # The subject selects one bit per slot of the routed-id vectors (_route_table): a
-        # 64:1 selection of the 4-bit entry followed by the slot compares was the 64-node
-        # unit's critical path (6.85 ns), and with the compares before the selection in the
-        # same cycle, its routed path at seed 1 of 1fbdf10 (the table -> x_routed,
-        # x_count_hit).
-        routed_to = s.routed_to
-        in_range = p.subject < s.n
+        # The subject selects one bit per slot of the routed-id vectors (_route_table), a
+        # part of each pre-selected at the boundary (_boundary): a 64:1 selection of the
+        # 4-bit entry followed by the slot compares was the 64-node unit's critical path
+        # (6.85 ns), and with the compares before the selection in the same cycle, its
+        # routed path at seed 1 of 1fbdf10 (the table -> x_routed, x_count_hit).
         complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
         complete_ok = complete & s.cfg_ok
-        # The sender's slot from the receiver's compares too (the 64-bit core's latest pin
-        # at seed 1 of 4c92990: the header -> src == child_id -> x_count_hit, 7.49 ns).
-        from_child = [self.rx_from_child[j] if self._dst_checked else cid[j] == p.src
-                      for j in range(k)]
-        first = [self.child_valid[j] & from_child[j] & ~s.shadow[j] for j in range(k)]
-        routed = [in_range & routed_to[j].bit_select(p.subject[:s.ibits], 1) for j in range(k)]
+        first = [self.child_valid[j] & s.r_from_child[j] & ~s.shadow[j] for j in range(k)]
+        routed = [s.r_in_range & s.r_routed[j].bit_select(p.subject[:lo], 1) for j in range(k)]
         bit = self.vector.bit_select(p.subject[:ibits], 1)
         same = p.subject[:ibits] == s.x_subject[:ibits]
         kill = take & to_me & (p.kind == NoticeKind.KILL) & from_parent
@@ -644,8 +679,11 @@ class BarrierUnit(wiring.Component):
             s.x_subject.eq(p.subject),
             s.x_estimate.eq(p.estimate),
         ]
-        # The host's done strobe goes through the same stage, so notices and strobes keep
-        # their order.
+        # The host's done strobe goes through this stage but not the boundary register (it
+        # comes from a register of the NIC's own): a done in cycle t is decoded with the
+        # notices that arrived in cycle t - 1, and a notice and a done decoded together are
+        # handled as they always were.  Through the boundary register too, it made every
+        # barrier a cycle longer in the NIC (the leaf's done is on the release's path).
         s.x_done = Signal()
         s.x_done_ok = Signal()          # ... and the tree checks pass
         s.x_done_now = Signal()

@@ -298,7 +298,12 @@ class NicCore(wiring.Component):
                                                     outputs=3 if hub_ports else 2, default=0,
                                                     input_slice=True)
         wiring.connect(m, wiring.flipped(self.net_rx), demux.i)
-        for k, port in enumerate([barrier_rx, engine_rx] + ([hub_ports[1]] if hub_ports else [])):
+        # The barrier's notices go to its header receiver without a slice: the receiver is
+        # always ready (the unit never waits), so a slice would cut nothing the demux's
+        # flops do not, and the unit registers each notice at its own boundary (it was a
+        # cycle of every tree hop, docs/barrier.md).
+        wiring.connect(m, demux.o_0, barrier_rx)
+        for k, port in enumerate([engine_rx] + ([hub_ports[1]] if hub_ports else []), start=1):
             rx_out = self._slice(m, f"rx_slice_{k}")
             wiring.connect(m, getattr(demux, f"o_{k}"), rx_out.i)
             wiring.connect(m, rx_out.o, port)

@@ -44,10 +44,14 @@ from nicoll.tree import BarrierTree
 #: Cycles a notice spends in the test router at least: taken at one edge, offered the next
 #: cycle, taken by the receiver at the edge after.  A wire would be 0.
 LINK = 1
-#: The unit's own forwarding latency, as documented in nicoll.hw.barrier: it decodes a notice
-#: in the cycle it takes it and acts on it in the next one (`ACT` cycles later), then sends.
-UNIT = 3
-ACT = 1
+#: The unit's own forwarding latency, as documented in nicoll.hw.barrier: it registers a
+#: notice at its boundary as it takes it, decodes it in the next cycle and acts on it in the
+#: one after (`ACT` cycles after the take), then sends.
+UNIT = 4
+ACT = 2
+#: The host's done strobe skips the boundary register: it is decoded in the cycle it comes
+#: and acts in the next.
+DONE_ACT = 1
 HOP = LINK + UNIT
 
 SEQ_MASK = 0xffff
@@ -376,7 +380,7 @@ class Harness:
             released_now = [((seqs >> (16 * r)) & SEQ_MASK) != seq_before[r] for r in range(n)]
             # Deliveries: what each receiver must count, drop, or act on.
             kill_now = [False] * n
-            # A notice taken at edge e acts at edge e + ACT (the unit's decode stage).
+            # A notice taken at edge e acts at edge e + ACT (boundary and decode stages).
             for r, x in delivered:
                 acting.append((edge + ACT, r, x))
             now_acting = []
@@ -393,11 +397,11 @@ class Harness:
                 elif x["kind"] == NoticeKind.KILL:
                     self.killed_at[r, x["seq"]] = edge
                     kill_now[r] = True
-            # Done strobes: they act at edge + ACT too (the same decode stage).
+            # Done strobes: they act at edge + DONE_ACT (the decode stage, no boundary).
             for r in range(n):
                 if strobe_now[r] is not None:
                     self.done_strobes.append((edge, r, strobe_now[r]))
-                    done_acting.append((edge + ACT, r, strobe_now[r]))
+                    done_acting.append((edge + DONE_ACT, r, strobe_now[r]))
             now_done = []
             while done_acting and done_acting[0][0] == edge:
                 now_done.append(done_acting.popleft()[1:])
@@ -628,7 +632,7 @@ def test_normal_mode_release_latency(n):
 
     h.simulate(body)
     tables = h.tables
-    t = h.done_ok[last, 0] - ACT                # the strobe; the unit counts it ACT later
+    t = h.done_ok[last, 0] - DONE_ACT           # the strobe; the unit counts it DONE_ACT later
     d_last = tables[last]["depth"]
     height = max(tt["depth"] for tt in tables)
     assert d_last == height
@@ -640,13 +644,13 @@ def test_normal_mode_release_latency(n):
             offsets += tables[tables[x]["parent"]]["children"].index(x)
             x = tables[x]["parent"]
         seen = h.released[r, 0] + 1                # `released` reads 1 the cycle after
-        want = (d_last + tables[r]["depth"]) * HOP + 2 + ACT + offsets
+        want = (d_last + tables[r]["depth"]) * HOP + 2 + DONE_ACT + offsets
         assert seen - t == want, (r, seen - t, want)
         worst = max(worst, seen - t)
     bound = 2 * height * HOP
     print(f"\nN={n} binary, depth {height}: release latency after the last completion "
           f"{worst} cycles; 2*depth*hop = 2*{height}*{HOP} = {bound} (hop = link {LINK} + unit "
-          f"{UNIT}); the excess {worst - bound} = 2 + {ACT} + sibling offsets")
+          f"{UNIT}); the excess {worst - bound} = 2 + {DONE_ACT} + sibling offsets")
     assert bound < worst <= bound + 2 + height
 
 
@@ -1055,7 +1059,7 @@ def test_bad_notices_are_dropped_and_flagged():
         assert ctx.get(u.rx.ready) == 1
         await ctx.tick()
         ctx.set(u.rx.valid, 0)
-        await ctx.tick()
+        await ctx.tick().repeat(2)      # registered at the boundary, decoded, acted on
 
     async def tb(ctx):
         await setup_node(ctx, u, **GOOD)
@@ -1096,7 +1100,7 @@ def test_bad_notices_are_dropped_and_flagged():
         log["stale"] = (error_bits(ctx, u), ctx.get(u.stale), ctx.get(u.ones), ctx.get(u.seq))
         # A good completion is forwarded to the parent.
         await send(ctx, notice(NoticeKind.COMPLETE, 0, 4, 1, subject=4))
-        await ctx.tick()                # forwarded UNIT = 3 cycles after it was taken
+        await ctx.tick()                # forwarded UNIT cycles after it was taken
         log["good"] = (ctx.get(u.ones), ctx.get(u.vector), ctx.get(u.tx.valid),
                        notice_dict(ctx.get(u.tx.payload)))
 
@@ -1156,10 +1160,13 @@ def test_done_after_kill_is_stale():
             await ctx.tick()
             ctx.set(u.rx.payload, notice(NoticeKind.KILL, 0, 0, 1, estimate=5))
             ctx.set(u.rx.valid, 1)
+            await ctx.tick()
+            ctx.set(u.rx.valid, 0)
+            # The done skips the boundary register: a cycle after the KILL arrived, it is
+            # decoded in the KILL's decode cycle.
             if same_cycle:
                 ctx.set(u.done, 1)
             await ctx.tick()
-            ctx.set(u.rx.valid, 0)
             ctx.set(u.done, 1)                  # (again) in the next cycle
             await ctx.tick()
             ctx.set(u.done, 0)
@@ -1168,7 +1175,7 @@ def test_done_after_kill_is_stale():
                 sent += ctx.get(u.tx.valid)
                 await ctx.tick()
             await send_rx(ctx, u, notice(NoticeKind.RELEASE, 0, 0, 1))
-            await ctx.tick()
+            await ctx.tick().repeat(ACT)    # the release acts ACT cycles after it was taken
             out.append((ctx.get(u.aborted), ctx.get(u.finished), ctx.get(u.stale), sent,
                         ctx.get(u.seq), ctx.get(u.released)))
 
@@ -1265,14 +1272,14 @@ def test_rx_never_waits_on_a_stalled_tx():
         for s in list(range(2, 16)):
             await send_rx(ctx, u, notice(NoticeKind.COMPLETE, 0, 2 if s < 9 else 9, 1,
                                          subject=s))
-        await ctx.tick()                # the last one acts a cycle after it was taken
+        await ctx.tick().repeat(ACT)    # the last one acts ACT cycles after it was taken
         out["ones"] = ctx.get(u.ones)
         # Three barriers released from above while nothing leaves.  In barrier 0 both
         # subtrees are complete here; in 1 and 2 nobody below has even left barrier 0.
         for q, est in ((0, 7), (1, 8), (2, 9)):
             await send_rx(ctx, u, notice(NoticeKind.KILL, q, 0, 1, estimate=est))
             await send_rx(ctx, u, notice(NoticeKind.RELEASE, q, 0, 1))
-        await ctx.tick()                # the last one acts a cycle after it was taken
+        await ctx.tick().repeat(ACT)    # the last one acts ACT cycles after it was taken
         out["seq"] = ctx.get(u.seq)
         out["aborted"] = (ctx.get(u.aborted), ctx.get(u.abort_seq), ctx.get(u.abort_estimate))
         # Now let tx go and collect everything.
@@ -1418,7 +1425,7 @@ def test_tree_top_runs_a_barrier():
         out["busy"] = ctx.get(top.busy)
 
     run_testbenches(top, tb, watchdog_cycles=2000)
-    root_release = out["at"][2] + ACT + 2 * hop + 1     # done acts ACT later
+    root_release = out["at"][2] + DONE_ACT + 2 * hop + 1    # done acts DONE_ACT later
     assert out["released_at"] == [root_release, root_release + hop, root_release + 2 * hop]
     R, C, K = NoticeKind.RELEASE.value, NoticeKind.COMPLETE.value, NoticeKind.KILL.value
     assert out["down"][0] == [0, 0, 0, 0]
@@ -1446,10 +1453,12 @@ def test_a_done_with_a_kill_right_after_a_release(killed):
             ctx.set(u.rx.payload, notice(NoticeKind.KILL, 1, 0, 1, estimate=5))
         else:
             ctx.set(u.rx.valid, 0)
+        await ctx.tick()
+        # The done skips the boundary register: a cycle after the KILL, it is decoded with it.
+        ctx.set(u.rx.valid, 0)
         ctx.set(u.done, 1)
         ctx.set(u.done_seq, 1)
         await ctx.tick()
-        ctx.set(u.rx.valid, 0)
         ctx.set(u.done, 0)
         await ctx.tick().repeat(3)
         out.update(seq=ctx.get(u.seq), finished=ctx.get(u.finished), ones=ctx.get(u.ones),
