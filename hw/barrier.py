@@ -318,6 +318,9 @@ class BarrierUnit(wiring.Component):
         s = SimpleNamespace()           # nets shared by the stages below
         s.n, s.k, s.rw = self._max_nodes, self._max_children, self._route_width
         s.ibits = max(1, ceil_log2(s.n))    # bits that index the vector and the route table
+        # The low index bits: a lookup of an id in a routed-id vector selects a part by the
+        # rest in one register stage and a bit by these in the next (_boundary, _tree_checks).
+        s.lo = (s.ibits + 1) // 2
         s.is_root = ~self.has_parent
         # The node's id through a register of the unit's own (configuration is static while
         # barriers run), so that on a board the copy the core fans out to every block is
@@ -457,13 +460,24 @@ class BarrierUnit(wiring.Component):
         # rt_parent and rt_child were among its latest pins at both seeds of 618a409:
         # 5.86 and 5.57 ns against 5 ns).
         rt_node, rt_parent = Signal(), Signal()
-        rt_child_ok = [Signal(name=f"rt_child_ok_{j}") for j in range(k)]
+        # Child j's lookup in two halves, one per register stage: the part of slot j's
+        # routed ids its high index bits select (and whether the id is in range), then the
+        # bit its low bits select, as the notices' lookups (_boundary).  In one stage, the
+        # 64:1 selection from the port was a late pin of the 64-node unit alone at seeds 2
+        # and 3 of the thirty-second pass (child_id -> rt_child_ok, 5.29 ns).
+        lo, ibits = s.lo, s.ibits
+        rt_child_part = [Signal(1 << lo, name=f"rt_child_part_{j}") for j in range(k)]
+        cid_low = [Signal(lo, name=f"cid_low_{j}") for j in range(k)]
         valid_q, child_is_me, same = Signal(k), Signal(k), Signal(max(len(pairs), 1))
         id_big, parent_bad = Signal(), Signal()
         m.d.sync += [
             rt_node.eq(routed_at(s.routed_any, node_id)),
             rt_parent.eq(routed_at(s.routed_any, parent_id)),
-            *[rt_child_ok[j].eq(routed_at(s.routed_to[j], cid[j])) for j in range(k)],
+            *[rt_child_part[j].eq(Mux(cid[j] < n, Cat(s.routed_to[j], Const(0, (1 << ibits) - n))
+                                      .word_select(cid[j][lo:ibits], 1 << lo)
+                                      if ibits > lo else s.routed_to[j], 0))
+              for j in range(k)],
+            *[cid_low[j].eq(cid[j][:lo]) for j in range(k)],
             valid_q.eq(valid),
             child_is_me.eq(Cat(cid[j] == node_id for j in range(k))),
             same.eq(Cat(cid[i] == cid[j] for i, j in pairs)),
@@ -479,7 +493,8 @@ class BarrierUnit(wiring.Component):
             cfg_reg.cfg_parent.eq(parent_bad | (has_parent & rt_parent)),
             cfg_reg.cfg_dup.eq(_any(valid_q[i] & valid_q[j] & same[x]
                                     for x, (i, j) in enumerate(pairs))),
-            cfg_reg.cfg_child.eq(_any(valid_q[j] & ~rt_child_ok[j] for j in range(k))),
+            cfg_reg.cfg_child.eq(_any(valid_q[j] & ~rt_child_part[j].bit_select(cid_low[j], 1)
+                                      for j in range(k))),
         ]
         # shadow[j]: a lower valid slot holds child j's id, so a notice from that id is taken
         # as coming from the lower slot (the first match, as a priority encoder would pick).
@@ -569,7 +584,7 @@ class BarrierUnit(wiring.Component):
         k, n, ibits, cid = s.k, s.n, s.ibits, s.cid
         p = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
-        s.lo = lo = (ibits + 1) // 2                # index bits the decode selects by
+        lo = s.lo
         s.r = r = Signal(NOTICE_LAYOUT)
         s.r_valid = Signal()
         s.r_to_me, s.r_from_parent, s.r_from_child = Signal(), Signal(), Signal(k)

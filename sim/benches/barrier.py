@@ -12,7 +12,7 @@ clock edge.  After each barrier it reads every unit and checks it against
 
 - the root releases in the cycle its own stamps give (all done: e + 1; count: mt + 1; time:
   s + c; the earliest that applies), and that cycle lies within the golden bounds: each
-  completion is counted at the root no earlier than done + 1 + depth · hop (hop = L + 3) and,
+  completion is counted at the root no earlier than done + 1 + depth · hop (hop = L + 4) and,
   without random pauses, at most :meth:`TreeGolden.slack` cycles later (exactly then when the
   arrivals are sparse);
 - without pauses every node leaves the barrier in exactly the cycle the golden model gives
@@ -92,11 +92,11 @@ class TreeGolden:
     """The decision a tree of units must take, from the cycles the nodes finish.
 
     A completion signalled in cycle t by a node at depth d is counted at the root in cycle
-    t + act + d · hop at the earliest (act = 1: a unit acts on a done strobe or a notice the
-    cycle after it arrives; hop = L + 3: the unit forwards 3 cycles after it took a notice,
-    the link adds L); other notices of the same barrier can hold it up by at most
-    :meth:`slack` cycles when the links do not pause.  The root decides in the cycle after a
-    count, or in the cycle now = s + c.
+    t + act + d · hop at the earliest (act = 1: a unit acts on a done strobe the cycle after
+    it comes; hop = L + 4: the unit registers a notice at its boundary, decodes it, acts on
+    it and forwards it 4 cycles after it took it, the link adds L); other notices of the
+    same barrier can hold it up by at most :meth:`slack` cycles when the links do not pause.
+    The root decides in the cycle after a count, or in the cycle now = s + c.
     """
 
     def __init__(self, tree, latency):
@@ -104,7 +104,7 @@ class TreeGolden:
         self.n = len(tree)
         self.root = tree.root
         self.act = 1
-        self.hop = latency + 3
+        self.hop = latency + 4
         self.depth = [tree.depth(r) for r in range(self.n)]
         self.height = tree.depth()
         self.parent = [tree.parent(r) for r in range(self.n)]
