@@ -386,13 +386,26 @@ class BarrierUnit(wiring.Component):
         x_clear, x_we = Signal(), Signal()
         x_addr, x_data = Signal(ibits), Signal(rw)
         x_inc, x_dec = Signal(k), Signal(k)
-        w_old, w_same = Signal(rw), Signal()
+        # The read is split over the two stages like the notices' lookups (_boundary): the
+        # first registers the part of the table the address's high bits select (2**lo
+        # entries, the write in flight forwarded into it), the second selects the entry by
+        # the low bits.  The whole 64:1 read from the port into the first stage was a late
+        # pin of the 64-node unit alone at seed 1 of the thirty-second pass (route_addr ->
+        # the read -> w_old, 5 levels, 5.26 ns).
+        lo = s.lo
+        w_part, w_same = Signal(rw << lo), Signal()
         in_addr = self.route_addr[:ibits]
-        m.d.sync += [w_old.eq(Mux(x_clear, 0, Mux(x_we & (x_addr == in_addr), x_data,
-                                                   route.word_select(in_addr, rw)))),
-                     w_same.eq(w_we & ~w_clear & (w_addr == in_addr))]
+        padded = Cat(route, Const(0, ((1 << ibits) - n) * rw))
+        part = padded.word_select(in_addr[lo:], rw << lo) if ibits > lo else padded
+        hi_same = x_we & (x_addr[lo:] == in_addr[lo:])
+        m.d.sync += [w_part.word_select(e, rw).eq(
+                         Mux(x_clear, 0, Mux(hi_same & (x_addr[:lo] == e), x_data,
+                                             part.word_select(e, rw))))
+                     for e in range(1 << lo)]
+        m.d.sync += w_same.eq(w_we & ~w_clear & (w_addr == in_addr))
         old = Signal(rw)
-        m.d.comb += old.eq(Mux(x_clear, 0, Mux(w_same, x_data, w_old)))
+        m.d.comb += old.eq(Mux(x_clear, 0, Mux(w_same, x_data,
+                                               w_part.word_select(w_addr[:lo], rw))))
         m.d.sync += [x_clear.eq(w_clear), x_we.eq(w_we & ~w_clear), x_addr.eq(w_addr),
                      x_data.eq(w_data),
                      x_inc.eq(Cat(w_data == j + 1 for j in range(k))),
