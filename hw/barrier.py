@@ -622,7 +622,10 @@ class BarrierUnit(wiring.Component):
                  if ibits > lo else s.routed_to[j] for j in range(k)]
         # And the part of the sender's own slot (the first valid slot holding `src`), so
         # that whether a COMPLETE hits is one bit of it in the decode, a flop for execute.
-        first = [self.child_valid[j] & from_child[j] & ~s.shadow[j] for j in range(k)]
+        # (valid and not shadowed: a flop, the configuration is static while barriers run)
+        slot_ok = Signal(k)
+        m.d.sync += slot_ok.eq(self.child_valid & ~s.shadow)
+        first = [slot_ok[j] & from_child[j] for j in range(k)]
         s.r_routed_first = Signal(1 << lo)
         m.d.sync += [
             r.eq(p), s.r_valid.eq(self.rx.valid),
