@@ -1317,38 +1317,8 @@ class RepackUnit(wiring.Component):
         moved_ei, moved_to = Signal.like(ei), Signal(AB)
         moved = self._cursor_write(m, v, moved_ei, moved_to)
 
-        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
-        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
-        # The banks' address is `tab_row` alone, a flop: set to the destination's first
-        # row (j >> LE) with j, then moved on a table row at each beat, so no state decode
-        # or mux sits in front of the distributed RAM's read.
-        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
-        nz_q = Signal(NB)
-        bank_len = []                           # lengths of sources at tab_row, destination j
-        bank_nz = []                            # and whether each is non-zero
-        bank_big = []                           # and two rows' bytes (2B) or more
-        big_q = Signal(NB)
-        for b in range(NB):
-            m.d.comb += bank_r[b].addr.eq(tab_row)
-            bank_len.append(bank_r[b].data[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
-            bank_nz.append(bank_r[b].data[E * LENGTH_WIDTH:][:E].bit_select(j & (E - 1), 1))
-            bank_big.append(bank_r[b].data[E * LENGTH_WIDTH + E:].bit_select(j & (E - 1), 1))
-        # The beat being read is masked as it is loaded (entries past dh in the last beat
-        # read as empty), and whether it is the last one is a flop beside it: the table
-        # state decides on flops and an OR of them (the 256-bit unit's path when the beat
-        # was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
-        # nz.any() -> j, 8 levels, 7.43 ns).  The OR stays after the flops: loaded as a flop
-        # too, behind the read at j and the compares, it was the next path (6.97 ns).
-        final_q = Signal()
-
-        def load_table_beat(final):
-            valid = Mux(final, tbo_mask, (1 << NB) - 1)
-            m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
-                         nz_q.eq(Cat(bank_nz) & valid), big_q.eq(Cat(bank_big) & valid),
-                         final_q.eq(final)]
-
-        # Tests check the flags against the lengths every cycle.
-        self.data_mirrors += [(big_q[b], lens_q[b][LB + 1:] != 0) for b in range(NB)]
+        lens_q, nz_q, big_q, final_q, load_table_beat = self._table_reads(
+            m, v, j, tab_row, tbo_mask)
         col_shift_ref = Signal()                # next_source's choice (see `col_shift`)
 
         def next_source():
@@ -1484,6 +1454,44 @@ class RepackUnit(wiring.Component):
                 m.d.sync += [col[i].eq(lens_q[i % NB]),
                              fitcol[i].eq(_ends_in_row(lens_q[i % NB], v.cur_room[i], LB,
                                                        ~v.big_q[i % NB]))]
+
+    def _table_reads(self, m, v, j, tab_row, tbo_mask):
+        """The length tables' read side: the banks at `tab_row`, destination `j`, and the
+        registers a table beat is loaded into (`load_table_beat`)."""
+        LB, E, NB, bank_r = v.LB, v.E, v.NB, v.bank_r
+        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
+        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
+        # The banks' address is `tab_row` alone, a flop: set to the destination's first
+        # row (j >> LE) with j, then moved on a table row at each beat, so no state decode
+        # or mux sits in front of the distributed RAM's read.
+        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
+        nz_q = Signal(NB)
+        bank_len = []                           # lengths of sources at tab_row, destination j
+        bank_nz = []                            # and whether each is non-zero
+        bank_big = []                           # and two rows' bytes (2B) or more
+        big_q = Signal(NB)
+        for b in range(NB):
+            m.d.comb += bank_r[b].addr.eq(tab_row)
+            bank_len.append(bank_r[b].data[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
+            bank_nz.append(bank_r[b].data[E * LENGTH_WIDTH:][:E].bit_select(j & (E - 1), 1))
+            bank_big.append(bank_r[b].data[E * LENGTH_WIDTH + E:].bit_select(j & (E - 1), 1))
+        # The beat being read is masked as it is loaded (entries past dh in the last beat
+        # read as empty), and whether it is the last one is a flop beside it: the table
+        # state decides on flops and an OR of them (the 256-bit unit's path when the beat
+        # was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
+        # nz.any() -> j, 8 levels, 7.43 ns).  The OR stays after the flops: loaded as a flop
+        # too, behind the read at j and the compares, it was the next path (6.97 ns).
+        final_q = Signal()
+
+        def load_table_beat(final):
+            valid = Mux(final, tbo_mask, (1 << NB) - 1)
+            m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
+                         nz_q.eq(Cat(bank_nz) & valid), big_q.eq(Cat(bank_big) & valid),
+                         final_q.eq(final)]
+
+        # Tests check the flags against the lengths every cycle.
+        self.data_mirrors += [(big_q[b], lens_q[b][LB + 1:] != 0) for b in range(NB)]
+        return lens_q, nz_q, big_q, final_q, load_table_beat
 
     @staticmethod
     def _idle_clears(m, v):
