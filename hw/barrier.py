@@ -55,8 +55,6 @@ Design choices (see docs/barrier.md for the whole story):
   loaded from flops chosen by flags kept beside the counts.  See docs/barrier.md, "Pipeline".
 """
 
-import operator
-from functools import reduce
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
@@ -618,23 +616,14 @@ class BarrierUnit(wiring.Component):
             from_parent = p.src == self.parent_id
             from_child = Cat(cid[j] == p.src for j in range(k))
         hi = p.subject[lo:ibits]
-        parts = [Cat(s.routed_to[j], Const(0, (1 << ibits) - n)).word_select(hi, 1 << lo)
-                 if ibits > lo else s.routed_to[j] for j in range(k)]
-        # And the part of the sender's own slot (the first valid slot holding `src`), so
-        # that whether a COMPLETE hits is one bit of it in the decode, a flop for execute.
-        # (valid and not shadowed: a flop, the configuration is static while barriers run)
-        slot_ok = Signal(k)
-        m.d.sync += slot_ok.eq(self.child_valid & ~s.shadow)
-        first = [slot_ok[j] & from_child[j] for j in range(k)]
-        s.r_routed_first = Signal(1 << lo)
         m.d.sync += [
             r.eq(p), s.r_valid.eq(self.rx.valid),
             s.r_to_me.eq(to_me), s.r_from_parent.eq(from_parent),
             s.r_from_child.eq(from_child),
             s.r_in_range.eq(p.subject < n),
-            *[s.r_routed[j].eq(parts[j]) for j in range(k)],
-            s.r_routed_first.eq(reduce(operator.or_, (first[j].replicate(1 << lo) & parts[j]
-                                                      for j in range(k)))),
+            *[s.r_routed[j].eq(Cat(s.routed_to[j], Const(0, (1 << ibits) - n))
+                               .word_select(hi, 1 << lo) if ibits > lo
+                               else s.routed_to[j]) for j in range(k)],
         ]
         with m.If(self.start):
             m.d.sync += s.r_valid.eq(0)
@@ -668,14 +657,11 @@ class BarrierUnit(wiring.Component):
         s.x_seq_now = Signal()          # seq matches the unit's seq of the decode cycle
         s.x_seq_inc = Signal()          # ... or that seq + 1 (a release in the decode cycle)
         s.x_routed = Signal(k)          # the subject is routed to slot j
-        # A COMPLETE for this node that passes the tree checks (cfg_ok), from a child slot
-        # with its subject routed there, one flop: the subject's bit of the sender's slot
-        # part (_boundary).  As the AND-OR of the slot and route flags in execute it was the
-        # 64-bit core's path at seed 2 of c559aea (x_first -> the AND-OR -> increment ->
-        # ge_m, 7.62 ns); as one flop per slot ORed in execute, the front of the 64-node
-        # unit's late pins alone at the thirty-second pass (x_count_hit -> the count ->
-        # ge_m_2, hit.mt, 4-5 levels).
-        s.x_count_hit = Signal()
+        # A COMPLETE for this node that passes the tree checks (cfg_ok), from child slot j
+        # with its subject routed there (x_first[j] & x_routed[j]), made here so that
+        # the count's increment ORs k flops (the 64-bit core's path at seed 2 of c559aea:
+        # x_first -> the slot and route AND-OR -> increment -> ge_m, 7.62 ns).
+        s.x_count_hit = Signal(k)
         s.x_bit = Signal()              # the subject's bit in the decode cycle
         # Same subject as the notice then in execute, compared on the bits that index the
         # vector: a notice whose subject is out of range never counts (x_count_hit), so the
@@ -683,7 +669,7 @@ class BarrierUnit(wiring.Component):
         s.x_same = Signal()
         # Whether a COMPLETE that hits (x_count_hit) counts is decided in execute from these
         # flops (x_seq_now, x_seq_inc, x_bit, x_same) and the forwarding from the cycle in
-        # between: one 6-input function beside the hit.  Made here as two flags
+        # between: one 6-input function beside the OR of the hits.  Made here as two flags
         # (x_ok_other, x_ok_same), the AND of the sequence compare, the vector's bit and the
         # subject compare was the 64-node unit's latest pins alone at seed 1 of the
         # thirty-second pass (the notice -> x_ok_same, 6 levels, 5.30 ns).  The hit itself
@@ -706,8 +692,7 @@ class BarrierUnit(wiring.Component):
         m.d.sync += [
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
-            s.x_count_hit.eq(complete_ok & s.r_in_range
-                             & s.r_routed_first.bit_select(p.subject[:lo], 1)),
+            s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
             s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
             s.x_kill.eq(kill),
             s.x_first.eq(Cat(first)),
@@ -818,7 +803,7 @@ class BarrierUnit(wiring.Component):
         self.mirrors.append((s.d_count, d_count_ref))
         s.d_stale = Signal()
         m.d.comb += [
-            s.c_count.eq(s.x_count_hit & seq_ok & new_bit),
+            s.c_count.eq(s.x_count_hit.any() & seq_ok & new_bit),
             s.d_count.eq(Mux(s.rel_last, s.x_done_ok_inc, s.x_done_ok_now)
                          & ~s.aborted_cur & ~s.own_done),
             d_count_ref.eq(s.x_done_ok & done_ok & ~s.aborted_cur & ~s.own_done & ~s.kill_rx),

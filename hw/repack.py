@@ -1351,11 +1351,6 @@ class RepackUnit(wiring.Component):
         v.states = OneHotStates(m, _UNIT_STATES, init="IDLE", name="unit")
         share(v, locals())
         self._column_moves(m, v, col_shift_ref)
-        # The literal a header or table beat issues, chosen by the table state's flag alone
-        # (meaningless unless a literal issues): assigned only with the issue, it was a reset
-        # pin of the 256-bit unit's p1_lit flops behind the issue decision (seed 3 of the
-        # thirty-second pass: the output slice -> the pipeline's advance -> p1_lit, 5.19 ns).
-        m.d.comb += iss_lit.eq(Mux(v.states["TABLE"], Cat(lens_q), header_beat))
 
         with v.states.state("IDLE"):
             share(v, locals())
@@ -1373,7 +1368,7 @@ class RepackUnit(wiring.Component):
         with v.states.state("HEADER"):
             with m.If(advance):
                 m.d.comb += [
-                    issue.eq(1), iss_kind.eq(KIND_LIT),
+                    issue.eq(1), iss_kind.eq(KIND_LIT), iss_lit.eq(header_beat),
                     iss_emit.eq(1),
                 ]
                 m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
@@ -1613,7 +1608,7 @@ class RepackUnit(wiring.Component):
                 m.d.comb += top.eq(b)
         with m.If(v.advance):
             m.d.comb += [
-                v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT),
+                v.issue.eq(1), v.iss_kind.eq(v.KIND_LIT), v.iss_lit.eq(Cat(lens)),
                 v.iss_emit.eq(1), v.iss_last.eq(final_beat & ~any_nz & ~nz.any()),
             ]
             # The destination's last beat moves `tab_row` to the next destination's first
