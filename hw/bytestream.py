@@ -313,6 +313,12 @@ class RegionWalker(wiring.Component):
         by :func:`region_checks` from the same region), so that the walker's input slice
         loads registers and the compares and subtractions sit wherever the user has a
         cycle for them.  False: the checks are made as a region enters the input slice.
+    length_bits : int
+        Bits of the walker's byte counts (the current run's bytes left, the region's bytes
+        after it, the run), 1 to 32: every region's ``length``, and a strided region's
+        ``run``, must be below ``2**length_bits`` (a user whose regions lie in a memory of
+        ``M`` bytes passes ``M.bit_length()``).  Fewer bits make shorter carry chains in
+        the cycle a chunk is taken; addresses keep ``addr_width`` bits either way.
 
     Members
     -------
@@ -337,12 +343,19 @@ class RegionWalker(wiring.Component):
     additions only: no multiplier, no divider.
     """
 
-    def __init__(self, data_width, addr_width=32, *, checked=False):
+    def __init__(self, data_width, addr_width=32, *, checked=False, length_bits=32):
         _check_data_width(data_width)
         _check_addr_width(addr_width, data_width)
         if not isinstance(checked, bool):
             self._MustUse__silence = True       # never built: no "unused" warning
             raise TypeError(f"checked must be a bool, not {checked!r}")
+        if not _is_int(length_bits):
+            self._MustUse__silence = True       # never built: no "unused" warning
+            raise TypeError(f"length_bits must be an integer, not {length_bits!r}")
+        if not 1 <= length_bits <= 32:
+            self._MustUse__silence = True
+            raise ValueError(f"length_bits must be from 1 to 32, not {length_bits!r}")
+        self._length_bits = length_bits
         self._data_width = data_width
         self._addr_width = addr_width
         self._checked = checked
@@ -366,6 +379,10 @@ class RegionWalker(wiring.Component):
     def row_bits(self):
         return self._row_bits
 
+    @property
+    def length_bits(self):
+        return self._length_bits
+
     def elaborate(self, platform):
         m = Module()
         lanes = self._data_width // 8
@@ -381,9 +398,9 @@ class RegionWalker(wiring.Component):
         cursor = Signal(self._addr_width)     # address of the next byte of the stream
         run_start = Signal(self._addr_width)  # where the current run began
         stride = Signal(32)
-        run = Signal(32)
-        run_left = Signal(32)                 # bytes of the current run not yet in a chunk
-        rest = Signal(32)                     # bytes of the region after the current run
+        run = Signal(self._length_bits)
+        run_left = Signal(self._length_bits)  # bytes of the current run not yet in a chunk
+        rest = Signal(self._length_bits)      # bytes of the region after the current run
 
         # Flops computed a cycle ahead, for the values the others take at the same edge, so
         # a chunk and the decision on it read registers only (no subtraction feeding a
@@ -476,9 +493,12 @@ class RegionWalker(wiring.Component):
         case chosen by AND and OR.  Written as a multiplexer, yosys would merge compares
         that share an operand and put the choice in front of one compare, which puts the
         handshake before a carry chain."""
-        lanes = self._data_width // 8
         cases = {}
-        for name, value, small in (("row", run_left, room + lanes), ("rest", rest, next_room),
+        # room + lanes, for a room of 0 to lanes, is wiring: the room's low bits, then 1 below
+        # lanes or 2 at lanes (as an adder, a carry chain ahead of the compare's).
+        lane_bits = _lane_bits(self._data_width)
+        room_and_row = Cat(room[:lane_bits], ~room[lane_bits], room[lane_bits])
+        for name, value, small in (("row", run_left, room_and_row), ("rest", rest, next_room),
                                    ("run", run, next_room)):
             cases[name] = Signal(name=f"fits_if_{name}")
             m.d.comb += cases[name].eq(_at_most(value, small))

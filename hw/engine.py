@@ -54,7 +54,7 @@ from .deadline import Deadline
 from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
-from ._builder import share
+from ._builder import carry_save, carry_save_sum, share
 from .repack import NoticeKind
 from .skid import CheckedRing, SkidBuffer
 
@@ -254,6 +254,11 @@ class Engine(wiring.Component):
         return self._queue_depth
 
     @property
+    def _walker_length_bits(self):
+        # Bits for any byte count of a region that fits the memory (see _datapath).
+        return min(self._mem_size.bit_length(), 32)
+
+    @property
     def packet_beats(self):
         return self._packet_beats
 
@@ -347,12 +352,14 @@ class Engine(wiring.Component):
         slot_mask = beat_bytes - 1
         # At most max_nodes destination groups (one per rank at most): the slot offset's
         # product is a sum over the group's ceil(log2(max_nodes)) bits (_aggregate).
-        aggregate_bad = (cmd.barrier | ~cmd.has_send | ~cmd.has_recv
-                         | (cmd.send_tag > self._max_nodes)
-                         | (cmd.action != StepAction.COPY)
-                         | (cmd.send.stride <= beat_bytes) | (cmd.recv.stride == 0)
-                         | ((cmd.send.stride & slot_mask) != 0)
-                         | (cmd.send.run != 0) | (cmd.recv.run != 0))
+        # In two flops, the send stride's compares in one: as one OR of every check the
+        # flop was the 64-bit engine's latest push-time pin at seed 1 once its multipliers
+        # were gone (cmd.recv -> pushed_aggregate_bad, 5.81 ns).
+        aggregate_bad = Cat(
+            (cmd.send_tag > self._max_nodes) | (cmd.send.stride <= beat_bytes)
+            | ((cmd.send.stride & slot_mask) != 0) | (cmd.send.run != 0),
+            cmd.barrier | ~cmd.has_send | ~cmd.has_recv | (cmd.action != StepAction.COPY)
+            | (cmd.recv.stride == 0) | (cmd.recv.run != 0))
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
                     | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
         command_bad = ((cmd.action.as_value() == 3)
@@ -373,13 +380,13 @@ class Engine(wiring.Component):
         # one flop the OR of every check was the 64-bit core's latest pin at seed 1 of
         # d84feb2 (send.stride -> pushed_command_bad, 7 levels, 7.21 ns).
         pushed_command_bad = Signal()
-        pushed_aggregate_bad = Signal()
+        pushed_aggregate_bad = Signal(2)
         m.d.sync += pushed.eq(self.push & ~self.clear)
         with m.If(self.push):
             m.d.sync += [pushed_cmd.eq(cmd), pushed_send.eq(region_parts(cmd.send)),
                          pushed_recv.eq(region_parts(cmd.recv)),
                          pushed_peer_bad.eq(peer_bad), pushed_command_bad.eq(command_bad),
-                         pushed_aggregate_bad.eq(cmd.aggregate & aggregate_bad)]
+                         pushed_aggregate_bad.eq(Mux(cmd.aggregate, aggregate_bad, 0))]
         checked = Signal()
         checked_cmd = Signal(COMMAND_LAYOUT)
         checked_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
@@ -389,8 +396,14 @@ class Engine(wiring.Component):
                          checked_bad.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
                                                | (pushed_cmd.has_recv & region_bad(pushed_recv))),
                          checked_bad.peer.eq(pushed_peer_bad),
-                         checked_bad.command.eq(pushed_command_bad | pushed_aggregate_bad)]
-        full = queued >= self._queue_depth
+                         checked_bad.command.eq(pushed_command_bad
+                                                | pushed_aggregate_bad.any())]
+        # queued >= queue_depth as a flop, kept with queued's moves (a write here, a clear in
+        # _control): the queue's write enable is the block RAM's byte enables, and the
+        # compare's carry chain in front of them was the 64-bit engine's latest pin at seed
+        # 2 once the walkers' counts narrowed (queued -> queue.0.9:ADA1, 6.07 ns).
+        full = v.queue_full = Signal()
+        self.mirrors = [(full, queued >= self._queue_depth)]
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
         with m.If(checked & ~self.clear):
             with m.If(running):
@@ -403,7 +416,8 @@ class Engine(wiring.Component):
                              raise_error.command.eq(checked_bad.command)]
             with m.Else():
                 m.d.comb += q_wr.en.eq(1)
-                m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0)]
+                m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0),
+                             full.eq(queued == self._queue_depth - 1)]
         share(v, locals())
 
     def _datapath(self, m, v):
@@ -414,9 +428,19 @@ class Engine(wiring.Component):
         # the region is offered (_tx_wait, _rx_state): made at the walker's input, from the
         # region's flops, they were the 64-bit core's routed path at seed 1 of d271a41
         # (tx_region.length -> the walker's input slice, 6 LUTs, 7.39 ns).
-        m.submodules.tx_walker = tx_walker = reset(RegionWalker(width, checked=True))
+        # The walkers count bytes in mem_size.bit_length() bits: a pushed region's length is
+        # at most mem_size (its end is checked) and so is a strided region's run (below its
+        # length); an aggregate packet's length is checked as the parser takes it
+        # (_parser, agg_long); a message sent from a slot fits the slot (_tx_read).  Their
+        # addresses keep 32 bits, so a stride past the memory still reaches the row checks.
+        # Ref: 32-bit counts were the 64-bit engine's latest pins at seed 3 of 447ddd7
+        # (tx_walker.run_left, 5.87 ns, a 32-bit subtraction and 3 LUTs; rest_zero, 5.80).
+        length_bits = self._walker_length_bits
+        m.submodules.tx_walker = tx_walker = reset(
+            RegionWalker(width, checked=True, length_bits=length_bits))
         m.submodules.packer = packer = reset(RowPacker(width))
-        m.submodules.rx_walker = rx_walker = reset(RegionWalker(width, checked=True))
+        m.submodules.rx_walker = rx_walker = reset(
+            RegionWalker(width, checked=True, length_bits=length_bits))
         m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
         # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
         # parser's state would otherwise chain into the unpacker's ready logic (the transmit
@@ -634,7 +658,7 @@ class Engine(wiring.Component):
         m.d.comb += v.age_rows.eq(tx_start | rx_start | agg_rx_start)
         with m.If(self.clear):
             m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), v.queue_empty.eq(1),
-                         finished.eq(0), counted.eq(0), v.in_aggregate.eq(0)]
+                         v.queue_full.eq(0), finished.eq(0), counted.eq(0), v.in_aggregate.eq(0)]
         with m.Elif(any_error & running):
             m.d.sync += [state.eq(STOPPED), v.in_aggregate.eq(0)]
         with m.Else():
@@ -702,7 +726,12 @@ class Engine(wiring.Component):
         reads `queue_empty` instead, kept with every change of queued."""
         next_is_last = Signal()
         at_end = Signal()
-        m.d.sync += [next_is_last.eq(idx + 1 == queued), at_end.eq(idx == queued)]
+        # queued - 1 as a flop of its own, so neither compare follows an adder (idx + 1 ==
+        # queued was a carry chain in front of the compare, 5.60 ns at seed 3 of 447ddd7's
+        # 64-bit engine). 17 bits: for an empty queue it is all ones, which idx never is.
+        queued_less = Signal(len(queued) + 1)
+        m.d.sync += [queued_less.eq(queued - 1),
+                     next_is_last.eq(idx == queued_less), at_end.eq(idx == queued)]
         return next_is_last, at_end
 
     @staticmethod
@@ -937,7 +966,7 @@ class Engine(wiring.Component):
                                            cur_entry == cur.send_tag))]
         start_tag_ok = Mux(writes_cur_q, cts_wr.data == send_tag_q, cur_tag_ok)
         start_tag_ref = Mux(writes_cur, cts_wr.data == cur.send_tag, cur_tag_ok_ref)
-        self.mirrors = [(tx_start & start_tag_ok, tx_start & start_tag_ref)]
+        self.mirrors.append((tx_start & start_tag_ok, tx_start & start_tag_ref))
         with m.If(tx_start):
             m.d.sync += tag_ok.eq(start_tag_ok)
         with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
@@ -1204,10 +1233,10 @@ class Engine(wiring.Component):
         agg_rx_start = v.agg_rx_start
         got = Signal(packet_header_layout())
         # An aggregate packet's slot offset, in parts the parser registers a cycle ahead: the
-        # slot × stride product as two partial products (one 8 × 16 multiplier each, no
-        # adder behind them in that cycle), and the base; summed as the packet starts.
-        d_agg_lo = Signal(24)
-        d_agg_hi = Signal(24)
+        # slot × stride product as two carry-save terms (a shifted stride per slot bit,
+        # reduced three to two per LUT level: no carry chain, no multiplier in that cycle),
+        # and the base; summed as the packet starts.
+        d_agg_terms = [Signal(32, name=f"d_agg_term{k}") for k in range(2)]
         d_agg_base = Signal(33)
         m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
         # The walker's checks, as on the transmit side (_tx_wait): of cur.recv, made every
@@ -1228,7 +1257,7 @@ class Engine(wiring.Component):
         agg_region = Signal(REGION_LAYOUT)
         agg_checks = Signal.like(rx_checks)
         rx_agg = Signal()                       # the receive is an aggregate packet's
-        m.d.sync += agg_offset.eq(d_agg_base + d_agg_lo + (d_agg_hi << 16))
+        m.d.sync += agg_offset.eq(carry_save_sum([d_agg_base, *d_agg_terms], 32))
         m.d.comb += [agg_region.offset.eq(agg_offset), agg_region.length.eq(got.length)]
         with m.If(~rx_walk):
             m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
@@ -1309,14 +1338,17 @@ class Engine(wiring.Component):
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
         d_left = Signal(32)
-        d_agg_lo, d_agg_hi, d_agg_base = v.d_agg_lo, v.d_agg_hi, v.d_agg_base
+        d_agg_terms, d_agg_base = v.d_agg_terms, v.d_agg_base
         agg_stride_q = Signal(32)
-        # The slot (the packet's source group) as the multipliers' own operand flops, loaded
+        # The slot (the packet's source group) as the product's own operand flops, loaded
         # from the header in every cycle: equal to got's once the header is stored, so the
-        # products follow the stored header as before, from flops the placer can put by
-        # the multipliers (from `collected`, which the parser's compares also load, the
-        # route to the DSP was 3.0 of the 64-bit core's 7.81 ns path at seed 2 of ff0ac7f).
-        agg_slot_q = Signal(8)
+        # product follows the stored header as before, from flops the placer can put by
+        # its logic (from `collected`, which the parser's compares also load, the route to
+        # the multiplier then used was 3.0 of the 64-bit core's 7.81 ns path at seed 2 of
+        # ff0ac7f).  A group is below max_nodes: slot_bits bits, the rest must be zero.
+        slot_bits = max(1, (self._max_nodes - 1).bit_length())
+        agg_slot_q = Signal(slot_bits)
+        agg_long = Signal()
 
         def header_checks(h, h_last):
             """The registered checks, ``(flop, next value)``, for header ``h`` (``h_last``: its
@@ -1338,13 +1370,15 @@ class Engine(wiring.Component):
                 # clear-to-send sent).
                 (d.notice, (h.kind == PacketKind.REPACK_NOTICE) & from_hub),
                 (d.agg_out, ((h.kind == PacketKind.REPACK_OUT) & from_hub & ~h_last & ~empty
-                             & (h.seq[8:16] < cur.recv_tag))),
+                             & (h.seq[8:16] < cur.recv_tag) & (h.seq[8 + slot_bits:16] == 0))),
                 (d.clear, h.kind == PacketKind.CLEAR),
                 (d.data, ((h.kind == PacketKind.DATA) & ~h_last & ~empty & (h.src == rx_peer)
                           & (h.seq == rx_tag) & (h.addr == rx_bytes))),
                 (d.src_ok, h.src < self._max_nodes),
                 (d_slot_end, h.addr + h.length),
-                (agg_slot_q, h.seq[8:16]),
+                # Longer than the walker counts: a length error, with the slot's (below).
+                (agg_long, h.length[self._walker_length_bits:] != 0),
+                (agg_slot_q, h.seq[8:8 + slot_bits]),
             ]
 
         # Each check made twice, from the header as it stands once the beat arriving now is
@@ -1360,24 +1394,28 @@ class Engine(wiring.Component):
             d.stale.eq(rx_start | (state == LOAD)),
             # An aggregate packet's end in its slot, registered; compared with the stride a
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
-            # cycle on an aggregate packet.
-            d.slot_over.eq(d_slot_end > cur.recv.stride),
+            # cycle on an aggregate packet.  The stride is the multipliers' copy (below),
+            # current from DISPATCH, a cycle before AGGREGATE: from `cur`, the queue's
+            # block-RAM output, the compare was 5.74 ns at seed 3 of 447ddd7's 64-bit engine.
+            d.slot_over.eq((d_slot_end > agg_stride_q) | agg_long),
             # Where an aggregate packet's bytes land: slot (source) × stride + offset +
-            # addr, the partial products and the sum registered here, added into a register
+            # addr, the product's terms and the sum registered here, added into a register
             # by _rx_state.  The sum is read a cycle after P_DECIDE takes the packet, which
             # is two cycles after the header is stored at the earliest (P_DECIDE waits its
             # first cycle on an aggregate packet), so the products are taken from the
             # stored header, a cycle of slack; the stride is a copy of the command's,
-            # loaded a cycle after it, so the multipliers' operands are flops that can sit
-            # beside them.  The operands came through a multiplexer of the arriving and the
+            # loaded a cycle after it, so the product's operands are flops that can sit
+            # beside it.  The operands came through a multiplexer of the arriving and the
             # stored header (the 256-bit engine's path p_state -> d_agg_hi, 6.91 ns), then
             # from `cur` across the block (the 64-bit engine's, cur -> MULT18X18D ->
             # d_agg_hi, 7.09 ns, 3.07 of it the multiplier; the copy is valid long before
             # an aggregate packet can arrive: the command enters the AGGREGATE state two
-            # cycles after it is loaded).
+            # cycles after it is loaded).  The product was two MULT18X18D, unregistered: the
+            # 256-bit engine's latest pin at seed 1 once the walkers counted in mem_size bits
+            # (agg_stride_q -> d_agg_lo, 5.74 ns, 2.54 of it the multiplier).
             agg_stride_q.eq(cur.recv.stride),
-            d_agg_lo.eq(agg_slot_q * agg_stride_q[:16]),
-            d_agg_hi.eq(agg_slot_q * agg_stride_q[16:32]),
+            *(term.eq(value) for term, value in zip(d_agg_terms, carry_save(
+                [Mux(agg_slot_q[k], agg_stride_q << k, 0) for k in range(slot_bits)], 32))),
             d_agg_base.eq(cur.recv.offset + got.addr),
         ]
         share(v, locals())
@@ -1406,6 +1444,12 @@ class Engine(wiring.Component):
                                    & rx_busy & ~cts_pending & ~d.data_bad)
         with m.If(data_accept):
             m.d.sync += [rx_bytes.eq(d_after), rx_left.eq(d_left)]
+        # A SEND notice's entry, offered in every cycle and written when the decision below
+        # sets w_en: given only under that decision, each data bit was ANDed with it, and the
+        # decision then reached the queue's LUT RAM inputs as well as its write enable (the
+        # 64-bit engine's latest pin at seed 3 once its multipliers were gone: clear -> the
+        # decision -> agg_sends_fifo.storage:WD, 6.05 ns).
+        m.d.comb += sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8], got.addr[:16]))
         with m.If(self.clear):
             m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
         with m.Else():
@@ -1447,9 +1491,7 @@ class Engine(wiring.Component):
                         # (nothing to do), DONE.
                         with m.If(got.code == NoticeKind.SEND.value):
                             with m.If(sends_fifo.w_rdy):
-                                m.d.comb += [sends_fifo.w_en.eq(1),
-                                             sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8],
-                                                                      got.addr[:16]))]
+                                m.d.comb += sends_fifo.w_en.eq(1)
                             with m.Else():
                                 m.d.comb += raise_error.protocol.eq(1)
                         with m.If(got.code == NoticeKind.DONE.value):

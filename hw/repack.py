@@ -48,7 +48,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ._builder import OneHotStates, share
+from ._builder import OneHotStates, carry_save_sum, share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
 from .memattrs import COLLISIONS_DONT_CARE
@@ -295,23 +295,6 @@ def _tree_sum(values):
         values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
                   for k in range(0, len(values), 2)]
     return values[0]
-
-
-def _carry_save_sum(values, width):
-    """Sum of ``values`` (unsigned, modulo ``2**width``) as one carry chain: the operands are
-    first reduced to two by carry-save stages, three to two per stage (one LUT level per
-    stage, no carry between bits).  For the four partial sums of a 256-bit table beat that
-    is two LUT levels and one chain, where the adder tree put two chains in series (the
-    256-bit unit's latest pin alone at seeds 1 and 3 of abe24a0: the partial sums ->
-    the tree -> the input slice's ``tsum``, 17 levels, 5.13 ns)."""
-    values = [Value.cast(x) for x in values]
-    values = [Cat(x, Const(0, width - len(x)))[:width] for x in values]
-    while len(values) > 2:
-        x, y, z = values[:3]
-        sums = x ^ y ^ z
-        carries = Cat(Const(0, 1), (x & y) | (x & z) | (y & z))[:width]
-        values = values[3:] + [sums, carries]
-    return (values[0] + values[1])[:width] if len(values) == 2 else values[0]
 
 
 def _low_thermometer(index, count):
@@ -742,7 +725,7 @@ class RepackUnit(wiring.Component):
         m.d.comb += [
             in_skid.i.valid.eq(pre_valid),
             in_skid.i.payload.beat.eq(pre.beat),
-            in_skid.i.payload.tsum.eq(_carry_save_sum((pre.part[k] for k in range(parts)),
+            in_skid.i.payload.tsum.eq(carry_save_sum((pre.part[k] for k in range(parts)),
                                                       LENGTH_WIDTH + LE)),
             in_skid.i.payload.nz.eq(pre.nz), in_skid.i.payload.big.eq(pre.big),
             # Whole beat, decoded here from flops: after the slice, the B-bit compare shared

@@ -242,6 +242,11 @@ def test_constructor_errors():
             make(32)
     with pytest.raises(TypeError, match=r"^checked must be a bool, not 1$"):
         RegionWalker(64, checked=1)
+    with pytest.raises(TypeError, match=r"^length_bits must be an integer, not 16.0$"):
+        RegionWalker(64, length_bits=16.0)
+    for bad in (0, 33):
+        with pytest.raises(ValueError, match=rf"^length_bits must be from 1 to 32, not {bad}$"):
+            RegionWalker(64, length_bits=bad)
     for make in (RegionWalker, RowUnpacker):
         with pytest.raises(TypeError, match=r"^Address width must be an integer, not 32.0$"):
             make(64, 32.0)
@@ -306,22 +311,28 @@ class CheckedWalker(wiring.Component):
         return m
 
 
-@pytest.mark.parametrize("data_width,seed,stall,checked", [
-    (64, 0, 0.3, False), (128, 1, 0.0, False), (256, 2, 0.5, False), (512, 3, 0.2, False),
-    (64, 4, 0.3, True), (256, 5, 0.2, True),
+@pytest.mark.parametrize("data_width,seed,stall,checked,length_bits", [
+    (64, 0, 0.3, False, 32), (128, 1, 0.0, False, 32), (256, 2, 0.5, False, 32),
+    (512, 3, 0.2, False, 32), (64, 4, 0.3, True, 32), (256, 5, 0.2, True, 32),
+    # Counts as narrow as the regions allow (lengths up to 40 rows, runs up to 3 rows
+    # longer than the length): 320 + 24 bytes below 2**9, 1 280 + 96 below 2**11.
+    (64, 6, 0.3, False, 9), (256, 7, 0.2, False, 11),
 ])
-def test_walker_random_regions(data_width, seed, stall, checked):
+def test_walker_random_regions(data_width, seed, stall, checked, length_bits):
     """Random regions, contiguous and strided, with random gaps and ready: exactly the
-    reference chunks (with ``checked``, the checks made by the walker's user)."""
+    reference chunks (with ``checked``, the checks made by the walker's user; with
+    ``length_bits``, byte counts that narrow)."""
     lanes = data_width // 8
     rng = random.Random(seed)
     regions = [random_region(rng, lanes, 1 << 31) for _ in range(60)]
+    assert all(r["length"] < 1 << length_bits for r in regions)
     # Empty regions give nothing, wherever they are (including first and last).
     for where in (0, 7, 8, 19, len(regions)):
         regions.insert(where, region(rng.randrange(1 << 31), 0, rng.randrange(9),
                                      rng.randrange(64)))
     expected = [c for r in regions for c in reference_chunks(r, lanes)]
-    dut = CheckedWalker(data_width) if checked else RegionWalker(data_width)
+    dut = (CheckedWalker(data_width) if checked
+           else RegionWalker(data_width, length_bits=length_bits))
     got = []
 
     async def main(ctx):

@@ -788,6 +788,64 @@ def test_protocol_error():
     simulate(image, main, seed=6)
 
 
+def refused_aggregate_packet(name, *, slot, length, recv_tag, expected):
+    """An aggregate command waits (its registration held in the engine) and a REPACK_OUT
+    packet from the hub (send_to) for ``slot``, ``length`` bytes with its whole payload, is
+    injected; it must set exactly ``expected`` and write nothing.  The receive stride is far
+    past the memory, so the slot's bound never refuses the packet."""
+    width = 256
+    beat = width // 8
+    assert header_beats(width) == 1             # the injected header is one beat
+    image = random_image(random.Random(name))
+
+    def beat_of(data_bits, last):
+        return packet_beat_layout(width).const({
+            "data": data_bits, "keep": (1 << beat) - 1, "last": last, "dest": 0, "control": 0})
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        ctx.set(dut.hold, 1)
+        cmd = command(send=region(0, 4 * beat, 0, 2 * beat),
+                      recv=region(512, 4 * beat, 0, 1 << 20), aggregate=1, send_tag=MAX_NODES,
+                      recv_tag=recv_tag)
+        assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        await ctx.tick().repeat(20)             # in the AGGREGATE state, waiting
+        assert ctx.get(engine.busy) and errors(ctx, dut) == set()
+        header = packet_header_layout().const({
+            "kind": PacketKind.REPACK_OUT, "src": 0, "dst": 0, "seq": slot << 8,
+            "length": length, "addr": 0})
+        await inject(ctx, dut, beat_of(header.as_value().value, 0))
+        beats = length // beat
+        for k in range(beats):
+            await inject(ctx, dut, beat_of(int.from_bytes(bytes(range(k, k + beat)), "little"),
+                                           k == beats - 1))
+        await wait_stopped(ctx, dut)
+        assert errors(ctx, dut) == expected
+        assert memory(ctx, dut) == image
+
+    simulate(image, main, seed=21, data_width=width)
+
+
+def test_aggregate_packet_longer_than_the_walkers_count_is_a_length_error():
+    """The walkers count bytes in ``mem_size.bit_length()`` bits; an aggregate packet whose
+    length needs more (it could only write past the memory) sets ``length`` and writes
+    nothing: the parser drops it (``agg_long``).  Without that check the walker takes the
+    length modulo its count's range, and the unpacker's mismatch check is what stops the
+    packet, after the walk has started; with 32-bit counts the walk ran past the memory."""
+    refused_aggregate_packet("agg-long", slot=0, length=(1 << MEM_SIZE.bit_length()) + 32,
+                             recv_tag=1, expected={"length"})
+
+
+def test_aggregate_packet_for_a_group_past_max_nodes_is_unexpected():
+    """The slot offset's product takes a group's ceil(log2(max_nodes)) bits; a packet for a
+    group past them (below the command's count of groups, which is not bounded) is not an
+    aggregate packet the engine takes: ``unexpected``, nothing written (taken, it would
+    land in the slot of its low bits)."""
+    refused_aggregate_packet("agg-group", slot=MAX_NODES, length=32, recv_tag=2 * MAX_NODES,
+                             expected={"unexpected"})
+
+
 def test_arm_starts_at_start_at():
     """With START_AT in the future the engine waits, armed, and starts in the cycle
     ``now == start_at``; with START_AT in the past it starts in the first cycle it is armed."""

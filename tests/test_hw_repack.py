@@ -1178,33 +1178,6 @@ def test_budget_compare_matches_sum(limit_signed, two_terms):
     assert [c for c, got in zip(cases, seen) if got != int(c[0] + c[1] > c[2])] == []
 
 
-@pytest.mark.parametrize("terms", [1, 2, 3, 4, 5])
-def test_carry_save_sum_matches_sum(terms):
-    """The input's table-beat sum through carry-save stages (`_carry_save_sum`) is the sum
-    of its operands modulo 2**width, for extremes (all ones, carries into every bit) and
-    random operands."""
-    rng = random.Random(terms)
-    width = 20
-    operands = [Signal(18, name=f"x{k}") for k in range(terms)]
-    out = Signal(width)
-    m = Module()
-    m.d.comb += out.eq(repack_mod._carry_save_sum(operands, width))
-    cases = [[0] * terms, [(1 << 18) - 1] * terms, [1] * terms]
-    cases += [[rng.getrandbits(rng.choice([1, 9, 18])) for _ in range(terms)] for _ in range(200)]
-    seen = []
-
-    async def bench(ctx):
-        for case in cases:
-            for sig, value in zip(operands, case):
-                ctx.set(sig, value)
-            seen.append(ctx.get(out))
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()
-    assert [c for c, got in zip(cases, seen) if got != sum(c) % (1 << width)] == []
-
-
 @pytest.mark.parametrize("count", [1, 4, 5, 8, 16])
 def test_low_thermometer_matches_shifted_mask(count):
     """The last table beat's mask of valid entries (`_low_thermometer`) is
