@@ -390,20 +390,34 @@ class Engine(wiring.Component):
         checked = Signal()
         checked_cmd = Signal(COMMAND_LAYOUT)
         checked_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
+        bad_next = Signal.like(checked_bad)
+        m.d.comb += [bad_next.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
+                                        | (pushed_cmd.has_recv & region_bad(pushed_recv))),
+                     bad_next.peer.eq(pushed_peer_bad),
+                     bad_next.command.eq(pushed_command_bad | pushed_aggregate_bad.any())]
         m.d.sync += checked.eq(pushed & ~self.clear)
         with m.If(pushed):
-            m.d.sync += [checked_cmd.eq(pushed_cmd),
-                         checked_bad.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
-                                               | (pushed_cmd.has_recv & region_bad(pushed_recv))),
-                         checked_bad.peer.eq(pushed_peer_bad),
-                         checked_bad.command.eq(pushed_command_bad
-                                                | pushed_aggregate_bad.any())]
+            m.d.sync += [checked_cmd.eq(pushed_cmd), checked_bad.eq(bad_next)]
         # queued >= queue_depth as a flop, kept with queued's moves (a write here, a clear in
         # _control): the queue's write enable is the block RAM's byte enables, and the
         # compare's carry chain in front of them was the 64-bit engine's latest pin at seed
         # 2 once the walkers' counts narrowed (queued -> queue.0.9:ADA1, 6.07 ns).
         full = v.queue_full = Signal()
-        self.mirrors = [(full, queued >= self._queue_depth)]
+        # The write's decision, but for `running` and a clear in its own cycle, a stage
+        # ahead: the queue's byte enables then follow a flop, the state's decode and the
+        # clear (the checked command's flags ANDed with the state's decode were the 64-bit
+        # engine's latest pins at seeds 1 and 3 once the walkers' routes were cut, state ->
+        # queue.0.7:ADA2, 5.89 and 6.42 ns, 4.4 of them routing).  `full` a stage ahead is
+        # the value a write in this cycle leaves; no start comes while a push is in its
+        # checks, so `running` cannot rise in between.
+        write_ok = Signal()
+        full_next = Mux(q_wr.en, queued == self._queue_depth - 1, full)
+        m.d.sync += write_ok.eq(pushed & ~self.clear & ~full_next
+                                & ~bad_next.as_value().any())
+        m.d.comb += q_wr.en.eq(write_ok & ~running & ~self.clear)
+        self.mirrors = [(full, queued >= self._queue_depth),
+                        (q_wr.en, checked & ~self.clear & ~running & ~full
+                         & ~checked_bad.as_value().any())]
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
         with m.If(checked & ~self.clear):
             with m.If(running):
@@ -414,10 +428,9 @@ class Engine(wiring.Component):
                 m.d.comb += [raise_error.region.eq(checked_bad.region),
                              raise_error.peer.eq(checked_bad.peer),
                              raise_error.command.eq(checked_bad.command)]
-            with m.Else():
-                m.d.comb += q_wr.en.eq(1)
-                m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0),
-                             full.eq(queued == self._queue_depth - 1)]
+        with m.If(q_wr.en):
+            m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0),
+                         full.eq(queued == self._queue_depth - 1)]
         share(v, locals())
 
     def _datapath(self, m, v):
@@ -1162,11 +1175,17 @@ class Engine(wiring.Component):
         # A command's packet size in bytes and whether its message fits one packet, as
         # flops: `cur` is loaded two cycles before DISPATCH can start a send (LOAD, then
         # DECODE) and holds until the next LOAD, so both are current when the send starts.
+        # A pushed send's length is at most mem_size (its end is checked), so the compare
+        # takes the walkers' count bits, and a limit beyond them fits every send: a 32-bit
+        # compare from `cur` was the 64-bit engine's latest pin at seeds 2 and 3 once the
+        # walkers' routes were cut (queue -> cur -> cur_fits, 31 levels, 5.59-5.90 ns).
+        bits = self._walker_length_bits
         cur_limit = Signal(32)
+        cur_limit_big = Signal()
         cur_fits = Signal()
-        m.d.sync += [cur_limit.eq(Mux(cur.packet_beats == 0, self._packet_beats,
-                                      cur.packet_beats) * beat_bytes),
-                     cur_fits.eq(cur.send.length <= cur_limit)]
+        limit_now = Mux(cur.packet_beats == 0, self._packet_beats, cur.packet_beats) * beat_bytes
+        m.d.sync += [cur_limit.eq(limit_now), cur_limit_big.eq(limit_now[bits:] != 0),
+                     cur_fits.eq(cur_limit_big | (cur.send.length[:bits] <= cur_limit[:bits]))]
 
         m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
                      header.arg.eq(tx_unit),

@@ -700,6 +700,31 @@ REFUSED = {
 }
 
 
+def test_pushes_in_consecutive_cycles_fill_the_queue_exactly():
+    """Pushes strobed in every cycle, each with its checks in flight while the one before it
+    is written: the queue takes QUEUE_DEPTH of them and refuses the next with
+    ``queue_full`` (the write's decision is made a stage ahead, from the fullness the write
+    before it leaves); a bad command among them is refused without taking a place."""
+    image = random_image(random.Random("burst"))
+    bad_at = 3                                  # the fourth push is refused
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        await clear(ctx, dut)
+        cmds = [GOOD] * (QUEUE_DEPTH + 2)
+        cmds[bad_at] = REFUSED["outside memory"][1]
+        for cmd in cmds:
+            ctx.set(engine.cmd, COMMAND_LAYOUT.const(cmd))
+            ctx.set(engine.push, 1)
+            await ctx.tick()
+        ctx.set(engine.push, 0)
+        await ctx.tick().repeat(4)
+        assert ctx.get(engine.queued) == QUEUE_DEPTH
+        assert errors(ctx, dut) == {"region", "queue_full"}
+
+    simulate(image, main, seed=22)
+
+
 def test_push_time_errors():
     """Each refused push sets its ERRORS bit and queues nothing; clear clears the bit; the
     queue takes QUEUE_DEPTH commands; a push while running is refused and stops the run."""
