@@ -161,6 +161,16 @@ def _any(terms):
     return Cat(terms).any() if terms else Const(0)
 
 
+def _routed_part(s, j, index):
+    """The part of slot ``j``'s routed-id vector that ``index``'s high bits select: its
+    ``2**s.lo`` bits, the vector padded with zeros past ``s.n``.  A lookup of an id selects
+    this part in one register stage and a bit of it by the id's low bits in the next."""
+    if s.ibits <= s.lo:
+        return s.routed_to[j]
+    padded = Cat(s.routed_to[j], Const(0, (1 << s.ibits) - s.n))
+    return padded.word_select(index[s.lo:s.ibits], 1 << s.lo)
+
+
 def _first(flags, values):
     """(any flag, the value of the first flag set): a balanced priority multiplexer."""
     if len(flags) == 1:
@@ -478,7 +488,7 @@ class BarrierUnit(wiring.Component):
         # bit its low bits select, as the notices' lookups (_boundary).  In one stage, the
         # 64:1 selection from the port was a late pin of the 64-node unit alone at seeds 2
         # and 3 of the thirty-second pass (child_id -> rt_child_ok, 5.29 ns).
-        lo, ibits = s.lo, s.ibits
+        lo = s.lo
         rt_child_part = [Signal(1 << lo, name=f"rt_child_part_{j}") for j in range(k)]
         cid_low = [Signal(lo, name=f"cid_low_{j}") for j in range(k)]
         valid_q, child_is_me, same = Signal(k), Signal(k), Signal(max(len(pairs), 1))
@@ -486,9 +496,7 @@ class BarrierUnit(wiring.Component):
         m.d.sync += [
             rt_node.eq(routed_at(s.routed_any, node_id)),
             rt_parent.eq(routed_at(s.routed_any, parent_id)),
-            *[rt_child_part[j].eq(Mux(cid[j] < n, Cat(s.routed_to[j], Const(0, (1 << ibits) - n))
-                                      .word_select(cid[j][lo:ibits], 1 << lo)
-                                      if ibits > lo else s.routed_to[j], 0))
+            *[rt_child_part[j].eq(Mux(cid[j] < n, _routed_part(s, j, cid[j]), 0))
               for j in range(k)],
             *[cid_low[j].eq(cid[j][:lo]) for j in range(k)],
             valid_q.eq(valid),
@@ -594,7 +602,7 @@ class BarrierUnit(wiring.Component):
         alone at every seed of the thirty-second pass (the port -> the lookup ->
         x_count_hit, 5-6 levels, 5.27-5.77 ns).  ``start`` wipes what this stage holds as
         it wipes the decode's strobes.  ``rx.ready`` is always 1."""
-        k, n, ibits, cid = s.k, s.n, s.ibits, s.cid
+        k, n, cid = s.k, s.n, s.cid
         p = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
         lo = s.lo
@@ -615,15 +623,12 @@ class BarrierUnit(wiring.Component):
             to_me = p.dst == ~s.node_id_rx_n
             from_parent = p.src == self.parent_id
             from_child = Cat(cid[j] == p.src for j in range(k))
-        hi = p.subject[lo:ibits]
         m.d.sync += [
             r.eq(p), s.r_valid.eq(self.rx.valid),
             s.r_to_me.eq(to_me), s.r_from_parent.eq(from_parent),
             s.r_from_child.eq(from_child),
             s.r_in_range.eq(p.subject < n),
-            *[s.r_routed[j].eq(Cat(s.routed_to[j], Const(0, (1 << ibits) - n))
-                               .word_select(hi, 1 << lo) if ibits > lo
-                               else s.routed_to[j]) for j in range(k)],
+            *[s.r_routed[j].eq(_routed_part(s, j, p.subject)) for j in range(k)],
         ]
         with m.If(self.start):
             m.d.sync += s.r_valid.eq(0)
