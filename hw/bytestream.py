@@ -60,7 +60,7 @@ __all__ = [
     "DATA_WIDTHS", "REGION_LAYOUT",
     "region_checks_layout", "walker_command_layout", "region_checks",
     "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
-    "RegionWalker", "RowPacker", "RowUnpacker",
+    "RegionWalker", "RowPacker", "RowUnpacker", "at_most",
 ]
 
 
@@ -121,8 +121,8 @@ def region_checks(target, region, data_width):
         # either length or a non-zero run is at most the room: if length fits, so does any
         # shorter run.  No 32-bit compare (`whole`, run >= length) is in this path; it was
         # the 256-bit core's critical path at seed 1 of 9e320c7 (8.04 ns).
-        target.first_fits.eq(_at_most(region.length, first_room)
-                             | (region.run.any() & _at_most(region.run, first_room))),
+        target.first_fits.eq(at_most(region.length, first_room)
+                             | (region.run.any() & at_most(region.run, first_room))),
         target.second_low.eq(region.offset[:lane_bits] + region.stride[:lane_bits]),
     ]
 
@@ -266,7 +266,7 @@ def _rotation_pipeline(m, advance, value, control, stages, refine=None):
     return value, control
 
 
-def _at_most(value, small):
+def at_most(value, small):
     """``value <= small`` for a wide unsigned ``value`` and a narrow ``small``: the high bits
     of ``value`` tested for zero beside a compare as narrow as ``small``, so no carry chain
     runs the width of ``value``."""
@@ -512,7 +512,7 @@ class RegionWalker(wiring.Component):
         for name, value, small in (("row", run_left, room_and_row), ("rest", rest, next_room),
                                    ("run", run, next_room)):
             cases[name] = Signal(name=f"fits_if_{name}")
-            m.d.comb += cases[name].eq(_at_most(value, small))
+            m.d.comb += cases[name].eq(at_most(value, small))
         take = self.chunks.valid & self.chunks.ready
         on_row = take & ~fits
         on_run = take & fits & ~rest_zero

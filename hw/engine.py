@@ -48,8 +48,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..actions import Action
-from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, region_checks,
-                         region_checks_layout)
+from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
+                         region_checks, region_checks_layout)
 from .deadline import Deadline
 from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
@@ -1102,7 +1102,7 @@ class Engine(wiring.Component):
             # only their flag.
             length = r_data[:32]
             bits = self._walker_length_bits
-            fits = (length != 0) & (length[bits:] == 0) & (length[:bits] <= v.agg_room_sat)
+            fits = (length != 0) & at_most(length, v.agg_room_sat)
             if (1 << bits) - 1 > 0xFFFF * beat_bytes:
                 fits &= length <= 0xFFFF * beat_bytes
             m.d.sync += [agg_length.eq(length), agg_fits.eq(fits)]

@@ -198,7 +198,7 @@ def test_all():
         "DATA_WIDTHS", "REGION_LAYOUT",
         "region_checks_layout", "walker_command_layout", "region_checks",
         "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
-        "RegionWalker", "RowPacker", "RowUnpacker",
+        "RegionWalker", "RowPacker", "RowUnpacker", "at_most",
     ]
 
 
