@@ -1,11 +1,12 @@
 """The repack hub on its packet port (Amaranth simulator): what it must never hold up."""
 
+import pytest
 from amaranth.sim import Simulator
 
 from nicoll.hw.packet import PacketKind, header_beats, packet_header_layout
-from nicoll.hw.repack import OrderList, RepackError
-from nicoll.hw.repack_hub import RepackHub
-from nicoll.sim.testbench import PERIOD, watchdog
+from nicoll.hw.repack import HEADER_LAYOUT, OrderList, RepackError
+from nicoll.hw.repack_hub import MessagePacketizer, RepackHub
+from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 
 WIDTH = 64
 
@@ -78,3 +79,97 @@ def test_registrations_are_taken_while_notices_cannot_leave():
     sim.run()
     assert stalls == [], f"the hub held the registration of rank {stalls} in its port"
     assert notices == [0, 1, 2], notices
+
+
+def _packetizer_messages(rng, count, beat_bytes):
+    """Random messages as lists of (data, keep) beats: 1..40 beats, a ragged last beat, the
+    tag in the first beat's header field (where the packetizer reads it)."""
+    messages = []
+    for _ in range(count):
+        beats = []
+        length = rng.randint(1, 40)
+        for k in range(length):
+            data_ = rng.getrandbits(beat_bytes * 8)
+            keep = (1 << beat_bytes) - 1 if k < length - 1 else (1 << rng.randint(1, beat_bytes)) - 1
+            beats.append((data_, keep))
+        messages.append((rng.randrange(8), beats))
+    return messages
+
+
+@pytest.mark.parametrize("packet_beats", [1, 3, 16])
+def test_packetizer_cuts_messages_into_packets_under_backpressure(packet_beats):
+    """Random messages in, random gaps at the input and random ready at the output: every
+    packet carries the header the hub's receivers rely on (REPACK_OUT, the rank as dst, the
+    message's tag as seq, its byte count, the offset of its first byte, code 1 on a message's
+    last packet), then the beats unchanged, at most ``packet_beats`` of them; the output keeps
+    its beat while not taken."""
+    import random
+    rng = random.Random(packet_beats)
+    node_id = 5
+    beat_bytes = WIDTH // 8
+    hbeats = header_beats(WIDTH)
+    messages = _packetizer_messages(rng, 12, beat_bytes)
+    dut = MessagePacketizer(WIDTH, packet_beats)
+    received = []
+
+    async def send(ctx):
+        ctx.set(dut.node_id, node_id)
+        for rank, beats in messages:
+            for k, (data_, keep) in enumerate(beats):
+                while rng.random() < 0.3:
+                    ctx.set(dut.i.valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.i.payload, {"data": data_, "keep": keep,
+                                        "last": k == len(beats) - 1, "rank": rank})
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick().until(dut.i.ready)
+        ctx.set(dut.i.valid, 0)
+
+    async def take(ctx):
+        total = sum(len(beats) for _, beats in messages)
+        taken_beats = 0
+        held = None
+        packet = []
+        while taken_beats < total:
+            ready = rng.random() < 0.6
+            ctx.set(dut.o.ready, ready)
+            await ctx.delay(PERIOD / 4)
+            valid = ctx.get(dut.o.valid)
+            payload = (ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.keep),
+                       ctx.get(dut.o.payload.last), ctx.get(dut.o.payload.dest)) if valid else None
+            if held is not None:
+                assert payload == held, "the output changed a beat it had offered"
+            held = payload if valid and not ready else None
+            await ctx.tick()
+            if valid and ready:
+                packet.append(payload)
+                if len(packet) > hbeats and payload[2]:
+                    received.append(packet)
+                    taken_beats += len(packet) - hbeats
+                    packet = []
+
+    run_testbenches(dut, send, take)
+    expected = []
+    for rank, beats in messages:
+        offset = 0
+        for first in range(0, len(beats), packet_beats):
+            part = beats[first:first + packet_beats]
+            nbytes = sum(bin(keep).count("1") for _, keep in part)
+            expected.append((rank, _message_tag(beats), nbytes, offset,
+                             first + packet_beats >= len(beats), part))
+            offset += nbytes
+    assert len(received) == len(expected)
+    for packet, (rank, tag, nbytes, offset, final, part) in zip(received, expected):
+        bits = sum(beat[0] << (k * WIDTH) for k, beat in enumerate(packet[:hbeats]))
+        header = packet_header_layout().from_bits(bits & ((1 << packet_header_layout().size) - 1))
+        assert header.kind == PacketKind.REPACK_OUT
+        assert (header.src, header.dst, header.seq) == (node_id, rank, tag)
+        assert (header.length, header.addr, header.code) == (nbytes, offset, int(final))
+        assert [beat[3] for beat in packet] == [rank] * len(packet)
+        assert [(beat[0], beat[1]) for beat in packet[hbeats:]] == part
+        assert [beat[2] for beat in packet[hbeats:]] == [0] * (len(part) - 1) + [1]
+
+
+def _message_tag(beats):
+    """The tag the packetizer reads from a message's first beat."""
+    return HEADER_LAYOUT.from_bits(beats[0][0] & ((1 << HEADER_LAYOUT.size) - 1)).tag
