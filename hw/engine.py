@@ -665,6 +665,16 @@ class Engine(wiring.Component):
         self._load_command(m, cur, q_rd, state == FETCH)
         next_is_last, at_end = self._queue_position(m, idx, queued)
 
+        # A start clears STEP's count and `counted` a cycle later, and finds idx at 0 (set
+        # where a run ends, as at a clear): set by the start, behind the GO strobe and the
+        # state's checks, their enables were the 64-bit engine's latest pins alone at seed 2
+        # of f250adc (go -> 5 LUTs -> step's CE, 5.56 ns; idx's CE, 5.39 ns).  Nothing
+        # reads them in that cycle: the state is then FETCH, or FINISH with `finish_ok`
+        # (made in the start's cycle) low; the first DISPATCH is three cycles on.
+        starting = Signal()
+        m.d.sync += starting.eq(0)
+        with m.If(starting):
+            m.d.sync += [finished.eq(0), counted.eq(0)]
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         # A send or a receive starts: every row in the write pipeline is an earlier
         # receive's from now on (_write_pipeline).
@@ -681,10 +691,10 @@ class Engine(wiring.Component):
                     with m.If(start & any_error):
                         m.d.sync += armed.eq(0)
                     with m.Elif(start):
-                        m.d.sync += [armed.eq(0), idx.eq(0), self.started_at.eq(self.now),
-                                     finished.eq(0), counted.eq(0),
+                        m.d.sync += [armed.eq(0), self.started_at.eq(self.now), starting.eq(1),
                                      state.eq(Mux(v.queue_empty, FINISH, FETCH))]
-                        # The counters are cleared by _counters (a cycle later).
+                        # The counters are cleared by _counters (a cycle later), STEP's
+                        # count below (`starting`), and idx stands at 0 (see above).
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
                 with m.Case(LOAD):
@@ -724,7 +734,7 @@ class Engine(wiring.Component):
                 with m.Case(FINISH):
                     with m.If(finish_ok):
                         m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
-                                     finished.eq(finished + counted), counted.eq(0)]
+                                     finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
 
@@ -732,7 +742,7 @@ class Engine(wiring.Component):
     def _queue_position(m, idx, queued):
         """Where the run is in the queue, ``(idx + 1 == queued, idx == queued)``, from flops
         computed a cycle before the state machine reads them (two 16-bit compares were in
-        front of its state register).  Exact when read: idx moves only at a start and in
+        front of its state register).  Exact when read: idx moves only at a run's end and in
         DISPATCH, queued only outside a run (a push while running is refused) or at a clear;
         DISPATCH comes three cycles after a start or the last DISPATCH, and BARRIER and
         AGGREGATE act on flags of their own cycles, so no earlier than their second.  A start
@@ -1341,6 +1351,7 @@ class Engine(wiring.Component):
             "hbeats", "width", "got", "header_size", "rx_start", "state", "rx_bytes", "rx_left",
             "rx_peer", "rx_tag", "cur", "LOAD",
         ))
+        DECODE = v.DECODE
         # Packet parser: collect the header, then pass, or drop, the payload.
         P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
         p_state = Signal(range(4))
@@ -1380,10 +1391,27 @@ class Engine(wiring.Component):
         agg_slot_q = Signal(slot_bits)
         agg_long = Signal()
 
+        # The command's fields the checks read, as copies loaded a cycle after `cur` (the
+        # queue's block-RAM output register, across the block from the parser): from `cur`,
+        # the hub compare and the tag compare were the 64-bit engine's late pins alone at
+        # seed 2 of f250adc (the queue -> 4 LUTs -> d_notice, 5.46 ns; d_agg_out, 5.20 ns).
+        # The checks made while a copy is a command behind are stale a cycle longer
+        # (d.stale covers DECODE too): only packets of an earlier command can be deciding
+        # then (this command's clear-to-send and registration leave after DISPATCH), and
+        # `mirrors` holds the copies to `cur` in every cycle P_DECIDE may act.
+        send_to_q = v.send_to_q
+        recv_tag_q = Signal.like(cur.recv_tag)
+        recv_offset_q = Signal.like(cur.recv.offset)
+        m.d.sync += [recv_tag_q.eq(cur.recv_tag), recv_offset_q.eq(cur.recv.offset)]
+        acting = (p_state == P_DECIDE) & ~d.stale
+        self.mirrors += [(Mux(acting, send_to_q, 0), Mux(acting, cur.send_to, 0)),
+                         (Mux(acting, recv_tag_q, 0), Mux(acting, cur.recv_tag, 0)),
+                         (Mux(acting, recv_offset_q, 0), Mux(acting, cur.recv.offset, 0))]
+
         def header_checks(h, h_last):
             """The registered checks, ``(flop, next value)``, for header ``h`` (``h_last``: its
             last beat ends the packet)."""
-            from_hub = h.src == cur.send_to
+            from_hub = h.src == send_to_q
             empty = h.length == 0
             return [
                 (d_after, h.length + rx_bytes),
@@ -1400,7 +1428,7 @@ class Engine(wiring.Component):
                 # clear-to-send sent).
                 (d.notice, (h.kind == PacketKind.REPACK_NOTICE) & from_hub),
                 (d.agg_out, ((h.kind == PacketKind.REPACK_OUT) & from_hub & ~h_last & ~empty
-                             & (h.seq[8:16] < cur.recv_tag) & (h.seq[8 + slot_bits:16] == 0))),
+                             & (h.seq[8:16] < recv_tag_q) & (h.seq[8 + slot_bits:16] == 0))),
                 (d.clear, h.kind == PacketKind.CLEAR),
                 (d.data, ((h.kind == PacketKind.DATA) & ~h_last & ~empty & (h.src == rx_peer)
                           & (h.seq == rx_tag) & (h.addr == rx_bytes))),
@@ -1421,7 +1449,7 @@ class Engine(wiring.Component):
                      for (flop, new), (_, stored) in zip(header_checks(arriving, beat.last),
                                                          header_checks(got, got_last))]
         m.d.sync += [
-            d.stale.eq(rx_start | (state == LOAD)),
+            d.stale.eq(rx_start | (state == LOAD) | (state == DECODE)),
             # An aggregate packet's end in its slot, registered; compared with the stride a
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
             # cycle on an aggregate packet.  The stride is the multipliers' copy (below),
@@ -1446,7 +1474,7 @@ class Engine(wiring.Component):
             agg_stride_q.eq(cur.recv.stride),
             *(term.eq(value) for term, value in zip(d_agg_terms, carry_save(
                 [Mux(agg_slot_q[k], agg_stride_q << k, 0) for k in range(slot_bits)], 32))),
-            d_agg_base.eq(cur.recv.offset + got.addr),
+            d_agg_base.eq(recv_offset_q + got.addr),
         ]
         share(v, locals())
 
