@@ -40,7 +40,7 @@ one reduced (or the reverse) wait for every earlier write instead.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.utils import ceil_log2
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -311,16 +311,31 @@ class Engine(wiring.Component):
         q_rd = queue.read_port(domain="sync", transparent_for=())
         cmd = self.cmd
 
-        # A region's checks in two registered steps: its end (a 33-bit sum) and the
-        # compares of its own fields at the push, the end's bound a cycle later, so no
-        # compare follows a sum in one cycle.
+        # A region's checks in two registered steps: its end (a sum) and the compares of
+        # its own fields at the push, the end's bound a cycle later, so no compare follows
+        # a sum in one cycle.  Each on the walkers' count bits (B, enough for mem_size) with
+        # the high bits' zero tests beside it: a field of 2**B or more is past the memory
+        # (the region is refused whatever the rest says), and with every field below 2**B
+        # the narrow sum and compares are the whole ones.  As 32-bit carry chains behind
+        # the pushed command they were the 64-bit engine's latest pin alone at seed 1 of
+        # this pass (cmd -> the end's chain -> pushed_send, 5.21 ns).
+        B = self._walker_length_bits
+
+        def high(value):
+            return value[B:].any() if B < len(value) else Const(0, 1)
+
         def region_parts(region):
-            strided = (region.run != 0) & (region.run < region.length)
-            return Cat(region.offset + region.length,
-                       (region.length == 0) | (strided & (region.run > region.stride)))
+            past = high(region.offset) | high(region.length)
+            # With the length below 2**B, run < length needs run below it too; with run
+            # below 2**B, run > stride needs stride below it too.
+            strided = ((region.run != 0) & ~high(region.run)
+                       & (region.run[:B] < region.length[:B]))
+            overlap = strided & ~high(region.stride) & (region.run[:B] > region.stride[:B])
+            return Cat(region.offset[:B] + region.length[:B],
+                       past | (region.length == 0) | overlap)
 
         def region_bad(parts):
-            return (parts[:33] > self._mem_size) | parts[33]
+            return (parts[:B + 1] > self._mem_size) | parts[B + 1]
 
         errors = Signal(ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
@@ -373,8 +388,8 @@ class Engine(wiring.Component):
         # register.
         pushed = Signal()
         pushed_cmd = Signal(COMMAND_LAYOUT)
-        pushed_send = Signal(34)        # region_parts of each region
-        pushed_recv = Signal(34)
+        pushed_send = Signal(B + 2)     # region_parts of each region
+        pushed_recv = Signal(B + 2)
         pushed_peer_bad = Signal()
         # The aggregate checks in a flop of their own, ORed with the rest a stage later: in
         # one flop the OR of every check was the 64-bit core's latest pin at seed 1 of

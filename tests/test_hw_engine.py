@@ -662,6 +662,11 @@ REFUSED = {
     "outside memory": ({"region"}, command(send=region(1020, 8), recv=region(512, 8))),
     "receive outside memory": ({"region"}, command(send=region(0, 8), recv=region(1017, 8))),
     "offset beyond memory": ({"region"}, command(send=region(0, 8), recv=region(1 << 20, 8))),
+    # Fields past the walkers' count bits: the checks' narrow sums alone would see 8.
+    "length beyond memory": ({"region"}, command(send=region(0, 8 + (1 << 16)),
+                                                 recv=region(512, 8))),
+    "end past 2**32": ({"region"}, command(send=region(0, 8),
+                                           recv=region(0xFFFF_FFF8, 0x10))),
     "zero length": ({"region"}, command(send=region(0, 0), recv=region(512, 0))),
     "run longer than stride": ({"region"},
                                command(send=region(0, 16, 8, 4), recv=region(512, 16))),
