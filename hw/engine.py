@@ -325,17 +325,21 @@ class Engine(wiring.Component):
             return value[B:].any() if B < len(value) else Const(0, 1)
 
         def region_parts(region):
-            past = high(region.offset) | high(region.length)
-            # With the length below 2**B, run < length needs run below it too; with run
-            # below 2**B, run > stride needs stride below it too.
-            strided = ((region.run != 0) & ~high(region.run)
-                       & (region.run[:B] < region.length[:B]))
-            overlap = strided & ~high(region.stride) & (region.run[:B] > region.stride[:B])
+            # Four flags, each a zero test or one narrow compare, so none follows another:
+            # a field past the memory or no bytes; a run in range and not zero; the run
+            # shorter than the length (with the length below 2**B, run < length needs the
+            # run below it too); the run longer than the stride (likewise).  As one OR of
+            # them the flag was the 64-bit engine's latest pin alone at seed 2 (cmd -> a
+            # narrow chain -> 4 LUTs -> pushed_send, 5.59 ns).
             return Cat(region.offset[:B] + region.length[:B],
-                       past | (region.length == 0) | overlap)
+                       high(region.offset) | high(region.length) | (region.length[:B] == 0),
+                       (region.run[:B] != 0) & ~high(region.run),
+                       region.run[:B] < region.length[:B],
+                       ~high(region.stride) & (region.run[:B] > region.stride[:B]))
 
         def region_bad(parts):
-            return (parts[:B + 1] > self._mem_size) | parts[B + 1]
+            past, run_ok, shorter, overlap = parts[B + 1:B + 5]
+            return (parts[:B + 1] > self._mem_size) | past | (run_ok & shorter & overlap)
 
         errors = Signal(ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
@@ -388,8 +392,8 @@ class Engine(wiring.Component):
         # register.
         pushed = Signal()
         pushed_cmd = Signal(COMMAND_LAYOUT)
-        pushed_send = Signal(B + 2)     # region_parts of each region
-        pushed_recv = Signal(B + 2)
+        pushed_send = Signal(B + 5)     # region_parts of each region
+        pushed_recv = Signal(B + 5)
         pushed_peer_bad = Signal()
         # The aggregate checks in a flop of their own, ORed with the rest a stage later: in
         # one flop the OR of every check was the 64-bit core's latest pin at seed 1 of
@@ -914,8 +918,15 @@ class Engine(wiring.Component):
         bits = self._walker_length_bits
         agg_room_sat = Signal(bits)
         m.d.sync += agg_room_sat.eq(Mux(agg_room[bits:] != 0, (1 << bits) - 1, agg_room[:bits]))
-        m.d.comb += agg_in_flight.eq(agg_summing.any() | agg_reading
-                                     | agg_len_valid | agg_checking | agg_starting)
+        # Whether a step is in flight, a flop set with the steps' next values (a pop, the
+        # levels that move on, the reading that follows the sums unless the group is bad,
+        # the three steps after it); `mirrors` holds it to the OR of the flags.  As that OR
+        # in front of the pop it was in front of the FIFO's level too, the 64-bit engine's
+        # latest pins alone at seeds 1 and 2 of b0d651b (agg_summing -> the pop ->
+        # agg_sends_fifo's level, 5.48 and 5.60 ns).
+        steps_now = (agg_summing.any() | agg_reading | agg_len_valid | agg_checking
+                     | agg_starting)
+        self.mirrors.append((agg_in_flight, steps_now))
         in_aggregate = v.in_aggregate
         # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
         # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
@@ -939,6 +950,9 @@ class Engine(wiring.Component):
                          agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
                          agg_group_bad.eq(group >= cur.send_tag)]
         summed = agg_summing[-1]        # agg_slot (modulo 2**32) holds from the next cycle
+        m.d.sync += agg_in_flight.eq(~self.clear & (
+            pop | agg_summing[:-1].any() | (summed & ~agg_group_bad) | agg_reading
+            | agg_len_valid | agg_checking))
         m.d.sync += [agg_summing.eq(Cat(pop, agg_summing[:-1])),
                      agg_reading.eq(summed & ~agg_group_bad),
                      agg_len_valid.eq(agg_reading), agg_checking.eq(agg_len_valid),

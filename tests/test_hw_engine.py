@@ -20,6 +20,7 @@ from amaranth.sim import Simulator
 from nicoll.hw.engine import COMMAND_LAYOUT, COUNTERS, ERROR_LAYOUT, Engine, StepAction
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
+from nicoll.hw.repack import NoticeKind
 from nicoll.hw.skid import SkidBuffer
 from nicoll.sim.testbench import PERIOD, watchdog
 
@@ -54,6 +55,7 @@ class Loopback(Elaboratable):
                                    for k in range(0, MEM_SIZE, beat)])
         self.loop = SkidBuffer(packet_beat_layout(data_width))
         self.hold = Signal()
+        self.drop = Signal()            # the engine's tx beats are taken and not looped
         self.now = Signal(64)
         self.inject = Signal(packet_beat_layout(data_width))
         self.inject_valid = Signal()
@@ -73,8 +75,8 @@ class Loopback(Elaboratable):
             m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en), port.data.eq(rd.data)]
 
         m.d.comb += [loop.i.payload.eq(engine.tx.payload),
-                     loop.i.valid.eq(engine.tx.valid & ~self.hold),
-                     engine.tx.ready.eq(loop.i.ready & ~self.hold)]
+                     loop.i.valid.eq(engine.tx.valid & ~self.hold & ~self.drop),
+                     engine.tx.ready.eq((loop.i.ready | self.drop) & ~self.hold)]
         # The loop's packets and the injected beats share the engine's rx at packet bounds.
         in_packet = Signal()
         injecting = self.inject_valid & ~in_packet
@@ -855,6 +857,69 @@ def refused_aggregate_packet(name, *, slot, length, recv_tag, expected):
         assert memory(ctx, dut) == image
 
     simulate(image, main, seed=21, data_width=width)
+
+
+def test_send_notices_in_a_row_send_each_slots_message():
+    """Three SEND notices from the hub, back to back, so the notice queue holds several:
+    each is popped after the one before has started its message, whose bytes (the slot
+    after its length word, the length the word says) go to the hub as REPACK_IN packets
+    naming the notice's tag and unit.  The per-cycle mirrors (the steps' in-flight flag
+    among them) run throughout."""
+    width = 256
+    beat = width // 8
+    assert header_beats(width) == 1
+    rng = random.Random(51)
+    image = bytearray(random_image(rng))
+    stride, groups = 4 * beat, 3
+    lengths = [40, 3 * beat - 8, 1]
+    for g, length in enumerate(lengths):
+        image[g * stride:g * stride + 4] = length.to_bytes(4, "little")
+    image = bytes(image)
+    sent = []
+
+    def notice(tag, unit, group):
+        header = packet_header_layout().const({
+            "kind": PacketKind.REPACK_NOTICE, "code": NoticeKind.SEND.value, "src": 0,
+            "dst": 0, "seq": tag, "arg": unit, "addr": group})
+        return packet_beat_layout(width).const({
+            "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1, "dest": 0,
+            "control": 1})
+
+    async def capture(ctx, dut):
+        packet = []
+        async for _, _, valid, ready, payload in ctx.tick().sample(
+                dut.engine.tx.valid, dut.engine.tx.ready, dut.engine.tx.payload):
+            if valid and ready:
+                packet.append((payload.data, payload.keep, payload.last))
+                if payload.last:
+                    sent.append(packet)
+                    packet = []
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        ctx.set(dut.drop, 1)
+        cmd = command(send=region(0, groups * stride, 0, stride),
+                      recv=region(512, groups * stride, 0, stride), aggregate=1,
+                      send_tag=groups, recv_tag=groups)
+        assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        await ctx.tick().repeat(20)             # registered with the hub, waiting
+        assert ctx.get(engine.busy) and errors(ctx, dut) == set()
+        for g in (2, 0, 1):
+            await inject(ctx, dut, notice(0x40 + g, 5 + g, g))
+        await ctx.tick().repeat(300)
+        assert ctx.get(engine.busy) and errors(ctx, dut) == set()
+
+    simulate(image, main, seed=23, data_width=width, monitor=capture)
+    kinds = [packet_header_layout().from_bits(p[0][0] & ((1 << packet_header_layout().size) - 1))
+             for p in sent]
+    assert [h.kind for h in kinds] == [PacketKind.REPACK_REGISTER] + [PacketKind.REPACK_IN] * 3
+    for packet, header, g in zip(sent[1:], kinds[1:], (2, 0, 1)):
+        assert (header.seq, header.arg, header.length) == (0x40 + g, 5 + g, lengths[g])
+        payload = b"".join(data_.to_bytes(beat, "little")[:bin(keep).count("1")]
+                           for data_, keep, _ in packet[1:])
+        start = g * stride + beat
+        assert payload == image[start:start + lengths[g]]
 
 
 def test_aggregate_packet_longer_than_the_walkers_count_is_a_length_error():
