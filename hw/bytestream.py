@@ -49,8 +49,6 @@ registered halves whose amount is always a register: the arithmetic that picks t
 the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from types import SimpleNamespace
-
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -432,6 +430,29 @@ class RegionWalker(wiring.Component):
             chunk.last.eq(fits & rest_zero),
         ]
 
+        with m.If(self.chunks.valid & self.chunks.ready):
+            with m.If(~fits):
+                # On to the next row, whose room is a whole row.
+                m.d.sync += [cursor.eq(cursor + room), run_left.eq(run_left - room),
+                             room.eq(lanes)]
+            with m.Elif(~rest_zero):
+                next_start = (run_start + stride)[:self._addr_width]
+                # Only the low bits of a run's start set its room: they are kept a run
+                # ahead, so the room and the compares below read flops.
+                following = (ahead_low + stride[:lane_bits])[:lane_bits]
+                m.d.sync += [run_start.eq(next_start), cursor.eq(next_start),
+                             room.eq(next_room), ahead_low.eq(following),
+                             next_room.eq(room_at(following))]
+                with m.If(rest_short):
+                    m.d.sync += [run_left.eq(rest), rest.eq(0), rest_zero.eq(1)]
+                with m.Else():
+                    # rest - run < run, for the run after this one, is rest < 2 * run.
+                    m.d.sync += [run_left.eq(run), rest.eq(rest - run),
+                                 rest_zero.eq(rest == run),
+                                 rest_short.eq(rest < Cat(Const(0, 1), run))]
+            with m.Else():
+                m.d.sync += self.busy.eq(0)
+
         # The registers only a run step reads (where the next run starts and what is left
         # after it) are not read while the region's last chunk is offered, nor while the
         # walker is idle: they follow the command waiting in the input slice then, with an
@@ -450,99 +471,21 @@ class RegionWalker(wiring.Component):
                 rest_short.eq(checked.checks.rest_short),
                 rest.eq(Mux(checked.checks.whole, 0, checked.checks.rest)),
             ]
-        # Taking the next command as the last chunk goes keeps back-to-back regions gapless.
+        # Taking the next command as the last chunk goes keeps back-to-back regions gapless;
+        # these assignments come after the ones above and so win over them.
         m.d.comb += taken.ready.eq(~self.busy | (self.chunks.ready & chunk.last))
-        # Each register's next value is made twice, for the consumer's ready high and low,
-        # and chosen by it last: ready comes from the consumer's flop across the block, and
-        # with the take's decision in front of the choices it was the first of five LUTs
-        # into run_left / rest_zero / fits (the engine alone at seed 3 of this pass,
-        # rx_chunks' skid flag -> run_left, 6.18 ns; the 64-bit core's one late pin at
-        # seed 1 of 466307f, 6.90 ns into rest_zero).
-        regs = SimpleNamespace(cursor=cursor, run_start=run_start, stride=stride, run=run,
-                               run_left=run_left, rest=rest, room=room, fits=fits,
-                               rest_zero=rest_zero, ahead_low=ahead_low,
-                               next_room=next_room, rest_short=rest_short)
-        regs.fits_if = self._fits_cases(m, regs)
-        with m.If(self.chunks.ready):
-            self._moves(m, regs, taken, take=self.busy,
-                        taken_ready=~self.busy | chunk.last, room_at=room_at)
-        with m.Else():
-            self._moves(m, regs, taken, take=None, taken_ready=~self.busy, room_at=room_at)
-        # `fits` is made once, from the handshake itself: split the same way, yosys merged
-        # its compares and put the choice in front of them (estimated 5.64 ns against 5.25).
-        self._fits_next(m, regs, taken, take=self.chunks.valid & self.chunks.ready,
-                        taken_ready=taken.ready)
-        return m
-
-    def _moves(self, m, r, taken, *, take, taken_ready, room_at):
-        """What the registers load when the chunk is taken (``take``: a value, or None for
-        no take) and when the next command is (``taken_ready``), for one value of the
-        consumer's ready.  The command's loads come after the chunk's and win over them."""
-        lanes = self._data_width // 8
-        lane_bits = _lane_bits(self._data_width)
-        command = taken.payload.region
-        checks = taken.payload.checks
-        if take is not None:
-            with m.If(take):
-                with m.If(~r.fits):
-                    # On to the next row, whose room is a whole row.
-                    m.d.sync += [r.cursor.eq(r.cursor + r.room),
-                                 r.run_left.eq(r.run_left - r.room), r.room.eq(lanes)]
-                with m.Elif(~r.rest_zero):
-                    next_start = (r.run_start + r.stride)[:self._addr_width]
-                    # Only the low bits of a run's start set its room: they are kept a run
-                    # ahead, so the room and the compares below read flops.
-                    following = (r.ahead_low + r.stride[:lane_bits])[:lane_bits]
-                    m.d.sync += [r.run_start.eq(next_start), r.cursor.eq(next_start),
-                                 r.room.eq(r.next_room), r.ahead_low.eq(following),
-                                 r.next_room.eq(room_at(following))]
-                    with m.If(r.rest_short):
-                        m.d.sync += [r.run_left.eq(r.rest), r.rest.eq(0), r.rest_zero.eq(1)]
-                    with m.Else():
-                        # rest - run < run, for the run after this one, is rest < 2 * run.
-                        m.d.sync += [r.run_left.eq(r.run), r.rest.eq(r.rest - r.run),
-                                     r.rest_zero.eq(r.rest == r.run),
-                                     r.rest_short.eq(r.rest < Cat(Const(0, 1), r.run))]
-                with m.Else():
-                    m.d.sync += self.busy.eq(0)
-        with m.If(taken.valid & taken_ready):
-            m.d.sync += [r.cursor.eq(command.offset), r.room.eq(checks.first_room)]
-            with m.If(checks.empty):
+        with m.If(taken.valid & taken.ready):
+            m.d.sync += [cursor.eq(command.offset), room.eq(checked.checks.first_room)]
+            with m.If(checked.checks.empty):
                 m.d.sync += self.busy.eq(0)
-            with m.Elif(checks.whole):
-                m.d.sync += [self.busy.eq(1), r.run_left.eq(command.length),
-                             r.rest_zero.eq(1)]
+            with m.Elif(checked.checks.whole):
+                m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest_zero.eq(1)]
             with m.Else():
-                m.d.sync += [self.busy.eq(1), r.run_left.eq(command.run), r.rest_zero.eq(0)]
-
-    def _fits_cases(self, m, r):
-        """The compares ``fits`` for the next chunk chooses from, one per case, each of
-        registers (named, so each stays a compare of its own)."""
-        cases = {}
-        # room + lanes, for a room of 0 to lanes, is wiring: the room's low bits, then 1 below
-        # lanes or 2 at lanes (as an adder, a carry chain ahead of the compare's).
-        lane_bits = _lane_bits(self._data_width)
-        room_and_row = Cat(r.room[:lane_bits], ~r.room[lane_bits], r.room[lane_bits])
-        for name, value, small in (("row", r.run_left, room_and_row),
-                                   ("rest", r.rest, r.next_room), ("run", r.run, r.next_room)):
-            cases[name] = Signal(name=f"fits_if_{name}")
-            m.d.comb += cases[name].eq(at_most(value, small))
-        return cases
-
-    @staticmethod
-    def _fits_next(m, r, taken, *, take, taken_ready):
-        """``fits`` for the next chunk: the case chosen by AND and OR.  Written as a
-        multiplexer, yosys would merge compares that share an operand and put the choice in
-        front of one compare, which puts the handshake before a carry chain."""
-        cases = r.fits_if
-        on_row = take & ~r.fits
-        on_run = take & r.fits & ~r.rest_zero
-        loads = taken.valid & taken_ready & ~taken.payload.checks.empty
-        m.d.sync += r.fits.eq(
-            (loads & taken.payload.checks.first_fits)
-            | (~loads & ((on_row & cases["row"]) | (on_run & r.rest_short & cases["rest"])
-                         | (on_run & ~r.rest_short & cases["run"])
-                         | (~on_row & ~on_run & r.fits))))
+                m.d.sync += [self.busy.eq(1), run_left.eq(command.run), rest_zero.eq(0)]
+        self._fits_next(m, fits, taken=taken, run_left=run_left, room=room, rest=rest,
+                        run=run, next_room=next_room, rest_short=rest_short,
+                        rest_zero=rest_zero)
+        return m
 
     def _check_command(self, m, entry):
         """The input slice's entry: the command with its first chunk's checks (made here,
@@ -554,6 +497,31 @@ class RegionWalker(wiring.Component):
             m.d.comb += entry.payload.region.eq(self.command.payload)
             m.d.comb += region_checks(entry.payload.checks, self.command.payload,
                                       self._data_width)
+
+    def _fits_next(self, m, fits, *, taken, run_left, room, rest, run, next_room,
+                   rest_short, rest_zero):
+        """``fits`` for the next chunk: one compare per case, each of registers, and the
+        case chosen by AND and OR.  Written as a multiplexer, yosys would merge compares
+        that share an operand and put the choice in front of one compare, which puts the
+        handshake before a carry chain."""
+        cases = {}
+        # room + lanes, for a room of 0 to lanes, is wiring: the room's low bits, then 1 below
+        # lanes or 2 at lanes (as an adder, a carry chain ahead of the compare's).
+        lane_bits = _lane_bits(self._data_width)
+        room_and_row = Cat(room[:lane_bits], ~room[lane_bits], room[lane_bits])
+        for name, value, small in (("row", run_left, room_and_row), ("rest", rest, next_room),
+                                   ("run", run, next_room)):
+            cases[name] = Signal(name=f"fits_if_{name}")
+            m.d.comb += cases[name].eq(at_most(value, small))
+        take = self.chunks.valid & self.chunks.ready
+        on_row = take & ~fits
+        on_run = take & fits & ~rest_zero
+        loads = taken.valid & taken.ready & ~taken.payload.checks.empty
+        m.d.sync += fits.eq(
+            (loads & taken.payload.checks.first_fits)
+            | (~loads & ((on_row & cases["row"]) | (on_run & rest_short & cases["rest"])
+                         | (on_run & ~rest_short & cases["run"]) | (~on_row & ~on_run & fits))))
+
 
 def _packer_plan_layout(data_width):
     """A row (or a flush) of :class:`RowPacker` with its plan, as its skid buffer holds it.
