@@ -318,7 +318,7 @@ class Engine(wiring.Component):
         # (the region is refused whatever the rest says), and with every field below 2**B
         # the narrow sum and compares are the whole ones.  As 32-bit carry chains behind
         # the pushed command they were the 64-bit engine's latest pin alone at seed 1 of
-        # this pass (cmd -> the end's chain -> pushed_send, 5.21 ns).
+        # 2ab2ae4 (cmd -> the end's chain -> pushed_send, 5.21 ns).
         B = self._walker_length_bits
 
         def high(value):
@@ -329,8 +329,8 @@ class Engine(wiring.Component):
             # a field past the memory or no bytes; a run in range and not zero; the run
             # shorter than the length (with the length below 2**B, run < length needs the
             # run below it too); the run longer than the stride (likewise).  As one OR of
-            # them the flag was the 64-bit engine's latest pin alone at seed 2 (cmd -> a
-            # narrow chain -> 4 LUTs -> pushed_send, 5.59 ns).
+            # them the flag was the 64-bit engine's latest pin alone at seed 2 of b0d651b
+            # (cmd -> a narrow chain -> 4 LUTs -> pushed_send, 5.59 ns).
             return Cat(region.offset[:B] + region.length[:B],
                        high(region.offset) | high(region.length) | (region.length[:B] == 0),
                        (region.run[:B] != 0) & ~high(region.run),
@@ -1461,8 +1461,8 @@ class Engine(wiring.Component):
                 (d.clear, h.kind == PacketKind.CLEAR),
                 # A data packet of the receive, as two flags ANDed where they are read: as
                 # one, its three compares (64 bits) and the kind's were the 64-bit engine's
-                # late pin alone at every seed of this pass (the header -> d_data,
-                # 5.23-5.68 ns).
+                # late pin alone at every seed of b0d651b and d5065bf (the header ->
+                # d_data, 5.08-5.68 ns).
                 (d.data, ((h.kind == PacketKind.DATA) & ~h_last & ~empty & (h.src == rx_peer)
                           & (h.seq == rx_tag))),
                 (d.data_at, h.addr == rx_bytes),
