@@ -295,6 +295,40 @@ class Engine(wiring.Component):
         self._alu_write(m, v)
         return m
 
+    def _high(self, value):
+        """Whether ``value`` has a bit set at or above the walkers' count bits."""
+        B = self._walker_length_bits
+        return value[B:].any() if B < len(value) else Const(0, 1)
+
+    def _region_parts(self, region):
+        """A region's checks in two registered steps: its end (a sum) and the compares of
+        its own fields at the push, the end's bound a cycle later, so no compare follows
+        a sum in one cycle.  Each on the walkers' count bits (B, enough for mem_size) with
+        the high bits' zero tests beside it: a field of 2**B or more is past the memory
+        (the region is refused whatever the rest says), and with every field below 2**B
+        the narrow sum and compares are the whole ones.  As 32-bit carry chains behind
+        the pushed command they were the 64-bit engine's latest pin alone at seed 1 of
+        2ab2ae4 (cmd -> the end's chain -> pushed_send, 5.21 ns).
+
+        Four flags follow the end, each a zero test or one narrow compare, so none follows
+        another: a field past the memory or no bytes; a run in range and not zero; the run
+        shorter than the length (with the length below 2**B, run < length needs the run
+        below it too); the run longer than the stride (likewise).  As one OR of them the
+        flag was the 64-bit engine's latest pin alone at seed 2 of b0d651b (cmd -> a
+        narrow chain -> 4 LUTs -> pushed_send, 5.59 ns)."""
+        B, high = self._walker_length_bits, self._high
+        return Cat(region.offset[:B] + region.length[:B],
+                   high(region.offset) | high(region.length) | (region.length[:B] == 0),
+                   (region.run[:B] != 0) & ~high(region.run),
+                   region.run[:B] < region.length[:B],
+                   ~high(region.stride) & (region.run[:B] > region.stride[:B]))
+
+    def _region_bad(self, parts):
+        """Whether :meth:`_region_parts`' registered ``parts`` refuse the region."""
+        B = self._walker_length_bits
+        past, run_ok, shorter, overlap = parts[B + 1:B + 5]
+        return (parts[:B + 1] > self._mem_size) | past | (run_ok & shorter & overlap)
+
     def _queue(self, m, v):
         """The command queue, the push-time checks and the error register."""
         beat_bytes = v.beat_bytes
@@ -311,35 +345,8 @@ class Engine(wiring.Component):
         q_rd = queue.read_port(domain="sync", transparent_for=())
         cmd = self.cmd
 
-        # A region's checks in two registered steps: its end (a sum) and the compares of
-        # its own fields at the push, the end's bound a cycle later, so no compare follows
-        # a sum in one cycle.  Each on the walkers' count bits (B, enough for mem_size) with
-        # the high bits' zero tests beside it: a field of 2**B or more is past the memory
-        # (the region is refused whatever the rest says), and with every field below 2**B
-        # the narrow sum and compares are the whole ones.  As 32-bit carry chains behind
-        # the pushed command they were the 64-bit engine's latest pin alone at seed 1 of
-        # 2ab2ae4 (cmd -> the end's chain -> pushed_send, 5.21 ns).
         B = self._walker_length_bits
-
-        def high(value):
-            return value[B:].any() if B < len(value) else Const(0, 1)
-
-        def region_parts(region):
-            # Four flags, each a zero test or one narrow compare, so none follows another:
-            # a field past the memory or no bytes; a run in range and not zero; the run
-            # shorter than the length (with the length below 2**B, run < length needs the
-            # run below it too); the run longer than the stride (likewise).  As one OR of
-            # them the flag was the 64-bit engine's latest pin alone at seed 2 of b0d651b
-            # (cmd -> a narrow chain -> 4 LUTs -> pushed_send, 5.59 ns).
-            return Cat(region.offset[:B] + region.length[:B],
-                       high(region.offset) | high(region.length) | (region.length[:B] == 0),
-                       (region.run[:B] != 0) & ~high(region.run),
-                       region.run[:B] < region.length[:B],
-                       ~high(region.stride) & (region.run[:B] > region.stride[:B]))
-
-        def region_bad(parts):
-            past, run_ok, shorter, overlap = parts[B + 1:B + 5]
-            return (parts[:B + 1] > self._mem_size) | past | (run_ok & shorter & overlap)
+        region_parts, region_bad = self._region_parts, self._region_bad
 
         errors = Signal(ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
@@ -684,16 +691,7 @@ class Engine(wiring.Component):
         self._load_command(m, cur, q_rd, state == FETCH)
         next_is_last, at_end = self._queue_position(m, idx, queued)
 
-        # A start clears STEP's count and `counted` a cycle later, and finds idx at 0 (set
-        # where a run ends, as at a clear): set by the start, behind the GO strobe and the
-        # state's checks, their enables were the 64-bit engine's latest pins alone at seed 2
-        # of f250adc (go -> 5 LUTs -> step's CE, 5.56 ns; idx's CE, 5.39 ns).  Nothing
-        # reads them in that cycle: the state is then FETCH, or FINISH with `finish_ok`
-        # (made in the start's cycle) low; the first DISPATCH is three cycles on.
-        starting = Signal()
-        m.d.sync += starting.eq(0)
-        with m.If(starting):
-            m.d.sync += [finished.eq(0), counted.eq(0)]
+        starting = self._start_clears(m, finished, counted)
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         # A send or a receive starts: every row in the write pipeline is an earlier
         # receive's from now on (_write_pipeline).
@@ -712,8 +710,7 @@ class Engine(wiring.Component):
                     with m.Elif(start):
                         m.d.sync += [armed.eq(0), self.started_at.eq(self.now), starting.eq(1),
                                      state.eq(Mux(v.queue_empty, FINISH, FETCH))]
-                        # The counters are cleared by _counters (a cycle later), STEP's
-                        # count below (`starting`), and idx stands at 0 (see above).
+                        # Counters and STEP clear a cycle later; idx stands at 0.
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
                 with m.Case(LOAD):
@@ -756,6 +753,21 @@ class Engine(wiring.Component):
                                      finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
+
+    @staticmethod
+    def _start_clears(m, finished, counted):
+        """A start clears STEP's count and `counted` a cycle later (the strobe returned, set
+        by the start), and finds idx at 0 (set where a run ends, as at a clear): set by the
+        start, behind the GO strobe and the state's checks, their enables were the 64-bit
+        engine's latest pins alone at seed 2 of f250adc (go -> 5 LUTs -> step's CE, 5.56
+        ns; idx's CE, 5.39 ns).  Nothing reads them in that cycle: the state is then FETCH,
+        or FINISH with `finish_ok` (made in the start's cycle) low; the first DISPATCH is
+        three cycles on."""
+        starting = Signal()
+        m.d.sync += starting.eq(0)
+        with m.If(starting):
+            m.d.sync += [finished.eq(0), counted.eq(0)]
+        return starting
 
     @staticmethod
     def _queue_position(m, idx, queued):
