@@ -970,10 +970,31 @@ class BarrierUnit(wiring.Component):
         with m.If(note_est):
             m.d.sync += [self.abort_estimate.eq(est_q), self.aborted.eq(1),
                          self.abort_seq.eq(seq_q)]
+        # A received KILL's estimate is taken from a copy of x_estimate made in every cycle
+        # (`rx_est`, no enable) while `kill_fresh` says the KILL was the last to set it;
+        # `kill_est` then loads that copy a cycle later.  The received KILL's sequence check
+        # (behind the release flag) no longer enables the 64 estimate flops: it was the
+        # 8-node unit's latest pin alone at seed 3 of f2f7e13 (rel_last -> the KILL's check
+        # -> kill_est's enable, 5.48 ns).  `kill_est_now` is the value the old register
+        # held (tests hold it to a reference register every cycle, `mirrors`).
+        rx_est = Signal(TIME_WIDTH)
+        kill_fresh = Signal()
+        m.d.sync += [rx_est.eq(s.x_estimate), kill_fresh.eq(kill_rx & ~early & ~self.start)]
+        s.kill_est_now = Mux(kill_fresh, rx_est, s.kill_est)
         with m.If(kill_rx):
-            m.d.sync += [s.killed.eq(1), s.kill_est.eq(s.x_estimate)]
+            m.d.sync += s.killed.eq(1)
+        with m.If(kill_fresh):
+            m.d.sync += s.kill_est.eq(rx_est)
         with m.If(early):
             m.d.sync += s.kill_est.eq(self.estimate)
+        kill_est_ref = Signal(TIME_WIDTH)
+        with m.If(kill_rx):
+            m.d.sync += kill_est_ref.eq(s.x_estimate)
+        with m.If(early):
+            m.d.sync += kill_est_ref.eq(self.estimate)
+        with m.If(self.start):
+            m.d.sync += kill_est_ref.eq(0)
+        self.mirrors.append((s.kill_est_now, kill_est_ref))
         # Children that get a KILL for the barrier released now: those whose subtree is not
         # complete here, if this node was killed (or is the root releasing early).
         # Ref: seed 004, fig. 11 step s53.
@@ -1064,7 +1085,7 @@ class BarrierUnit(wiring.Component):
             # Masked on the way out by the entry's kind, so the KILL choice (a priority
             # pick) is no select of 64 payload bits (the 64-bit core's path at seed 2 of
             # dce7502: the pick -> the spare's estimate, 7.43 ns).
-            new.estimate.eq(s.kill_est),
+            new.estimate.eq(s.kill_est_now),
         ]
         tx_q = Signal(NOTICE_LAYOUT)
         m.d.comb += [self.tx.payload.eq(tx_q),
