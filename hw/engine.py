@@ -486,7 +486,14 @@ class Engine(wiring.Component):
         # walker's chunks go into a CheckedRing, itself a slice: _tx_read).
         chunk_shape = rx_walker.chunks.payload.shape()
         m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_shape))
-        m.submodules.rx_beats = rx_beats = reset(SkidBuffer(unpacker.beats.payload.shape()))
+        # The beat slice keeps its entries in place (read through a 2:1 multiplexer): the
+        # unpacker's ready then loads its pointers only.  As a slice with an output
+        # register, that ready (the unpacker's held beat and slot count) enabled all of the
+        # output's beat flops and was the 256-bit engine's latest pin at every seed of
+        # c2dace3 (held_valid -> the slice's valid and 288 beat enables, 6.0-6.3 ns, 5.3
+        # of it routing).
+        m.submodules.rx_beats = rx_beats = reset(
+            SkidBuffer(unpacker.beats.payload.shape(), mux_output=True))
         wiring.connect(m, rx_beats.o, unpacker.beats)
         m.submodules.alu = alu = reset(self.alu)
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
@@ -1678,13 +1685,10 @@ class Engine(wiring.Component):
         # Always true with the engine's ALU (no output FIFO: its inputs are ready whenever
         # valid); kept so the stage stays right with any ALU.
         s1_advance = ~s1_valid | alu_take
-        # The write's address and data select by mode, not by the take: the take then
-        # drives the byte enables and the issue flag only, not a 256-bit mux.
+        # A copied row is written as it is taken (the write itself: _alu_write).
+        copy_take = rows_in.valid & ~r_outside & ~any_error
         with m.If(~rx_reduce):
-            copy_take = rows_in.valid & ~r_outside & ~any_error
-            m.d.comb += [rows_in.ready.eq(copy_take), wr_addr.eq(row.row), wr_data.eq(row.data)]
-            with m.If(copy_take):
-                m.d.comb += [wr_en.eq(row.mask), wr_issue.eq(1)]
+            m.d.comb += rows_in.ready.eq(copy_take)
         with m.Else():
             take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
                     & ~rx_checked.o_blocked[0])
@@ -1733,6 +1737,20 @@ class Engine(wiring.Component):
         res_data = Signal(len(result.payload.data), reset_less=True)
         m.d.sync += [res_valid.eq(result.valid & ~self.clear), res_error.eq(result.payload.error),
                      res_data.eq(result.payload.data)]
+        # The result's write decided in that register too: `res_write` (a valid result
+        # without an error) and its byte enables, zero unless it writes (the delay line's
+        # last mask as it will be next cycle).  Made there from the valid and error flags,
+        # the decision was two LUTs and three long wires in front of the write register's
+        # byte enables, the 256-bit engine's latest pin at seeds 1 and 2 of 75a8966 with
+        # the unpacker's beat slice multiplexed (res_valid -> the write's choice -> wr.en,
+        # 6.4-6.7 ns, 5.9 of it routing).  Tests hold both to their reference every cycle.
+        res_write = Signal()
+        res_en = Signal(len(s1_mask))
+        writes = result.valid & ~self.clear & ~result.payload.error
+        m.d.sync += [res_write.eq(writes),
+                     res_en.eq(Mux(writes, pend_mask[-2] if depth > 1 else s1_mask, 0))]
+        self.mirrors += [(res_write, res_valid & ~res_error),
+                         (res_en, Mux(res_valid & ~res_error, pend_mask[-1], 0))]
         local = self.local_rd.data
         # Operand order: the local row is always `a`.  Every op of the ALU gives the same
         # bits either way (tests/test_hw_alu.py::test_every_op_is_commutative_bit_for_bit),
@@ -1757,12 +1775,18 @@ class Engine(wiring.Component):
                      wr_early.eq(wr_issue & ((res_valid & pend_early[-1]) | age_rows))]
         for k in range(1, depth):
             m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
-        with m.If(res_valid):
-            with m.If(res_error):
-                m.d.comb += raise_error.alu.eq(1)
-            with m.Else():
-                m.d.comb += [wr_addr.eq(pend_row[-1]), wr_data.eq(res_data),
-                             wr_en.eq(pend_mask[-1]), wr_issue.eq(1)]
+        with m.If(res_valid & res_error):
+            m.d.comb += raise_error.alu.eq(1)
+        # The write: a result's, else a copied row's as it is taken.  Address and data
+        # select by the result's flag alone (they count only where a byte is enabled), so
+        # no mode or take is in front of the 256-bit data; a result's enables are zero
+        # unless it writes, so the copy's are ORed in behind one select.
+        row = v.row
+        copy_write = ~v.rx_reduce & v.copy_take & ~res_write
+        m.d.comb += [wr_addr.eq(Mux(res_write, pend_row[-1], row.row)),
+                     wr_data.eq(Mux(res_write, res_data, row.data)),
+                     wr_en.eq(res_en | Mux(copy_write, row.mask, 0)),
+                     wr_issue.eq(res_write | copy_write)]
         with m.If(self.clear):
             m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), s1_early.eq(0), pend_early.eq(0)]
         share(v, locals())
