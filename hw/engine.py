@@ -698,7 +698,7 @@ class Engine(wiring.Component):
         self._load_command(m, cur, q_rd, state == FETCH)
         next_is_last, at_end = self._queue_position(m, idx, queued)
 
-        starting = self._start_clears(m, finished, counted)
+        starting = self._start_clears(m, finished, counted, self.now, self.started_at)
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         # A send or a receive starts: every row in the write pipeline is an earlier
         # receive's from now on (_write_pipeline).
@@ -715,7 +715,7 @@ class Engine(wiring.Component):
                     with m.If(start & any_error):
                         m.d.sync += armed.eq(0)
                     with m.Elif(start):
-                        m.d.sync += [armed.eq(0), self.started_at.eq(self.now), starting.eq(1),
+                        m.d.sync += [armed.eq(0), starting.eq(1),
                                      state.eq(Mux(v.queue_empty, FINISH, FETCH))]
                         # Counters and STEP clear a cycle later; idx stands at 0.
                 with m.Case(FETCH):
@@ -762,18 +762,24 @@ class Engine(wiring.Component):
         share(v, locals())
 
     @staticmethod
-    def _start_clears(m, finished, counted):
+    def _start_clears(m, finished, counted, now, started_at):
         """A start clears STEP's count and `counted` a cycle later (the strobe returned, set
         by the start), and finds idx at 0 (set where a run ends, as at a clear): set by the
         start, behind the GO strobe and the state's checks, their enables were the 64-bit
         engine's latest pins alone at seed 2 of f250adc (go -> 5 LUTs -> step's CE, 5.56
         ns; idx's CE, 5.39 ns).  Nothing reads them in that cycle: the state is then FETCH,
         or FINISH with `finish_ok` (made in the start's cycle) low; the first DISPATCH is
-        three cycles on."""
+        three cycles on.
+
+        ``started_at`` takes the start's cycle likewise, from a copy of ``now`` made every
+        cycle: loaded by the start, its 64 enables were the 64-bit engine's critical path
+        alone at seed 3 of c2dace3 (the state -> the start's checks -> started_at, 5.38
+        ns).  The register shows the start a cycle later; the host reads it after a run."""
         starting = Signal()
-        m.d.sync += starting.eq(0)
+        now_then = Signal.like(now)
+        m.d.sync += [starting.eq(0), now_then.eq(now)]
         with m.If(starting):
-            m.d.sync += [finished.eq(0), counted.eq(0)]
+            m.d.sync += [finished.eq(0), counted.eq(0), started_at.eq(now_then)]
         return starting
 
     @staticmethod
