@@ -666,6 +666,13 @@ class BarrierUnit(wiring.Component):
         s.x_valid = Signal()
         s.x_complete = Signal()         # a COMPLETE for this node
         s.x_release = Signal()          # a RELEASE for this node from its parent
+        # ... and its sequence number the unit's seq of the decode cycle, or that seq + 1:
+        # execute picks one by the release in between, so the release (`rel_now`, which
+        # enables the send counts and flags of every slot) is one LUT from flops.  From
+        # x_release and the two compares it was two, the 8-node unit's latest pins alone at
+        # every seed of 7c81b75 (x_seq_now -> rel_now -> kill_head, owe, owed_any, 5.50 ns).
+        s.x_rel_now = Signal()
+        s.x_rel_inc = Signal()
         s.x_kill = Signal()             # a KILL for this node from its parent
         s.x_first = Signal(k)           # the sender is child slot j (the first such slot)
         s.x_from_parent = Signal()
@@ -706,11 +713,14 @@ class BarrierUnit(wiring.Component):
         bit = self.vector.bit_select(p.subject[:ibits], 1)
         same = p.subject[:ibits] == s.x_subject[:ibits]
         kill = take & to_me & (p.kind == NoticeKind.KILL) & from_parent
+        release = take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent
         m.d.sync += [
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
             s.x_count_hit.eq(Cat(complete_ok & first[j] & routed[j] for j in range(k))),
-            s.x_release.eq(take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent),
+            s.x_release.eq(release),
+            s.x_rel_now.eq(release & (p.seq == self.seq)),
+            s.x_rel_inc.eq(release & (p.seq == s.seq_inc)),
             s.x_kill.eq(kill),
             s.x_first.eq(Cat(first)),
             s.x_from_parent.eq(from_parent),
@@ -753,7 +763,8 @@ class BarrierUnit(wiring.Component):
         ]
         with m.If(self.start):
             m.d.sync += [flag.eq(0) for flag in (s.x_valid, s.x_complete, s.x_count_hit,
-                                                 s.x_release, s.x_kill, s.x_done, s.x_done_ok,
+                                                 s.x_release, s.x_rel_now, s.x_rel_inc,
+                                                 s.x_kill, s.x_done, s.x_done_ok,
                                                  s.x_done_ok_inc, s.x_done_ok_now)]
 
     # ---- Receiving, stage 2: execute, and the root's decision (fig. 10) ---------------------
@@ -772,7 +783,7 @@ class BarrierUnit(wiring.Component):
         s.inside = (s.x_routed & s.x_first).any()
         s.rx_stale = Signal()
         m.d.comb += s.rx_stale.eq(s.x_valid & s.well_formed & ~seq_ok)
-        rel_rx = s.x_release & seq_ok
+        rel_rx = Mux(s.rel_last, s.x_rel_inc, s.x_rel_now)
         s.kill_rx = Signal()
         m.d.comb += s.kill_rx.eq(s.x_kill & seq_ok)
 
@@ -796,7 +807,7 @@ class BarrierUnit(wiring.Component):
                                        | (s.can_time & s.time_hit))),
             s.early.eq(s.decide & ~s.eq_total[0]),
         ]
-        self.mirrors = [(s.decide, decide_ref)]
+        self.mirrors = [(s.decide, decide_ref), (rel_rx, s.x_release & seq_ok)]
         s.rel_now = Signal()            # this node leaves barrier `seq` in this cycle
         m.d.comb += s.rel_now.eq(rel_rx | s.decide)
         m.d.sync += s.rel_last.eq(s.rel_now)
