@@ -653,6 +653,12 @@ class Engine(wiring.Component):
         # machine), from BARRIER cycles only, so the state leaves a cycle after the release.
         barrier_moved = Signal()
         m.d.sync += barrier_moved.eq((state == BARRIER) & (self.barrier_seq != barrier_seq))
+        # The number waited on is the barrier unit's in the cycle BARRIER is entered from,
+        # the last of DISPATCH: loaded in every DISPATCH cycle, its 16 enables are a state
+        # decode, not the dispatch decision (the 256-bit engine's latest pin at seed 3 of
+        # 95ebed1: the state -> dispatch_ok -> barrier_seq's enables, 5.63 ns).
+        with m.If(state == DISPATCH):
+            m.d.sync += barrier_seq.eq(self.barrier_seq)
         # What DISPATCH, AGGREGATE and FINISH wait for, likewise registered from their own
         # state's cycles (and DECODE's, before DISPATCH), so the decisions read one flop each
         # and not a tree over the transmit arbiter, the scoreboard and 16-bit counts.  A flag
@@ -736,7 +742,7 @@ class Engine(wiring.Component):
                                          agg_done.eq(0), reg_pending.eq(1)]
                         with m.Elif(cur.barrier):
                             m.d.comb += self.barrier_done.eq(1)
-                            m.d.sync += [barrier_seq.eq(self.barrier_seq), state.eq(BARRIER)]
+                            m.d.sync += state.eq(BARRIER)
                         with m.Else():
                             # Registered: the DISPATCH decision drives two flops, not every
                             # register a send or receive start loads. `cur` holds until the
