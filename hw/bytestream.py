@@ -1071,8 +1071,15 @@ class RowUnpacker(wiring.Component):
         held_valid = s.held_valid
         free = ~s.used_is[_UNPACKER_SLOTS]
         taken = held_valid & free
-        # beats.ready is a flop: a slot freed in a cycle takes a beat from the next one on.
-        m.d.comb += [self.beats.ready.eq(~held_valid | free), s.taken.eq(taken)]
+        # beats.ready is a flop, `ready` (~held_valid | free, made from the two flags' next
+        # values; `mirrors` holds it to them): a slot freed in a cycle takes a beat from the
+        # next one on.  As the OR of the two flags, the LUT between them and the receive
+        # slice sat far from both, and the take came back through it to held_valid: the
+        # 256-bit engine's critical path at seed 1 of 72197bf (used_is4 -> the ready ->
+        # the slice's valid -> held_valid's enable, 5.92 ns, 4.6 of it two wires).
+        ready = Signal(init=1)
+        m.d.comb += [self.beats.ready.eq(ready), s.taken.eq(taken)]
+        self.mirrors.append((ready, ~held_valid | free))
         # The held beat's data, last and count load whenever the register may take a beat,
         # valid or not (they count only while held_valid), so their enable is the ready
         # alone: with the valid in it too, it was a LUT deeper in front of 256 + 8 flops.
@@ -1116,9 +1123,12 @@ class RowUnpacker(wiring.Component):
 
         def used_is(j):                 # ``used == j``, zero out of range
             return s.used_is[j] if 0 <= j <= _UNPACKER_SLOTS else Const(0, 1)
-        for j in range(_UNPACKER_SLOTS + 1):
-            m.d.sync += s.used_is[j].eq(s.by_pops([Mux(taken, used_is(j + p - 1), used_is(j + p))
-                                                   for p in range(3)]))
+        used_is_next = [s.by_pops([Mux(taken, used_is(j + p - 1), used_is(j + p))
+                                   for p in range(3)])
+                        for j in range(_UNPACKER_SLOTS + 1)]
+        m.d.sync += [s.used_is[j].eq(used_is_next[j]) for j in range(_UNPACKER_SLOTS + 1)]
+        held_next = (self.beats.valid & ready) | (held_valid & ~free)
+        m.d.sync += ready.eq(~held_next | ~used_is_next[_UNPACKER_SLOTS])
         # B0 and B1 in a slot (used >= 1, used >= 2) as flops of their own, chosen by `pops`
         # like `used`, so the plan's decision does not decode the count first.
         m.d.sync += [
