@@ -647,18 +647,7 @@ class Engine(wiring.Component):
         agg_len_valid = Signal()        # the length word is on send_rd.data
         tx_start = Signal()
         rx_start = Signal()
-        barrier_seq = Signal(16)
-        # The barrier unit moved on from the sequence number the BARRIER state waits on:
-        # registered (a 16-bit compare of another block's register, not in front of the state
-        # machine), from BARRIER cycles only, so the state leaves a cycle after the release.
-        barrier_moved = Signal()
-        m.d.sync += barrier_moved.eq((state == BARRIER) & (self.barrier_seq != barrier_seq))
-        # The number waited on is the barrier unit's in the cycle BARRIER is entered from,
-        # the last of DISPATCH: loaded in every DISPATCH cycle, its 16 enables are a state
-        # decode, not the dispatch decision (the 256-bit engine's latest pin at seed 3 of
-        # 95ebed1: the state -> dispatch_ok -> barrier_seq's enables, 5.63 ns).
-        with m.If(state == DISPATCH):
-            m.d.sync += barrier_seq.eq(self.barrier_seq)
+        barrier_moved = self._barrier_wait(m, state == DISPATCH, state == BARRIER)
         # What DISPATCH, AGGREGATE and FINISH wait for, likewise registered from their own
         # state's cycles (and DECODE's, before DISPATCH), so the decisions read one flop each
         # and not a tree over the transmit arbiter, the scoreboard and 16-bit counts.  A flag
@@ -766,6 +755,21 @@ class Engine(wiring.Component):
                                      finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
         share(v, locals())
+
+    def _barrier_wait(self, m, dispatching, waiting):
+        """Whether the barrier unit moved on from the sequence number the BARRIER state waits
+        on: registered (a 16-bit compare of another block's register, not in front of the
+        state machine), from BARRIER cycles only, so the state leaves a cycle after the
+        release.  The number waited on is the unit's in the cycle BARRIER is entered from,
+        the last of DISPATCH: loaded in every DISPATCH cycle, its 16 enables are a state
+        decode, not the dispatch decision (the 256-bit engine's latest pin at seed 3 of
+        95ebed1: the state -> dispatch_ok -> barrier_seq's enables, 5.63 ns)."""
+        barrier_seq = Signal(16)
+        barrier_moved = Signal()
+        m.d.sync += barrier_moved.eq(waiting & (self.barrier_seq != barrier_seq))
+        with m.If(dispatching):
+            m.d.sync += barrier_seq.eq(self.barrier_seq)
+        return barrier_moved
 
     @staticmethod
     def _start_clears(m, finished, counted, now, started_at):
