@@ -751,9 +751,17 @@ class Engine(wiring.Component):
                                      finished.eq(finished + 1), v.in_aggregate.eq(0)]
                 with m.Case(FINISH):
                     with m.If(finish_ok):
-                        m.d.sync += [state.eq(DONE), self.finished_at.eq(self.now),
+                        m.d.sync += [state.eq(DONE),
                                      finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
+        # finished_at follows `now` through FINISH and so holds, from DONE on, the cycle the
+        # run ended in (its last FINISH cycle).  Its 64 enables are then a state decode, not
+        # the finish decision behind the error and clear priorities (the 256-bit engine's
+        # latest pin at seed 2 of 72197bf: the state -> finish_ok -> finished_at's enables,
+        # 5.71 ns).  What it shows during FINISH, or after a clear or an error there, means
+        # nothing, as before a run is done.
+        with m.If(state == FINISH):
+            m.d.sync += self.finished_at.eq(self.now)
         share(v, locals())
 
     def _barrier_wait(self, m, dispatching, waiting):
