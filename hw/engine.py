@@ -754,15 +754,18 @@ class Engine(wiring.Component):
                         m.d.sync += [state.eq(DONE),
                                      finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
         m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
-        # finished_at follows `now` through FINISH and so holds, from DONE on, the cycle the
-        # run ended in (its last FINISH cycle).  Its 64 enables are then a state decode, not
-        # the finish decision behind the error and clear priorities (the 256-bit engine's
-        # latest pin at seed 2 of 72197bf: the state -> finish_ok -> finished_at's enables,
-        # 5.71 ns).  What it shows during FINISH, or after a clear or an error there, means
-        # nothing, as before a run is done.
-        with m.If(state == FINISH):
-            m.d.sync += self.finished_at.eq(self.now)
+        self._finish_stamp(m, state == FINISH)
         share(v, locals())
+
+    def _finish_stamp(self, m, finishing):
+        """finished_at follows `now` through FINISH and so holds, from DONE on, the cycle the
+        run ended in (its last FINISH cycle).  Its 64 enables are then a state decode, not
+        the finish decision behind the error and clear priorities (the 256-bit engine's
+        latest pin at seed 2 of 72197bf: the state -> finish_ok -> finished_at's enables,
+        5.71 ns).  What it shows during FINISH, or after a clear or an error there, means
+        nothing, as before a run is done."""
+        with m.If(finishing):
+            m.d.sync += self.finished_at.eq(self.now)
 
     def _barrier_wait(self, m, dispatching, waiting):
         """Whether the barrier unit moved on from the sequence number the BARRIER state waits
