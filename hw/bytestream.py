@@ -49,7 +49,7 @@ registered halves whose amount is always a register: the arithmetic that picks t
 the lane masks and what an item does is done a stage ahead, into one control word per item.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -86,6 +86,7 @@ def region_checks_layout(data_width):
         "whole": 1,                     # one run (run == 0 or run >= length)
         "rest": 32,                     # length - run: bytes after the first run
         "rest_short": 1,                # length - run < run: the second run is the last
+        "rest_is_run": 1,               # length - run == run: the second run ends the region
         "first_room": lane_bits + 1,    # lanes from offset to the end of its row
         "first_fits": 1,                # the first run ends in its first row
         "second_low": lane_bits,        # low bits of the second run's start
@@ -116,6 +117,7 @@ def region_checks(target, region, data_width):
         target.rest.eq(region.length - region.run),
         # The second run is short when length - run < run.
         target.rest_short.eq(region.length < Cat(Const(0, 1), region.run)),
+        target.rest_is_run.eq(region.length == Cat(Const(0, 1), region.run)),
         target.first_room.eq(first_room),
         # The first run is min(length, run) bytes (length when run is 0), so it fits when
         # either length or a non-zero run is at most the room: if length fits, so does any
@@ -219,8 +221,26 @@ def _byte_mask_bits(byte_mask):
 
 def _lanes_below(count, lanes):
     """A ``lanes``-bit mask with bit ``j`` set for every ``j < count`` (all set when
-    ``count >= lanes``): a thermometer decode, one small compare per bit, no shifter."""
-    return Cat(*(count > j for j in range(lanes)))
+    ``count >= lanes``): a thermometer decode, no shifter and no carry chain.
+
+    Built a bit of ``count`` at a time from the top: ``count > j`` is ``t | below[j]`` for
+    ``j`` in the lower half of the positions and ``t & below[j - half]`` in the upper half,
+    ``t`` the top bit and ``below`` the decode of the bits under it, so each mask bit is a
+    function of ``count``'s bits alone, for the LUT mapper to pack.  Written as one
+    compare per bit (``count > j``), yosys made each a carry chain: the 256-bit engine's
+    packer decode, the first rotator stage's masks, 5.03-5.57 ns at every seed of 5a1ddfb
+    (the plan's fill level -> two CCU2C -> four LUTs)."""
+    count = Value.cast(count)
+    bits = max(1, (lanes - 1).bit_length())     # 2**bits >= lanes
+    thermometer = [Const(0, 1)]                 # of no bits: the value 0 is above nothing
+    for b in range(min(bits, len(count))):
+        top = count[b]
+        thermometer = ([top | t for t in thermometer] + [top & t for t in thermometer])
+    thermometer += [Const(0, 1)] * max(0, lanes - len(thermometer))
+    mask = Cat(*thermometer[:lanes])
+    if len(count) > bits:                       # at least 2**bits: every lane
+        mask = Mux(count[bits:].any(), (1 << lanes) - 1, mask)
+    return mask
 
 
 def _rotate_lanes(value, amount, step):
@@ -412,6 +432,10 @@ class RegionWalker(wiring.Component):
         room = Signal(range(lanes + 1))       # lanes from the cursor to the end of its row
         fits = Signal()                       # run_left <= room: the run ends in this row
         rest_zero = Signal()                  # rest == 0: the run is the region's last
+        # rest == run, kept a run ahead (as rest_short is): the next rest_zero is a flop, not
+        # a compare behind the chunk's take (the 256-bit engine's latest pin at seed 1 of
+        # 5a1ddfb: fits -> the take -> the compare's chain -> rest_zero, 5.95 ns).
+        rest_is_run = Signal()
         # And for the next run: the low bits of its start, its room in its first row, and
         # whether it is short (rest < run: the region ends inside it).
         ahead_low = Signal(lane_bits)
@@ -448,8 +472,9 @@ class RegionWalker(wiring.Component):
                 with m.Else():
                     # rest - run < run, for the run after this one, is rest < 2 * run.
                     m.d.sync += [run_left.eq(run), rest.eq(rest - run),
-                                 rest_zero.eq(rest == run),
-                                 rest_short.eq(rest < Cat(Const(0, 1), run))]
+                                 rest_zero.eq(rest_is_run),
+                                 rest_short.eq(rest < Cat(Const(0, 1), run)),
+                                 rest_is_run.eq(rest == Cat(Const(0, 1), run))]
             with m.Else():
                 m.d.sync += self.busy.eq(0)
 
@@ -469,6 +494,7 @@ class RegionWalker(wiring.Component):
                 ahead_low.eq(checked.checks.second_low),
                 next_room.eq(room_at(checked.checks.second_low)),
                 rest_short.eq(checked.checks.rest_short),
+                rest_is_run.eq(checked.checks.rest_is_run),
                 rest.eq(Mux(checked.checks.whole, 0, checked.checks.rest)),
             ]
         # Taking the next command as the last chunk goes keeps back-to-back regions gapless;
@@ -482,6 +508,10 @@ class RegionWalker(wiring.Component):
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.length), rest_zero.eq(1)]
             with m.Else():
                 m.d.sync += [self.busy.eq(1), run_left.eq(command.run), rest_zero.eq(0)]
+        # What the tests hold equal every cycle: the flag kept a run ahead and its compare,
+        # wherever a run step may read it.
+        stepping = self.busy & ~rest_zero & ~rest_short
+        self.mirrors = [(Mux(stepping, rest_is_run, 0), Mux(stepping, rest == run, 0))]
         self._fits_next(m, fits, taken=taken, run_left=run_left, room=room, rest=rest,
                         run=run, next_room=next_room, rest_short=rest_short,
                         rest_zero=rest_zero)
@@ -888,8 +918,10 @@ class RowUnpacker(wiring.Component):
        ``overrun``.  No register of its own: it sits between the plan's register and the
        rotator's first.
     3. *Rotate*, ``W`` bytes around, by the registered amount: the low three bits first,
-       then one bit per stage; the last stage, with the lane mask, loads the output
-       register (one stage at 64 bits, two at 128, three at 256, four at 512).
+       then one bit per stage, the last two bits in one stage from 256 bits on; the last
+       stage loads the output register with the lane mask (at 64 and 128 bits that stage
+       also takes the rotation's last bits; one stage at 64 bits, two at 128, three at
+       256, four at 512).
 
     One chunk per clock at any alignment and chunk size, and one beat per clock when the
     chunks consume a full beat per clock; a beat joins the plan's view as it lands in its
@@ -1005,8 +1037,17 @@ class RowUnpacker(wiring.Component):
         extra_now = Signal()
         control = self._judge(m, advance, control, extra_now, underrun_now)
         stages = _rotation_stages(lane_bits)
-        rotated, control = _rotation_pipeline(m, advance, picked, control, stages[:-1])
-        self._output(m, rotated, control, stages[-1], out_ring.i)
+        if len(stages) > 2:
+            # The last two one-bit stages as one of two bits, so the output slice's input
+            # is the mask alone (one LUT with the slice's choice): with the last bit's 2:1
+            # choice there too, the slice's output register was among the 256-bit engine's
+            # latest pins at every seed of 5a1ddfb (the control word's mask -> 3 LUTs ->
+            # `unpacker.out_ring`, 5.0-5.4 ns).  The stage count stays the same.
+            piped, last = stages[:-2] + [(stages[-2][0], stages[-1][1])], None
+        else:
+            piped, last = stages[:-1], stages[-1]
+        rotated, control = _rotation_pipeline(m, advance, picked, control, piped)
+        self._output(m, rotated, control, last, out_ring.i)
 
         with m.If(self.clear):
             m.d.sync += [self.overrun.eq(0), self.underrun.eq(0)]
@@ -1258,13 +1299,15 @@ class RowUnpacker(wiring.Component):
         return judged
 
     def _output(self, m, rotated, control, stage, out):
-        """Last stage: the last bit of the rotation and the lane mask, into the output slice's
-        input ``out``."""
-        lo, hi = stage
+        """Last stage: the rotation's last bits (``stage``, ``(lo, hi)``, or None when the
+        registered stages did them all) and the lane mask, into the output slice's input
+        ``out``."""
+        if stage is not None:
+            lo, hi = stage
+            rotated = _rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
         m.d.comb += [
             out.valid.eq(control.valid),
-            out.payload.data.eq(_rotate_lanes(rotated, control.rot[lo:hi], 1 << lo)
-                                & _byte_mask_bits(control.mask)),
+            out.payload.data.eq(rotated & _byte_mask_bits(control.mask)),
             out.payload.mask.eq(control.mask),
             out.payload.row.eq(control.row),
             out.payload.last.eq(control.last),

@@ -13,7 +13,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
@@ -268,6 +268,30 @@ def test_constructor_errors():
             make(100, 8)
 
 
+@pytest.mark.parametrize(("count_bits", "lanes"), [(1, 8), (3, 8), (4, 8), (5, 32),
+                                                   (6, 32), (7, 32), (3, 5)])
+def test_lanes_below_is_a_thermometer(count_bits, lanes):
+    """The lane masks of the packer and unpacker (`_lanes_below`, decoded bit by bit from the
+    count rather than by a compare per lane): bit j set exactly when j < count, every count
+    of the width, counts at and past the lane count included."""
+    count = Signal(count_bits)
+    mask = Signal(lanes)
+    m = Module()
+    m.d.comb += mask.eq(bytestream_mod._lanes_below(count, lanes))
+    seen = []
+
+    async def bench(ctx):
+        for value in range(1 << count_bits):
+            ctx.set(count, value)
+            seen.append((ctx.get(mask), sum(1 << j for j in range(lanes) if j < value)))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == 1 << count_bits
+    assert [got for got, _ in seen] == [want for _, want in seen]
+
+
 # ---- RegionWalker ----------------------------------------------------------------------------
 
 def test_reference_chunks():
@@ -335,6 +359,8 @@ def test_walker_random_regions(data_width, seed, stall, checked, length_bits):
            else RegionWalker(data_width, length_bits=length_bits))
     got = []
 
+    mirrored = []
+
     async def main(ctx):
         while len(got) < len(expected):
             await ctx.tick()
@@ -342,10 +368,23 @@ def test_walker_random_regions(data_width, seed, stall, checked, length_bits):
             await ctx.tick()
             assert not ctx.get(dut.busy) and not ctx.get(dut.chunks.valid)
 
-    simulate(dut, main, background=[
+    async def mirrors(ctx):
+        # The flag the walker keeps a run ahead equals its compare wherever it is read
+        # (with `checked`, the walker is inside the wrapper: its chunks above check it).
+        pairs = [x for pair in dut.mirrors for x in pair]
+        while True:
+            values = (await ctx.tick().sample(*pairs))[-len(pairs):]
+            assert values[0::2] == values[1::2], values
+            mirrored.append(values[0])
+
+    background = [] if checked else [mirrors]
+    simulate(dut, main, background=background + [
         feed(dut.command, deque(regions), random.Random(seed + 100), stall),
         collect(dut.chunks, CHUNK_FIELDS, random.Random(seed + 200), stall, got)])
     assert [c for _, c in got] == expected
+    # The mirror saw run steps both ways (a run step whose next run ends the region, and one
+    # whose does not).
+    assert checked or {0, 1} <= set(mirrored)
 
 
 def test_walker_full_rate():
