@@ -49,7 +49,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..actions import Action
 from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
-                         region_checks, region_checks_layout)
+                         chunk_layout, region_checks, region_checks_layout)
 from .deadline import Deadline
 from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
@@ -478,14 +478,27 @@ class Engine(wiring.Component):
         m.submodules.tx_walker = tx_walker = reset(
             RegionWalker(width, checked=True, length_bits=length_bits))
         m.submodules.packer = packer = reset(RowPacker(width))
+        # The packer's beats reach the packetizer through a slice, so the packer's stall
+        # (`advance`, the enable of its ~1 000 pipeline flops at 256 bits) is one LUT from
+        # flops: from the packetizer's header flag and the data slice's room it was two, and
+        # the 256-bit engine's latest pin at seed 2 of 5a1ddfb (in_header -> the packer's
+        # stall -> its plan slice, 5.87 ns).
+        m.submodules.tx_beats = tx_beats = reset(SkidBuffer(packer.beats.payload.shape()))
+        wiring.connect(m, packer.beats, tx_beats.i)
         m.submodules.rx_walker = rx_walker = reset(
             RegionWalker(width, checked=True, length_bits=length_bits))
-        m.submodules.unpacker = unpacker = reset(RowUnpacker(width))
+        # The received rows carry row_bits of address and one more bit, set for a row past
+        # the end of memory (worked out as a chunk enters rx_chunks): the rows' slice then
+        # checks one bit where it ORed the address's high bits, with the unpacker's output
+        # register in front and its head choice behind (the 256-bit engine's late pins at
+        # every seed of 5a1ddfb, unpacker row -> 4 LUTs -> rx_checked's flags, 5.0-5.5 ns).
+        rx_row_bits = self.row_bits + 1
+        m.submodules.unpacker = unpacker = reset(
+            RowUnpacker(width, addr_width=rx_row_bits + v.lane_bits))
         # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
         # parser's state would otherwise chain into the unpacker's ready logic (the transmit
         # walker's chunks go into a CheckedRing, itself a slice: _tx_read).
-        chunk_shape = rx_walker.chunks.payload.shape()
-        m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_shape))
+        m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_layout(width, rx_row_bits)))
         # The beat slice keeps its entries in place (read through a 2:1 multiplexer): the
         # unpacker's ready then loads its pointers only.  As a slice with an output
         # register, that ready (the unpacker's held beat and slot count) enabled all of the
@@ -1177,8 +1190,8 @@ class Engine(wiring.Component):
         with m.If(agg_checking):
             # The length word comes from the data stage's register (r_data), which loaded
             # the read at the end of agg_len_valid: the transmit half is idle from the pop on
-            # (tx_busy fell as the packer's last beat left, so neither of its stages holds a
-            # row and both advance every cycle), as agg_reading's override of the read's
+            # (tx_busy fell as the packer's last beat left its slice, so none of its stages
+            # holds a row and all advance every cycle), as agg_reading's override of the read's
             # address requires too.  A register of its own on the read's output kept the
             # block RAM from taking the data stage's register as its output register
             # (nicoll.hw.bram_outreg: each data output must reach one flop).
@@ -1205,11 +1218,11 @@ class Engine(wiring.Component):
         """The packetizer: header beats, then the packed stream's payload beats."""
         (
             hbeats, width, tx_packet, beat_bytes, tx_repack, tx_unit, tx_peer, tx_tag, tx_start,
-            agg_tx_start, agg_length, cur, data_out, tx_busy, tx_wait, bump, packer,
+            agg_tx_start, agg_length, cur, data_out, tx_busy, tx_wait, bump, tx_beats,
         ) = (getattr(v, name) for name in (
             "hbeats", "width", "tx_packet", "beat_bytes", "tx_repack", "tx_unit", "tx_peer", "tx_tag",
             "tx_start", "agg_tx_start", "agg_length", "cur", "data_out", "tx_busy", "tx_wait", "bump",
-            "packer",
+            "tx_beats",
         ))
         # Packetizer: a header, then up to tx_packet beats of the packed stream, until the
         # message's last beat.
@@ -1314,17 +1327,18 @@ class Engine(wiring.Component):
                 with m.Else():
                     m.d.sync += h_index.eq(h_index + 1)
         with m.Else():
-            end_of_packet = p_last | packer.beats.payload.last
-            m.d.comb += [data_out.valid.eq(packer.beats.valid & tx_busy),
-                         packer.beats.ready.eq(data_out.ready & tx_busy),
-                         out.data.eq(packer.beats.payload.data),
-                         out.keep.eq(packer.beats.payload.keep),
+            beats = tx_beats.o
+            end_of_packet = p_last | beats.payload.last
+            m.d.comb += [data_out.valid.eq(beats.valid & tx_busy),
+                         beats.ready.eq(data_out.ready & tx_busy),
+                         out.data.eq(beats.payload.data),
+                         out.keep.eq(beats.payload.keep),
                          out.last.eq(end_of_packet)]
             with m.If(data_out.valid & data_out.ready):
                 m.d.sync += [p_left.eq(p_left - 1), p_last.eq(p_left == 1)]
                 with m.If(end_of_packet):
-                    m.d.sync += [in_header.eq(1), pkt_end_q.eq(~packer.beats.payload.last)]
-                    with m.If(packer.beats.payload.last):
+                    m.d.sync += [in_header.eq(1), pkt_end_q.eq(~beats.payload.last)]
+                    with m.If(beats.payload.last):
                         m.d.sync += tx_busy.eq(0)
         share(v, locals())
 
@@ -1393,7 +1407,13 @@ class Engine(wiring.Component):
                      rx_walker.command.payload.checks.eq(Mux(rx_agg, agg_checks, rx_checks))]
         with m.If(rx_walker.command.valid & rx_walker.command.ready):
             m.d.sync += rx_walk.eq(0)
-        wiring.connect(m, rx_walker.chunks, rx_chunks.i)
+        walked = rx_walker.chunks.payload
+        m.d.comb += [rx_chunks.i.valid.eq(rx_walker.chunks.valid),
+                     rx_walker.chunks.ready.eq(rx_chunks.i.ready),
+                     rx_chunks.i.payload.row.eq(Cat(walked.row[:self.row_bits],
+                                                    self._outside(walked.row))),
+                     rx_chunks.i.payload.lo.eq(walked.lo), rx_chunks.i.payload.n.eq(walked.n),
+                     rx_chunks.i.payload.last.eq(walked.last)]
         wiring.connect(m, rx_chunks.o, unpacker.chunks)
         share(v, locals())
 
@@ -1573,6 +1593,13 @@ class Engine(wiring.Component):
             "P_PASS", "P_DROP",
         ))
         decide_first = v.decide_first
+        # The beat slice's payload whatever the state (its valid is P_PASS's): given in
+        # P_PASS alone, each of its 290 bits was ANDed with the state's decode, which then
+        # drove every entry's data input (the 256-bit engine's late pins at seed 1 of
+        # 5a1ddfb, p_state -> rx_beats.entry0, 5.76 ns, almost all of it routing).
+        m.d.comb += [rx_beats.i.payload.data.eq(beat.data),
+                     rx_beats.i.payload.keep.eq(beat.keep),
+                     rx_beats.i.payload.last.eq(beat.last & completes)]
         # A data packet's accept moves the message's counts by an enable made of flops only:
         # the classes exclude one another, so the decision's priority chain (the clear,
         # notice and repack classes before it, with the live state they read) is not in
@@ -1665,9 +1692,6 @@ class Engine(wiring.Component):
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                 with m.Case(P_PASS):
                     m.d.comb += [rx_beats.i.valid.eq(self.rx.valid),
-                                 rx_beats.i.payload.data.eq(beat.data),
-                                 rx_beats.i.payload.keep.eq(beat.keep),
-                                 rx_beats.i.payload.last.eq(beat.last & completes),
                                  self.rx.ready.eq(rx_beats.i.ready)]
                     with m.If(self.rx.valid & self.rx.ready & beat.last):
                         m.d.sync += p_state.eq(P_HEADER)
