@@ -445,7 +445,10 @@ class Engine(wiring.Component):
                         (q_wr.en, checked & ~self.clear & ~running & ~full
                          & ~checked_bad.as_value().any())]
         m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
-        with m.If(checked & ~self.clear):
+        # A clear in the same cycle wins over these bits where they are stored (errors,
+        # any_error), so they need not wait for it: ANDed here, the clear input was the
+        # front of the 256-bit engine's path into any_error at seed 1 of 2b6ff9d (6.13 ns).
+        with m.If(checked):
             with m.If(running):
                 m.d.comb += raise_error.running.eq(1)
             with m.Elif(full):
