@@ -93,8 +93,9 @@ def carry_save(values, width):
 
 def carry_save_sum(values, width):
     """Sum of ``values`` (unsigned, modulo ``2**width``) as carry-save stages and one carry
-    chain.  For four operands that is two LUT levels and one chain, where an adder tree puts
-    two chains in series (the repack unit's table-beat sum at seeds 1 and 3 of abe24a0, 17
-    levels, 5.13 ns, before its stages were split; the engine's slot offset uses it)."""
+    chain.  For the four partial sums of the repack unit's 256-bit table beat that is two
+    LUT levels and one chain, where the adder tree put two chains in series (its latest pin
+    alone at seeds 1 and 3 of abe24a0: the partial sums -> the tree -> the input slice's
+    ``tsum``, 17 levels, 5.13 ns)."""
     x, y = carry_save(values, width)
     return (x + y)[:width]

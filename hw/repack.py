@@ -48,7 +48,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ._builder import OneHotStates, carry_save, carry_save_sum, share
+from ._builder import OneHotStates, carry_save_sum, share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
 from .memattrs import COLLISIONS_DONT_CARE
@@ -285,13 +285,6 @@ def buffer_bytes_needed(total_bytes, dh, data_width):
     its ``capacity_bytes``.
     """
     return total_bytes + dh * (data_width // 8 - 1)
-
-
-def _whole_keep(keep):
-    """A whole beat (every byte kept), decoded from a stage's flops before the input's skid
-    buffer: after it, the B-bit compare shared LUTs with `keep_low`'s and was the front of
-    the 256-bit core's path into `in_q.final_ok` at seed 1 of 0141bc8 (6 levels, 8.02 ns)."""
-    return keep == (1 << len(keep)) - 1
 
 
 def _tree_sum(values):
@@ -698,15 +691,11 @@ class RepackUnit(wiring.Component):
         # 60d6189 (9 levels and a carry chain, 8.40 ns).  The sum covers every entry:
         # entries past dv must be zero (else OUTSIDE_D drops the message), so it equals the sum
         # of the valid ones whenever it is used.
-        # The adder tree is split: a first register stage holds the beat with its entries
-        # summed down to partial sums (an adder tree of its own per part), and the rest of
-        # the tree is on the way into the skid buffer.  Where the partials are more than two
-        # (from 256 bits on), a second stage holds them as a carry-save pair (no carry from
-        # bit to bit) and only the pair's carry chain is in front of the skid buffer: with
-        # the carry-save levels and the chain in one cycle, the skid buffer's `tsum` was the
-        # 256-bit unit's latest pin alone at every seed of 155b759 (the partials -> two LUT
-        # levels -> the chain -> the skid's select, 5.10-5.23 ns).  Each stage's ready is an
-        # OR of flops.
+        # The adder tree is split: a first register stage (ready from the skid buffer's
+        # flop) holds the beat with its entries summed down to partial sums, and the rest
+        # of the tree is on the way into the skid buffer, half of its log2(E) levels on
+        # each side (two and two at 256 bits, where three before the register were the
+        # 256-bit unit's estimated worst path).
         m.submodules.in_slice = in_slice = SkidBuffer(message_beat_layout(W))
         wiring.connect(m, wiring.flipped(self.i), in_slice.i)
         beat_in = in_slice.o
@@ -725,60 +714,26 @@ class RepackUnit(wiring.Component):
             "nz": E, "big": E,
             "full_keep": 1,
         }))
-        if parts > 2:
-            pair, pair_valid = self._input_pair(m, pre, pre_valid, in_skid, parts, LE)
-            pre_ready = ~pair_valid | in_skid.i.ready
-        else:
-            pre_ready = in_skid.i.ready
-        m.d.comb += beat_in.ready.eq(~pre_valid | pre_ready)
+        m.d.comb += beat_in.ready.eq(~pre_valid | in_skid.i.ready)
         with m.If(beat_in.valid & beat_in.ready):
             m.d.sync += [pre_valid.eq(1), pre.beat.eq(beat_in.payload),
                          pre.nz.eq(Cat(in_entries[e] != 0 for e in range(E))),
                          pre.big.eq(Cat(in_entries[e][v.LB + 1:] != 0 for e in range(E)))]
             m.d.sync += [pre.part[k].eq(h) for k, h in enumerate(partials)]
-        with m.Elif(pre_ready):
-            m.d.sync += pre_valid.eq(0)
-        if parts > 2:
-            m.d.comb += [
-                in_skid.i.valid.eq(pair_valid),
-                in_skid.i.payload.beat.eq(pair.beat),
-                in_skid.i.payload.tsum.eq((pair.x + pair.y)[:LENGTH_WIDTH + LE]),
-                in_skid.i.payload.nz.eq(pair.nz), in_skid.i.payload.big.eq(pair.big),
-                in_skid.i.payload.full_keep.eq(pair.full_keep),
-            ]
-        else:
-            m.d.comb += [
-                in_skid.i.valid.eq(pre_valid),
-                in_skid.i.payload.beat.eq(pre.beat),
-                in_skid.i.payload.tsum.eq(carry_save_sum((pre.part[k] for k in range(parts)),
-                                                          LENGTH_WIDTH + LE)),
-                in_skid.i.payload.nz.eq(pre.nz), in_skid.i.payload.big.eq(pre.big),
-                in_skid.i.payload.full_keep.eq(_whole_keep(pre.beat.keep)),
-            ]
-        share(v, {"in_skid": in_skid})
-
-    def _input_pair(self, m, pre, pre_valid, in_skid, parts, LE):
-        """The second input stage (from 256 bits on): the partial sums as a carry-save
-        pair, beside the beat; it moves while the skid buffer has room."""
-        W = len(pre.beat.keep) * 8
-        E = len(pre.nz)
-        pair = Signal(data.StructLayout({
-            "beat": message_beat_layout(W),
-            "x": LENGTH_WIDTH + LE, "y": LENGTH_WIDTH + LE,
-            "nz": E, "big": E,
-            "full_keep": 1,
-        }))
-        pair_valid = Signal()
-        x, y = carry_save((pre.part[k] for k in range(parts)), LENGTH_WIDTH + LE)
-        with m.If(pre_valid & (~pair_valid | in_skid.i.ready)):
-            m.d.sync += [
-                pair_valid.eq(1), pair.beat.eq(pre.beat), pair.x.eq(x), pair.y.eq(y),
-                pair.nz.eq(pre.nz), pair.big.eq(pre.big),
-                pair.full_keep.eq(_whole_keep(pre.beat.keep)),
-            ]
         with m.Elif(in_skid.i.ready):
-            m.d.sync += pair_valid.eq(0)
-        return pair, pair_valid
+            m.d.sync += pre_valid.eq(0)
+        m.d.comb += [
+            in_skid.i.valid.eq(pre_valid),
+            in_skid.i.payload.beat.eq(pre.beat),
+            in_skid.i.payload.tsum.eq(carry_save_sum((pre.part[k] for k in range(parts)),
+                                                      LENGTH_WIDTH + LE)),
+            in_skid.i.payload.nz.eq(pre.nz), in_skid.i.payload.big.eq(pre.big),
+            # Whole beat, decoded here from flops: after the slice, the B-bit compare shared
+            # LUTs with `keep_low`'s and was the front of the 256-bit core's path into
+            # `in_q.final_ok` at seed 1 of 0141bc8 (6 levels, 8.02 ns).
+            in_skid.i.payload.full_keep.eq(pre.beat.keep == (1 << (W // 8)) - 1),
+        ]
+        share(v, {"in_skid": in_skid})
 
     def _input(self, m, v):
         (

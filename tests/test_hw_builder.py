@@ -61,10 +61,9 @@ def test_walks_its_states_one_flag_at_a_time():
 
 @pytest.mark.parametrize("terms", [1, 2, 3, 4, 5, 6])
 def test_carry_save_sum_matches_sum(terms):
-    """A sum through carry-save stages (`carry_save_sum`: the engine's slot offset; the
-    repack unit's table-beat sum is its `carry_save` pair added a stage later) is the sum
-    of its operands modulo 2**width, for extremes (all ones, carries into every bit) and
-    random operands."""
+    """A sum through carry-save stages (`carry_save_sum`: the repack unit's table-beat sum,
+    the engine's slot offset) is the sum of its operands modulo 2**width, for extremes (all
+    ones, carries into every bit) and random operands."""
     rng = random.Random(terms)
     width = 20
     operands = [Signal(18, name=f"x{k}") for k in range(terms)]
