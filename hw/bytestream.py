@@ -263,7 +263,9 @@ def _rotation_stages(lane_bits):
     wide-function multiplexers), every further stage one bit (a 2:1 choice, one LUT4).  A
     stage of two bits would cost as much as one of three (abc9 maps a 4:1 choice to a LUT6),
     and one merged with a mask or a merge more again, so the narrow stages end in registers
-    of their own: flip-flops are cheaper than look-up tables here."""
+    of their own: flip-flops are cheaper than look-up tables here.  The unpacker alone
+    joins its last two (:meth:`RowUnpacker.elaborate`), where a 2:1 stage merged with the
+    lane mask and its output slice's choice was the late one."""
     first = min(3, lane_bits)
     return [(0, first)] + [(b, b + 1) for b in range(first, lane_bits)]
 
