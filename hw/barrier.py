@@ -540,9 +540,12 @@ class BarrierUnit(wiring.Component):
         # barriers run): the OR of the seven flags in front of the decision was the 64-bit
         # core's path at seed 1 of the fifteenth pass (cfg_write -> decide, 7 levels, 7.81 ns).
         s.cfg_ok = Signal(init=1)
-        m.d.sync += s.cfg_ok.eq(~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self
-                                  | cfg_reg.cfg_parent | cfg_reg.cfg_dup | cfg_reg.cfg_child
-                                  | sticky.cfg_write))
+        tree_ok = ~(cfg_reg.cfg_id | cfg_reg.cfg_slot | cfg_reg.cfg_self | cfg_reg.cfg_parent
+                    | cfg_reg.cfg_dup | cfg_reg.cfg_child | sticky.cfg_write)
+        # The same for the root alone (the decision's gate, _control): the root's id is
+        # registered with the checks, as the AC parameters' checks register it.
+        s.root_ok = Signal()
+        m.d.sync += [s.cfg_ok.eq(tree_ok), s.root_ok.eq(s.is_root & tree_ok)]
 
     # ---- The root's controls, registered -----------------------------------------------------
     def _control(self, m, s):
@@ -561,14 +564,21 @@ class BarrierUnit(wiring.Component):
             cfg_reg.c_zero.eq(is_root & in_ac_q & sub_q[1] & (c_q == 0)),
             cfg_reg.mode.eq(is_root & ((mode_q.as_value() == 3) | (in_ac_q & (sub_q == 0)))),
         ]
-        params_ok = ~(cfg_reg.m_range | cfg_reg.c_zero | cfg_reg.mode)
-        in_ac, sub = Signal(), Signal(2)
-        m.d.sync += [in_ac.eq(in_ac_q), sub.eq(sub_q)]
         # Which rules may release, one flop each: all done; the count; the time.
         s.can_all, s.can_count, s.can_time = Signal(), Signal(), Signal()
-        ac_ok = s.is_root & s.cfg_ok & in_ac & params_ok
-        # Their next values, which the decision made a cycle ahead reads (_count).
-        s.can_next = (s.is_root & s.cfg_ok, ac_ok & sub[0], ac_ok & sub[1])
+        # Their next values, which the decision made a cycle ahead reads (_count), from four
+        # flops each at most: the root with its tree checks passed (`root_ok`, loaded with
+        # cfg_ok), the AC rule's sub-mode bit (registered with the parameters' checks, so
+        # both still describe the same m, c and mode), and the checks of m and c.  The mode
+        # check needs no term: an AC sub-mode bit set is a valid mode and sub-mode.  Seven
+        # terms, the root's id among them straight from its port, were in front of the
+        # decision: the 8-node unit's path alone at seed 2 of 7286a74 (has_parent -> the
+        # terms -> decide, 5 levels, 5.23 ns).
+        in_ac_count, in_ac_time = Signal(), Signal()
+        m.d.sync += [in_ac_count.eq(in_ac_q & sub_q[0]), in_ac_time.eq(in_ac_q & sub_q[1])]
+        params_ok = ~(cfg_reg.m_range | cfg_reg.c_zero)
+        s.can_next = (s.root_ok, s.root_ok & in_ac_count & params_ok,
+                      s.root_ok & in_ac_time & params_ok)
         m.d.sync += [flag.eq(value) for flag, value in
                      zip((s.can_all, s.can_count, s.can_time), s.can_next)]
         # m − i (i = 0..4) and N − i (i = 0..2): the count flags compare `ones` with them.

@@ -1472,7 +1472,8 @@ class Engine(wiring.Component):
         arriving = data.View(packet_header_layout(), arriving)
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
             "stale", "data_bad", "ends_message", "src_ok", "slot_over",
-            "notice", "agg_out", "clear", "data", "data_at", "data_at_hi")})
+            "notice", "agg_out", "clear", "data", "data_src", "data_tag", "data_at",
+            "data_at_hi")})
         d_slot_end = Signal(33)         # addr + length of an aggregate packet
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
@@ -1528,12 +1529,15 @@ class Engine(wiring.Component):
                 (d.agg_out, ((h.kind == PacketKind.REPACK_OUT) & from_hub & ~h_last & ~empty
                              & (h.seq[8:16] < recv_tag_q) & (h.seq[8 + slot_bits:16] == 0))),
                 (d.clear, h.kind == PacketKind.CLEAR),
-                # A data packet of the receive, as two flags ANDed where they are read: as
+                # A data packet of the receive, as three flags ANDed where they are read: as
                 # one, its three compares (64 bits) and the kind's were the 64-bit engine's
                 # late pin alone at every seed of b0d651b and d5065bf (the header ->
-                # d_data, 5.08-5.68 ns).
-                (d.data, ((h.kind == PacketKind.DATA) & ~h_last & ~empty & (h.src == rx_peer)
-                          & (h.seq == rx_tag))),
+                # d_data, 5.08-5.68 ns); as two, the first (with the source's compare) was
+                # a late pin of the 256-bit core at two seeds of 7286a74 (the rx port's
+                # register -> d_data, 7 LUTs, 7.93 ns).
+                (d.data, (h.kind == PacketKind.DATA) & ~h_last & ~empty),
+                (d.data_src, h.src == rx_peer),
+                (d.data_tag, h.seq == rx_tag),
                 # The packet's offset is the bytes received so far, as two flags ANDed where
                 # they are read: one 32-bit compare and the choice of header behind it were
                 # the 256-bit engine's late pins at every seed of 5a1ddfb (the received
@@ -1614,8 +1618,8 @@ class Engine(wiring.Component):
         # front of these 64 enables.
         data_accept = Signal()
         m.d.comb += data_accept.eq(~self.clear & (p_state == P_DECIDE) & ~d.stale & d.data
-                                   & d.data_at & d.data_at_hi & rx_busy & ~cts_pending
-                                   & ~d.data_bad)
+                                   & d.data_src & d.data_tag & d.data_at & d.data_at_hi
+                                   & rx_busy & ~cts_pending & ~d.data_bad)
         with m.If(data_accept):
             m.d.sync += [rx_bytes.eq(d_after), rx_left.eq(d_left)]
         # A SEND notice's entry, offered in every cycle and written when the decision below
@@ -1689,7 +1693,8 @@ class Engine(wiring.Component):
                         with m.Else():
                             # Wait for the previous packet's bytes to be written.
                             m.d.comb += bump["packets_received"].eq(0)
-                    with m.Elif(d.data & d.data_at & d.data_at_hi & rx_busy & ~cts_pending):
+                    with m.Elif(d.data & d.data_src & d.data_tag & d.data_at & d.data_at_hi
+                                & rx_busy & ~cts_pending):
                         with m.If(d.data_bad):
                             m.d.comb += raise_error.length.eq(1)
                             m.d.sync += p_state.eq(P_DROP)

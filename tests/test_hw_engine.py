@@ -820,6 +820,49 @@ def test_protocol_error():
     simulate(image, main, seed=6)
 
 
+@pytest.mark.parametrize("sender, seq, expected", [
+    ("right", "right", set()), ("other node", "right", {"unexpected"}),
+    ("right", "another operation's", {"unexpected"})])
+def test_data_packet_from_another_sender_or_operation_is_unexpected(sender, seq, expected):
+    """A receive from node 0 with tag 9 (its clear-to-send dropped) and one DATA packet
+    injected that fills it: from node 0 with sequence 9 it is taken and written; from node
+    2, or with sequence 10, it belongs to no receive here: ``unexpected`` (the engine stops),
+    nothing written.
+    Each of the parser's flags (kind, source, sequence, offset) must hold for a packet to
+    land."""
+    width = 256
+    beat = width // 8
+    assert header_beats(width) == 1             # the injected header is one beat
+    image = random_image(random.Random("data-match"))
+    payload = bytes(range(100, 100 + beat))
+
+    def beat_of(data_bits, last):
+        return packet_beat_layout(width).const({
+            "data": data_bits, "keep": (1 << beat) - 1, "last": last, "dest": 0, "control": 0})
+
+    async def main(ctx, dut):
+        engine = dut.engine
+        ctx.set(dut.drop, 1)
+        cmd = command(recv=region(512, beat), tag=9)
+        assert await push(ctx, dut, cmd) == set()
+        await pulse(ctx, engine.go)
+        await ctx.tick().repeat(20)             # its clear-to-send sent, waiting for data
+        assert ctx.get(engine.busy) and errors(ctx, dut) == set()
+        header = packet_header_layout().const({
+            "kind": PacketKind.DATA, "code": 1, "src": 0 if sender == "right" else 2,
+            "dst": 0, "seq": 9 if seq == "right" else 10, "length": beat, "addr": 0})
+        await inject(ctx, dut, beat_of(header.as_value().value, 0))
+        await inject(ctx, dut, beat_of(int.from_bytes(payload, "little"), 1))
+        await ctx.tick().repeat(40)
+        assert errors(ctx, dut) == expected
+        written = memory(ctx, dut)[512:512 + beat]
+        assert written == (payload if not expected else image[512:512 + beat])
+        # Taken, the receive finishes; unexpected, the engine stops before it does.
+        assert not ctx.get(engine.busy) and ctx.get(engine.done) == (not expected)
+
+    simulate(image, main, seed=22, data_width=width)
+
+
 def refused_aggregate_packet(name, *, slot, length, recv_tag, expected):
     """An aggregate command waits (its registration held in the engine) and a REPACK_OUT
     packet from the hub (send_to) for ``slot``, ``length`` bytes with its whole payload, is
