@@ -45,6 +45,8 @@ whose product lies below 2^-125 (the subnormal range and the lowest normal binad
 share bfloat16's finest quantum 2^-133) gives the correctly rounded product in ml_dtypes 0.6.
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -246,22 +248,42 @@ class FloatMultiplier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fmt = self._fmt
-        e_bits, t_bits = fmt.exp_bits, fmt.man_bits
         p = fmt.precision
         groups = -(-p // _GROUP)
-        padded = groups * _GROUP            # significand padded at its low end
         group_index_bits = max(1, (groups - 1).bit_length())
-        lz_bits = _GROUP_BITS + group_index_bits
-        # Exponents in flight: biased, and after normalization of a subnormal operand as low
-        # as 1 - (p - 1) each; the exact product's as low as twice that minus the bias, as
-        # high as twice the largest biased exponent.  Three bits over the field width hold
-        # all of them with a sign.
-        exp_width = max(e_bits, lz_bits + 1) + 3
+        # The sizes the stages share.  Exponents in flight: biased, and after normalization
+        # of a subnormal operand as low as 1 - (p - 1) each; the exact product's as low as
+        # twice that minus the bias, as high as twice the largest biased exponent.  Three
+        # bits over the field width hold all of them with a sign.
+        k = SimpleNamespace(
+            fmt=fmt, e_bits=fmt.exp_bits, t_bits=fmt.man_bits, p=p, groups=groups,
+            padded=groups * _GROUP,         # significand padded at its low end
+            group_index_bits=group_index_bits,
+            exp_width=max(fmt.exp_bits, _GROUP_BITS + group_index_bits + 1) + 3,
+            shift_max=p + 2)
         pipe = _Pipeline()
 
         # 1. Inputs.
         s = pipe.stage({"a": self.a, "b": self.b})
+        s = self._normalize(pipe, k, s)
+        s, partial = self._partial_products(m, k, s)
+        flags = self._exponent_cases(pipe, k, s)
+        product, flags = self._sum_products(pipe, k, partial, flags)
+        s = self._shift_right(pipe, k, product, flags)
+        s = self._round(pipe, k, s)
+        assert pipe.depth == self.latency
 
+        m.d.comb += self.result.eq(s["result"])
+        with m.If(self.en):
+            m.d.sync += pipe.loads
+        return m
+
+    def _normalize(self, pipe, k, s):
+        """Stages 2 to 5: unpack both operands and bring each significand's leading one to
+        the top (a subnormal's), the exponent sum beside them."""
+        fmt, e_bits, t_bits, p = k.fmt, k.e_bits, k.t_bits, k.p
+        groups, padded, group_index_bits = k.groups, k.padded, k.group_index_bits
+        exp_width = k.exp_width
         # 2. Unpack (§3.4): biased exponent field E, trailing significand T.  E = 0 encodes
         # zero or a subnormal with exponent emin, the same as E = 1, and no implicit bit;
         # E all-ones encodes ∞ (T = 0) or NaN (T ≠ 0).
@@ -338,10 +360,14 @@ class FloatMultiplier(wiring.Component):
                 (s[f"coarse_{x}"] << k)[padded - p:padded] for k in range(_GROUP))[fine_shift]
         s = pipe.stage(values)
 
+        return s
+
+    def _partial_products(self, m, k, s):
+        """Stages 6 and 7 of the significands: one LimbProduct per pair of limbs."""
         # 6-7. Partial products, limb by limb, each narrow enough for one multiplier block,
         # with a register before and after the multiplication (inside the block on ECP5).
-        # Alongside, everything the later stages need from the exponent, computed now so that
-        # it waits in registers for the significand product.
+        # Alongside, everything the later stages need from the exponent (_exponent_cases),
+        # computed now so that it waits in registers for the significand product.
         limb_offsets = [sum(self._limbs[:i]) for i in range(len(self._limbs))]
         limbs = {x: [s[f"m_{x}"][offset:offset + width]
                      for offset, width in zip(limb_offsets, self._limbs)] for x in "ab"}
@@ -356,12 +382,18 @@ class FloatMultiplier(wiring.Component):
                     product.b.eq(limbs["b"][j]),
                     product.en.eq(self.en),
                 ]
+        return s, partial
+
+    def _exponent_cases(self, pipe, k, s):
+        """Stages 6 and 7 of the exponent, beside the partial products; returns the flags
+        that travel on with the product."""
+        fmt, e_bits = k.fmt, k.e_bits
         # Exponent E' of the product once its significand is in [1, 2): E' = e_product + t,
         # where t is the product's top bit (significand in [2, 4)), known only later; both
         # cases are prepared, comparisons and differences in stage 6, choices in stage 7.
         values = {key: s[key] for key in ("sign", "nan", "inf", "zero")}
         e_product = s["e_product"]
-        shift_max = p + 2
+        shift_max = k.shift_max
         shift_bits = shift_max.bit_length()
         values["normal"] = e_product >= 1
         # §7.4: E' ≥ all-ones overflows; rounding to nearest takes it to ∞.
@@ -385,7 +417,12 @@ class FloatMultiplier(wiring.Component):
         values["base_1"] = Mux(normal, s["e"], 0)
         values["underflow"] = ~normal
         values["shift"] = Mux(s["shift_saturated"], shift_max, Mux(normal, 0, s["shift"]))
-        flags = pipe.stage(values)
+        return pipe.stage(values)
+
+    def _sum_products(self, pipe, k, partial, flags):
+        """Stage 8: the partial products' adder tree, one level per stage."""
+        p = k.p
+        n = len(self._limbs)
         s = {f"pp_{i}_{j}": product.p for (i, j), product in partial.items()}
 
         # 8. Adder tree.  Product (i, j) has weight 2^(offset_i + offset_j); along one
@@ -423,6 +460,12 @@ class FloatMultiplier(wiring.Component):
         assert offset == 0
         product = product[:2 * p]
 
+        return product, flags
+
+    def _shift_right(self, pipe, k, product, flags):
+        """Stages 9 and 10: the product's significand, guard and sticky bits, shifted right
+        for the product's top bit or its underflow."""
+        p, shift_max = k.p, k.shift_max
         # 9. Coarse right shift.  The exact product's significand is `product` / 2^(2p - 2)
         # in [1, 4).  Result significand bits start at bit p - 1 + t (t: top bit), and at
         # bit p - 1 + shift for an underflowing product; the guard bit sits below, every bit
@@ -462,6 +505,11 @@ class FloatMultiplier(wiring.Component):
         values["sticky_fine"] = sticky_fine
         s = pipe.stage(values)
 
+        return s
+
+    def _round(self, pipe, k, s):
+        """Stages 11 and 12: round, pack, and the special results."""
+        fmt, e_bits, t_bits = k.fmt, k.e_bits, k.t_bits
         # 11. §4.3.1 roundTiesToEven: round up when above half an ulp, or at half an ulp with
         # an odd significand.  Packing adds the significand, implicit bit included, to the
         # exponent field less one: a rounding carry out of the trailing significand, or the
@@ -484,9 +532,4 @@ class FloatMultiplier(wiring.Component):
                          Mux(s["zero"], s["sign"] << (fmt.width - 1),
                              Cat(s["magnitude"], s["sign"]))))
         s = pipe.stage({"result": result})
-        assert pipe.depth == self.latency
-
-        m.d.comb += self.result.eq(s["result"])
-        with m.If(self.en):
-            m.d.sync += pipe.loads
-        return m
+        return s
