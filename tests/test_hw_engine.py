@@ -294,6 +294,13 @@ def clear_to_send(tag, width):
         "dest": 0, "control": 1})
 
 
+def data_beat(width, data_bits, last):
+    """A whole beat (every byte kept) of a data-class packet to node 0."""
+    return packet_beat_layout(width).const({
+        "data": data_bits, "keep": (1 << width // 8) - 1, "last": last, "dest": 0,
+        "control": 0})
+
+
 async def inject(ctx, dut, payload):
     """Offer ``payload`` on the loop's inject port until the engine takes it."""
     ctx.set(dut.inject, payload)
@@ -836,10 +843,6 @@ def test_data_packet_from_another_sender_or_operation_is_unexpected(sender, seq,
     image = random_image(random.Random("data-match"))
     payload = bytes(range(100, 100 + beat))
 
-    def beat_of(data_bits, last):
-        return packet_beat_layout(width).const({
-            "data": data_bits, "keep": (1 << beat) - 1, "last": last, "dest": 0, "control": 0})
-
     async def main(ctx, dut):
         engine = dut.engine
         ctx.set(dut.drop, 1)
@@ -851,8 +854,8 @@ def test_data_packet_from_another_sender_or_operation_is_unexpected(sender, seq,
         header = packet_header_layout().const({
             "kind": PacketKind.DATA, "code": 1, "src": 0 if sender == "right" else 2,
             "dst": 0, "seq": 9 if seq == "right" else 10, "length": beat, "addr": 0})
-        await inject(ctx, dut, beat_of(header.as_value().value, 0))
-        await inject(ctx, dut, beat_of(int.from_bytes(payload, "little"), 1))
+        await inject(ctx, dut, data_beat(width, header.as_value().value, 0))
+        await inject(ctx, dut, data_beat(width, int.from_bytes(payload, "little"), 1))
         await ctx.tick().repeat(40)
         assert errors(ctx, dut) == expected
         written = memory(ctx, dut)[512:512 + beat]
@@ -873,10 +876,6 @@ def refused_aggregate_packet(name, *, slot, length, recv_tag, expected):
     assert header_beats(width) == 1             # the injected header is one beat
     image = random_image(random.Random(name))
 
-    def beat_of(data_bits, last):
-        return packet_beat_layout(width).const({
-            "data": data_bits, "keep": (1 << beat) - 1, "last": last, "dest": 0, "control": 0})
-
     async def main(ctx, dut):
         engine = dut.engine
         ctx.set(dut.hold, 1)
@@ -890,11 +889,11 @@ def refused_aggregate_packet(name, *, slot, length, recv_tag, expected):
         header = packet_header_layout().const({
             "kind": PacketKind.REPACK_OUT, "src": 0, "dst": 0, "seq": slot << 8,
             "length": length, "addr": 0})
-        await inject(ctx, dut, beat_of(header.as_value().value, 0))
+        await inject(ctx, dut, data_beat(width, header.as_value().value, 0))
         beats = length // beat
         for k in range(beats):
-            await inject(ctx, dut, beat_of(int.from_bytes(bytes(range(k, k + beat)), "little"),
-                                           k == beats - 1))
+            await inject(ctx, dut, data_beat(width, int.from_bytes(bytes(range(k, k + beat)),
+                                                                   "little"), k == beats - 1))
         await wait_stopped(ctx, dut)
         assert errors(ctx, dut) == expected
         assert memory(ctx, dut) == image
