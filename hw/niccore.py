@@ -407,18 +407,23 @@ class NicCore(wiring.Component):
             return getattr(csr, CSRSlave.port_name("engine", register, field))
 
         words = Cat(*(reg(f"CMD{k}", "bits") for k in range(COMMAND_WORDS)))
-        m.d.comb += [
+        # Every register field the engine reads passes a register at its boundary, all of
+        # them together, so the engine sees the register file as it stood a cycle before
+        # (a write and what it acts on never part).  CONTROL.clear resets most of the
+        # engine: from the register file's own flop, its route to the ALU's write enables
+        # was the 256-bit core's routed path at seeds 1 and 2 of d5c4b8b (CONTROL.clear ->
+        # two LUTs -> res_en's reset, 8.23-8.34 ns, 7.6 of it routing).
+        m.d.sync += [
             engine.cmd.eq(words[:COMMAND_LAYOUT.size]),
             engine.push.eq(reg("CONTROL", "push")),
             engine.go.eq(reg("CONTROL", "go")),
             engine.arm.eq(reg("CONTROL", "arm")),
             engine.clear.eq(reg("CONTROL", "clear")),
             engine.start_at.eq(reg("START_AT", "cycle")),
-            engine.now.eq(cycles),
-            engine.node_id.eq(node_id),
             engine.op.eq(reg("REDUCTION", "op")),
             engine.dtype.eq(reg("REDUCTION", "dtype")),
         ]
+        m.d.comb += [engine.now.eq(cycles), engine.node_id.eq(node_id)]
         wiring.connect(m, engine.send_rd, devmem.send_rd)
         wiring.connect(m, engine.local_rd, devmem.local_rd)
         wiring.connect(m, engine.wr, devmem.engine_wr)

@@ -476,33 +476,47 @@ class RepackUnit(wiring.Component):
     def _config_input(self, m, B, G):
         """The configuration's way in; returns the stream the idle state takes, with each
         configuration's checks beside it."""
-        # Two register slices on cfg (ready from a flop): a plain one at the boundary, then
-        # one holding with each configuration its checks, made from the first's flops, so
-        # the idle state's decision on it reads flops.  The checks made from the port itself
+        # Two register slices on cfg (ready from a flop): one at the boundary, then one
+        # holding with each configuration its checks, made from the first's flops, so the
+        # idle state's decision on it reads flops.  The checks made from the port itself
         # were the 256-bit core's latest pins at two seeds of 7286a74 (the hub's cfg register
-        # -> 3.0 ns of wire -> too_big's 16-bit compare, 8.15 ns); the plain slice costs one
+        # -> 3.0 ns of wire -> too_big's 16-bit compare, 8.15 ns); the first slice costs one
         # cycle per sub-matrix.
-        m.submodules.cfg_port = cfg_port = SkidBuffer(unit_config_layout(G))
-        m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({
-            "cfg": unit_config_layout(G), "bad": 1, "too_big": 1, "src_on": G}))
-        wiring.connect(m, wiring.flipped(self.cfg), cfg_port.i)
-        p_in = cfg_port.o.payload
         # Too big: total_bytes + dh * (B - 1) > capacity, i.e. total_bytes > capacity -
         # dh * (B - 1).  The right side depends on dh alone, and only dh in 1 .. G matters
         # (`bad` takes precedence), so it is a constant chosen by dh's low bits: one compare,
         # not an addition before it (the 64-bit unit's critical path, two carry chains).
+        # The constant is chosen as the configuration enters the first slice (one LUT per
+        # bit from dh), so the compare behind it starts at flops: with the choice in front
+        # of it, it was 7 levels and the 256-bit core's late pin at seeds 2 and 3 of d5c4b8b
+        # (cfg_port -> too_big, 8.10 ns).
         dh_bits = G.bit_length()
         limits = [self._capacity - d * (B - 1) for d in range(1 << dh_bits)]
-        limit = Array(Const(max(x, 0), 33) for x in limits)[p_in.dh[:dh_bits]]
-        over_always = Const(sum(1 << d for d, x in enumerate(limits) if x < 0),
-                            len(limits)).bit_select(p_in.dh[:dh_bits], 1)
+        m.submodules.cfg_port = cfg_port = SkidBuffer(data.StructLayout({
+            "cfg": unit_config_layout(G), "limit": self._capacity.bit_length(),
+            "over_always": 1}))
+        m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({
+            "cfg": unit_config_layout(G), "bad": 1, "too_big": 1, "src_on": G}))
+        dh_in = self.cfg.payload.dh[:dh_bits]
+        m.d.comb += [
+            cfg_port.i.valid.eq(self.cfg.valid),
+            self.cfg.ready.eq(cfg_port.i.ready),
+            cfg_port.i.payload.cfg.eq(self.cfg.payload),
+            cfg_port.i.payload.limit.eq(Array(Const(max(x, 0)) for x in limits)[dh_in]),
+            cfg_port.i.payload.over_always.eq(
+                Const(sum(1 << d for d, x in enumerate(limits) if x < 0),
+                      len(limits)).bit_select(dh_in, 1)),
+        ]
+        p_in = cfg_port.o.payload.cfg
         m.d.comb += [
             cfg_slice.i.valid.eq(cfg_port.o.valid),
             cfg_port.o.ready.eq(cfg_slice.i.ready),
             cfg_slice.i.payload.cfg.eq(p_in),
             cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
                                        | (p_in.dv > G) | (p_in.timeout == 0)),
-            cfg_slice.i.payload.too_big.eq(over_always | _greater(p_in.total_bytes, limit, 16)),
+            cfg_slice.i.payload.too_big.eq(cfg_port.o.payload.over_always
+                                           | _greater(p_in.total_bytes,
+                                                      cfg_port.o.payload.limit, 16)),
             # The entries of S in use (k < dh), decoded here: the input stage reads them for
             # the configuration being taken, and a compare there was on the 64-bit core's
             # critical path.
