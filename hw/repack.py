@@ -52,7 +52,7 @@ from ._builder import OneHotStates, carry_save_sum, share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
 from .memattrs import COLLISIONS_DONT_CARE
-from .skid import SkidBuffer
+from .skid import OneEntrySlice, SkidBuffer
 
 
 __all__ = [
@@ -481,7 +481,9 @@ class RepackUnit(wiring.Component):
         # idle state's decision on it reads flops.  The checks made from the port itself
         # were the 256-bit core's latest pins at two seeds of 7286a74 (the hub's cfg register
         # -> 3.0 ns of wire -> too_big's 16-bit compare, 8.15 ns); the first slice costs one
-        # cycle per sub-matrix.
+        # cycle per sub-matrix.  It has one entry (a configuration every other cycle at
+        # most, where one per sub-matrix comes): as a SkidBuffer its second entry was ~390
+        # flops that never helped.
         # Too big: total_bytes + dh * (B - 1) > capacity, i.e. total_bytes > capacity -
         # dh * (B - 1).  The right side depends on dh alone, and only dh in 1 .. G matters
         # (`bad` takes precedence), so it is a constant chosen by dh's low bits: one compare,
@@ -492,7 +494,7 @@ class RepackUnit(wiring.Component):
         # (cfg_port -> too_big, 8.10 ns).
         dh_bits = G.bit_length()
         limits = [self._capacity - d * (B - 1) for d in range(1 << dh_bits)]
-        m.submodules.cfg_port = cfg_port = SkidBuffer(data.StructLayout({
+        m.submodules.cfg_port = cfg_port = OneEntrySlice(data.StructLayout({
             "cfg": unit_config_layout(G), "limit": self._capacity.bit_length(),
             "over_always": 1}))
         m.submodules.cfg_slice = cfg_slice = SkidBuffer(data.StructLayout({

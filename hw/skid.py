@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["SkidBuffer", "CheckedRing"]
+__all__ = ["SkidBuffer", "CheckedRing", "OneEntrySlice"]
 
 
 def _check_checks(component, checks):
@@ -229,4 +229,42 @@ class CheckedRing(wiring.Component):
                 with m.Else():
                     m.d.sync += flags[k].eq(self.block_entry[k])
         _ring_pointers(m, self.i, self.o, wr_ptr, self.head, full)
+        return m
+
+
+class OneEntrySlice(wiring.Component):
+    """Register slice with a single entry, for a stream that never needs full rate.
+
+    Valid, payload and ready all come from flops, as through :class:`SkidBuffer`, at half
+    its flops: the entry takes a transfer only while empty (``i.ready`` is ``~o.valid``),
+    so at most one transfer moves every two cycles.  For wide, rare payloads (a
+    configuration) where a second entry would be hundreds of flops that never help.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        The payload.
+
+    Members
+    -------
+    i : ``In(stream.Signature(shape))``
+    o : ``Out(stream.Signature(shape))``
+    """
+
+    def __init__(self, shape):
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # No reset on the payload (see SkidBuffer); its enable is the valid flop alone.
+        payload = Signal(self._shape, reset_less=True)
+        m.d.comb += [self.i.ready.eq(~self.o.valid), self.o.payload.eq(payload)]
+        with m.If(~self.o.valid):
+            m.d.sync += [payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
         return m
