@@ -1,7 +1,7 @@
 """nicoll gateware: Amaranth components of the NIC core and of a simulated cluster.
 
-The register map source (``regmap/nicoll.rdl``) lives here too; :mod:`nicoll.regmap` compiles
-it and :mod:`nicoll._regmap` holds the generated map the gateware reads.
+The register map source (``regmap/nicoll.rdl``) lives here too; :mod:`nicoll.hw.regmap` compiles
+it and :mod:`nicoll.hw.regmap.generated` holds the generated map the gateware reads.
 """
 
 from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature

@@ -63,7 +63,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
-from ..tree import BarrierTree
+from .tree import BarrierTree
 from .packet import DEST_WIDTH
 
 
@@ -1288,13 +1288,13 @@ class BarrierUnit(wiring.Component):
 
 
 # ---- Host-side tree description ------------------------------------------------------------
-# The tree itself (shapes, the checks that it is one tree, routes) is nicoll.tree.BarrierTree,
+# The tree itself (shapes, the checks that it is one tree, routes) is nicoll.hw.tree.BarrierTree,
 # shared with the driver; this only turns it into what each unit's ports take.
 
 def tree_tables(tree, max_children):
     """What the host writes into each unit for ``tree``: one dict per node.
 
-    ``tree`` is a :class:`nicoll.tree.BarrierTree` (``BarrierTree.binary(n)`` is the default
+    ``tree`` is a :class:`nicoll.hw.tree.BarrierTree` (``BarrierTree.binary(n)`` is the default
     shape; ``kary``, ``chain`` or any parent list) or a parent list, checked by it.  Each
     dict holds ``parent`` (id or None), ``children`` (ids in slot order), ``routes``
     ({id: slot + 1} for every id below the node: the route table's entries) and ``depth``.

@@ -9,7 +9,7 @@ cycle counter (``now``, every unit's time base), and a notice network:
   its head is delivered to the unit whose *index* equals the notice's ``dst``, if the sender
   has a link to it.  With ``links=None`` every unit has a link to every other one (a full
   crossbar, so one build runs any tree of up to ``units`` nodes); with a
-  :class:`~nicoll.tree.BarrierTree` only its parent–child pairs are linked, in both
+  :class:`~nicoll.hw.tree.BarrierTree` only its parent–child pairs are linked, in both
   directions, which keeps a big tree small.  A notice for no linked unit is dropped and
   counted in ``misrouted``.  A notice offered on ``tx`` in cycle u is taken by the receiver's
   ``rx`` at the end of cycle u + L when nothing holds it up.
@@ -60,7 +60,7 @@ from amaranth.hdl import (
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..tree import BarrierTree
+from .tree import BarrierTree
 from .barrier import (
     AcSubMode, BarrierMode, BarrierUnit, ERROR_LAYOUT, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT,
     NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,

@@ -2,10 +2,10 @@
 #      A3.3 (channel handshakes and their dependencies); A3.4.4 (RRESP/BRESP encoding).
 """AXI4-Lite control/status register slave, generated from the register map.
 
-:class:`CSRSlave` walks a :class:`nicoll.regmap.RegisterMap` when it is built and elaborated:
+:class:`CSRSlave` walks a :class:`nicoll.hw.regmap.RegisterMap` when it is built and elaborated:
 the address decoder, the reset values, the storage of software-writable fields and the ports
 of hardware-driven fields all come from the map, so no register offset appears here.  The
-access rules are those written in :mod:`nicoll.regmap`.
+access rules are those written in :mod:`nicoll.hw.regmap`.
 
 Fields become, according to their access properties:
 
@@ -24,8 +24,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from ..regmap import BusResponse, RegisterMap
-from .._regmap import REGMAP
+from .regmap import BusResponse, RegisterMap
+from .regmap.generated import REGMAP
 from .axi import AXI4LiteSignature
 from .skid import SkidBuffer
 
@@ -33,7 +33,7 @@ from .skid import SkidBuffer
 __all__ = ["CSRSlave"]
 
 
-# The bus is 32 bits wide (nicoll.regmap): bits [1:0] of an address select a byte in a word.
+# The bus is 32 bits wide (nicoll.hw.regmap): bits [1:0] of an address select a byte in a word.
 _WORD_BYTES = 4
 
 
@@ -69,8 +69,8 @@ class CSRSlave(wiring.Component):
 
     Parameters
     ----------
-    regmap : :class:`nicoll.regmap.RegisterMap`
-        The register map to implement; the generated ``nicoll._regmap.REGMAP`` by default.
+    regmap : :class:`nicoll.hw.regmap.RegisterMap`
+        The register map to implement; the generated ``nicoll.hw.regmap.generated.REGMAP`` by default.
     addr_width : int
         Width of the bus byte address, at least ``regmap.addr_width`` and at most 32.  Address
         bits above the map still decode: an address beyond the map is unmapped.

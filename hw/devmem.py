@@ -41,7 +41,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
-from ..regmap import BusResponse
+from .regmap import BusResponse
 from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
 from .memattrs import COLLISIONS_DONT_CARE
 from .skid import SkidBuffer

@@ -47,7 +47,6 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..actions import Action
 from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
                          chunk_layout, region_checks, region_checks_layout)
 from .deadline import Deadline
@@ -62,13 +61,19 @@ __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DE
            "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
 
 
-class StepAction(enum.Enum, shape=2):
-    """What a command does with the bytes it receives (the values of
-    :class:`nicoll.schedule.Action`)."""
-    COPY = Action.COPY.value
-    REDUCE_LOCAL_FIRST = Action.REDUCE_LOCAL_FIRST.value
-    REDUCE_RECEIVED_FIRST = Action.REDUCE_RECEIVED_FIRST.value
+class StepAction(enum.IntEnum, shape=2):
+    """What a step command does with the bytes it receives: one enum for the schedules
+    (:class:`nicoll.schedule.Step`), the device model and the command word."""
+    #: Store them in the receive region.
+    COPY = 0
+    #: Store ``local ∘ received`` (the local bytes are the left operand).
+    REDUCE_LOCAL_FIRST = 1
+    #: Store ``received ∘ local``.
+    REDUCE_RECEIVED_FIRST = 2
 
+    @property
+    def reduces(self):
+        return self is not StepAction.COPY
 
 
 #: One step command, as the host packs it into CMD0 .. CMD10 (bit 32k of the layout is bit 0
@@ -388,7 +393,7 @@ class Engine(wiring.Component):
             | (cmd.recv.stride == 0) | (cmd.recv.run != 0))
         peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
                     | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
-        command_bad = ((cmd.action.as_value() == 3)
+        command_bad = ((cmd.action == 3)
                        | (cmd.barrier & (cmd.has_send | cmd.has_recv))
                        | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
                        | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)

@@ -260,7 +260,7 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
                         widelut=True, count=20):
     """Run yosys alone on ``component_factory()`` in the synthesis harness of
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
-    from nicoll.sim.toolchain import tool_env
+    from .toolchain import tool_env
     from .synth import (SynthesisError, _check_board, _log_tail, _harness_platform,
                         _yosys_overrides, extract_plan)
 

@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .._regmap import REGMAP
+from .regmap.generated import REGMAP
 from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
 from .barrier import ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
@@ -114,7 +114,7 @@ class NicCore(wiring.Component):
     Members
     -------
     s_axil : ``In(AXI4LiteSignature(16))``
-        Register bus (the map of :mod:`nicoll._regmap`).
+        Register bus (the map of :mod:`nicoll.hw.regmap.generated`).
     s_axi : ``In(AXI4Signature(addr_width=32, data_width=data_width, id_width=8))``
         Host port to the device memory, at byte address 0.
     net_tx : ``Out(packet_stream(data_width))``

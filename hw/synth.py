@@ -692,7 +692,7 @@ def _check_synthesize_args(component_factory, name, board, build_dir, seed, prog
         raise ValueError(f"Design name must consist of letters, digits and '_', not {name!r}")
     board_info = _check_board(board)
     if build_dir is None:
-        from nicoll.sim.toolchain import build_root
+        from .toolchain import build_root
         build_dir = build_root() / "synth" / name
     elif not isinstance(build_dir, (str, os.PathLike)):
         raise TypeError(f"Build directory must be a path, not {build_dir!r}")
@@ -849,7 +849,7 @@ def _run_plan(plan, name, build_dir, files, report):
     the exception that stopped them, or None."""
     import subprocess
     import sys
-    from nicoll.sim.toolchain import tool_env
+    from .toolchain import tool_env
     outcome = {}
     # Stage messages from the worker, passed on by the calling thread.
     messages = []

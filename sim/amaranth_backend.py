@@ -19,7 +19,7 @@ from nicoll.errors import NicollError
 
 from . import axi_model
 from .session import SimCluster, bytes_from_rows, reply_budget, rows_for_load
-from .toolchain import build_root
+from nicoll.hw.toolchain import build_root
 
 __all__ = ["AmaranthCluster", "CLOCK_PERIOD"]
 

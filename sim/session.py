@@ -11,7 +11,7 @@ import abc
 import os
 
 from nicoll.errors import NicollError
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.transport import Transport
 
 __all__ = ["SimCluster", "SimTransport", "OPS", "reply_budget", "split_strobe", "rows_for_load",

@@ -38,7 +38,7 @@ from nicoll.errors import NicollError
 from nicoll.hw.cluster import CORE_MODULE, PLAIN_CORE_MODULE
 
 from .session import SimCluster, reply_budget
-from .toolchain import apply_tool_env, build_root, object_cache, tool_env
+from nicoll.hw.toolchain import apply_tool_env, build_root, object_cache, tool_env
 
 __all__ = ["VerilatorCluster", "build_cluster", "build_design", "run_bench", "source_digest",
            "sim_threads", "cluster_make_options",

@@ -19,7 +19,7 @@ application keeps; the unit carries it unchanged to every node it aborts.
 
 from dataclasses import dataclass
 
-from ._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from .errors import NicollError
 
 __all__ = ["BarrierDriver", "BarrierStatus", "MODES", "SUB_MODES", "ERROR_NAMES"]

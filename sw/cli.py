@@ -120,7 +120,7 @@ def _demo(args):
 
 
 def _regmap(args):
-    from .regmap import RDL_PATH, compile_rdl, emit_cheader, emit_markdown, emit_python, \
+    from nicoll.hw.regmap import RDL_PATH, compile_rdl, emit_cheader, emit_markdown, emit_python, \
         generated_outputs, stale_outputs
     if args.write or args.check:
         stale = stale_outputs(_REPO_ROOT)
@@ -159,7 +159,7 @@ def _pairs(text):
 
 def _synth(args):
     from nicoll.hw.synth import SynthesisError, synthesize
-    from nicoll.sim.toolchain import apply_tool_env, build_root
+    from nicoll.hw.toolchain import apply_tool_env, build_root
     from nicoll.hw.alu import all_capabilities
     apply_tool_env()
     console = _console()

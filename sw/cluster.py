@@ -22,7 +22,7 @@ from .config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
 from .device import Device
 from .engine import ERROR_NAMES, error_text
 from .errors import NicollError
-from .tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 __all__ = ["Cluster", "BarrierResult", "CallStats", "AggregatePlan", "ActivityTrace", "TRACE_LANES"]
 
@@ -292,7 +292,7 @@ class Cluster:
     def configure_barrier(self, tree=None):
         """Program the barrier tree into every node and start a region at barrier 0.
 
-        :param tree: a :class:`~nicoll.tree.BarrierTree`, a parent list (``None`` for the
+        :param tree: a :class:`~nicoll.hw.tree.BarrierTree`, a parent list (``None`` for the
             root), or None for the binary tree rooted at rank 0.
         :raises NicollError: not a tree, the wrong number of ranks, more children than the
             build's slots, or a configuration a unit reports wrong.
@@ -315,7 +315,7 @@ class Cluster:
 
     @property
     def barrier_tree(self):
-        """The :class:`~nicoll.tree.BarrierTree` in use (None until the first barrier)."""
+        """The :class:`~nicoll.hw.tree.BarrierTree` in use (None until the first barrier)."""
         return self._tree
 
     def barrier(self, arrive=None, mode="normal", m=None, c=None, estimate=None):

@@ -7,12 +7,12 @@ the register map, ``hw/regmap/nicoll.rdl``).  It then reads the build parameters
 
 import numpy as np
 
-from ._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from .aggregate import RepackDriver
 from .barrier import BarrierDriver
 from .engine import EngineDriver
 from .errors import NicollError
-from .regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from .regs import Registers
 
 __all__ = ["Device", "tag_text"]

@@ -37,7 +37,7 @@ from amaranth.lib import data
 
 from nicoll.hw.engine import COMMAND_LAYOUT, COMMAND_WORDS
 
-from ._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from .errors import NicollError
 from .ops import check_op_dtype, numpy_dtype
 from .schedule import Schedule, Step

@@ -1,11 +1,10 @@
-"""The one exception type the driver raises for bad input and device-side errors."""
+"""The one exception type the driver raises for bad input and device-side errors.
+
+Defined in :mod:`nicoll.hw.errors`, beside the gateware, because the checks of structures the
+driver and the gateware share (barrier trees, :mod:`nicoll.hw.tree`) raise it too, and the
+gateware imports nothing from the driver.
+"""
+
+from nicoll.hw.errors import NicollError
 
 __all__ = ["NicollError"]
-
-
-class NicollError(ValueError):
-    """Bad input to the driver, or an error the device reported.
-
-    A ``ValueError`` so that callers validating arguments can catch it the usual way; the
-    message names the problem and, where there is a fixed set, the allowed values.
-    """

@@ -14,10 +14,10 @@ inside the core (the engine signalling done to the barrier unit), :meth:`~ModelN
 and :meth:`~ModelNode.strobe`.
 """
 
-from ._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from .barrier_model import BarrierNetworkModel, ModelClock
 from .engine_model import EngineNetworkModel
-from .regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from .transport import Transport
 
 __all__ = ["ModelNode", "REGISTER_ACCESS_CYCLES"]

@@ -1,6 +1,6 @@
 """Register access layer: named blocks, registers and fields over a transport.
 
-Built from the generated register map (``nicoll._regmap.REGMAP``, itself generated from
+Built from the generated register map (``nicoll.hw.regmap.generated.REGMAP``, itself generated from
 ``hw/regmap/nicoll.rdl``), so no offset is written here::
 
     regs = Registers(transport)
@@ -14,9 +14,9 @@ Register and field names are matched case-insensitively.  A bus error becomes a
 :class:`~nicoll.NicollError` naming the register, its address and the response.
 """
 
-from ._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from .errors import NicollError
-from .regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 
 __all__ = ["Registers", "BlockRegisters", "RegisterHandle", "FieldHandle"]
 

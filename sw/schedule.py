@@ -18,8 +18,8 @@ send-receive pair, either half optional:
   local buffer) to rank ``send_to`` as the message tagged ``send_tag``;
 - ``recv_from`` / ``recv`` / ``recv_tag``: receive the message tagged ``recv_tag`` from rank
   ``recv_from`` into the bytes of ``recv``; ``action`` says what happens to it:
-  :attr:`Action.COPY` stores it, :attr:`Action.REDUCE_LOCAL_FIRST` stores ``local ∘ received``
-  and :attr:`Action.REDUCE_RECEIVED_FIRST` stores ``received ∘ local`` (``∘`` is the
+  :attr:`StepAction.COPY` stores it, :attr:`StepAction.REDUCE_LOCAL_FIRST` stores ``local ∘ received``
+  and :attr:`StepAction.REDUCE_RECEIVED_FIRST` stores ``received ∘ local`` (``∘`` is the
   collective's op; the operand order is part of the format because float results, NaN
   payloads and signed zeros depend on it);
 - ``segments``: both halves are cut into this many pieces at element boundaries (the sizes
@@ -62,12 +62,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .actions import Action
+from nicoll.hw.engine import StepAction
 from .errors import NicollError
 from .ops import check_op_dtype, numpy_dtype, resolve_dtype
 
 __all__ = [
-    "Action", "Region", "Step", "Piece", "Schedule", "Plan",
+    "StepAction", "Region", "Step", "Piece", "Schedule", "Plan",
     "REDUCTION_ALGORITHMS", "ALLTOALL_ALGORITHMS", "TREE_SHAPES",
     "DEFAULT_SLICES", "DEFAULT_SEGMENTS", "DEFAULT_PRT_SLICES",
     "allreduce", "reduce", "reduce_scatter", "allgather", "alltoall", "alltoallv",
@@ -176,7 +176,7 @@ class Step:
     recv: Region | None = None
     recv_tag: int = 0
     recv_reversed: bool = False
-    action: Action = Action.COPY
+    action: StepAction = StepAction.COPY
     segments: int = 1
     fence: bool = False
     barrier: bool = False
@@ -194,13 +194,13 @@ class Step:
             object.__setattr__(self, f"{half}_tag",
                                _integer(f"{half}_tag", getattr(self, f"{half}_tag"), 0))
             _flag(f"{half}_reversed", getattr(self, f"{half}_reversed"))
-        if isinstance(self.action, str) and self.action.upper() in Action.__members__:
-            object.__setattr__(self, "action", Action[self.action.upper()])
-        elif isinstance(self.action, (int, np.integer)) and self.action in set(Action):
-            object.__setattr__(self, "action", Action(self.action))
+        if isinstance(self.action, str) and self.action.upper() in StepAction.__members__:
+            object.__setattr__(self, "action", StepAction[self.action.upper()])
+        elif isinstance(self.action, (int, np.integer)) and self.action in set(StepAction):
+            object.__setattr__(self, "action", StepAction(self.action))
         else:
             raise NicollError(f"a step's action must be one of "
-                              f"{', '.join(a.name for a in Action)}, not {self.action!r}")
+                              f"{', '.join(a.name for a in StepAction)}, not {self.action!r}")
         if self.recv is None and self.action.reduces:
             raise NicollError(f"a step that receives nothing cannot {self.action.name}")
         object.__setattr__(self, "segments", _integer("segments", self.segments, 1))
@@ -466,7 +466,7 @@ class _Builder:
             return None
         return Region(first * self.itemsize, count * self.itemsize)
 
-    def transfer(self, src, dst, send, recv=None, action=Action.COPY):
+    def transfer(self, src, dst, send, recv=None, action=StepAction.COPY):
         """A message (None when it would carry no bytes); ``recv`` defaults to ``send``."""
         if send is None:
             return None
@@ -708,7 +708,7 @@ def tree_children(nodes, shape="binary", root=None):
                 children[(v + root) % nodes].append((c + root) % nodes)
                 parent[(c + root) % nodes] = (v + root) % nodes
         return children, parent, root
-    from .tree import BarrierTree   # the same checks as barrier trees: one root, no cycle
+    from nicoll.hw.tree import BarrierTree   # the same checks as barrier trees: one root, no cycle
     if isinstance(shape, (bytes, dict)) or not hasattr(shape, "__len__"):
         raise NicollError(f"a tree shape is a name ({', '.join(TREE_SHAPES)}) or a list of "
                           f"parents, not {shape!r}")
@@ -790,9 +790,9 @@ class _Halving:
                 # Both operand orders make (lower ranks' part) ∘ (higher ranks' part), so the
                 # partners compute the same bits and N = 2^k gives the pairwise tree.
                 to_high = self.b.transfer(low, high, self.region((mid, hi)),
-                                          action=Action.REDUCE_RECEIVED_FIRST)
+                                          action=StepAction.REDUCE_RECEIVED_FIRST)
                 to_low = self.b.transfer(high, low, self.region((lo, mid)),
-                                         action=Action.REDUCE_LOCAL_FIRST)
+                                         action=StepAction.REDUCE_LOCAL_FIRST)
                 self.b.exchange(low, high, to_high, to_low, slices[i])
 
     def allgather_descending(self, segments):
@@ -825,7 +825,7 @@ class _Halving:
                     self.b.step(q ^ mask, inc=transfer, segments=segments)
 
 
-def _fold_in(builder, p, nodes, send_region, segments, action=Action.REDUCE_LOCAL_FIRST,
+def _fold_in(builder, p, nodes, send_region, segments, action=StepAction.REDUCE_LOCAL_FIRST,
              recv_region=None):
     # Ranks p .. N-1 hand their data to rank - p before the power-of-two part starts
     # (seed 000: "unpaired ranks ... fold in first").
@@ -933,7 +933,7 @@ def _compile_halving(b, collective, nodes, count, chunks, chunk_at, root, slices
         order = [c for q in range(p) for c in ((q, q + p) if q + p < nodes else (q,))]
         _place(chunk_at, chunks, order)
         _fold_in(b, p, nodes, lambda extra: b.region(chunk_at[extra], chunks[extra]), segments,
-                 action=Action.COPY)
+                 action=StepAction.COPY)
         # Recursive doubling, seed 000's collection order: distance 1, 2, 4, ...
         leaf_at = [chunk_at[q] for q in range(p)] + [count]
         for i in range(levels):
@@ -996,7 +996,7 @@ def _compile_ring(b, collective, nodes, chunks, chunk_at, root, segments):
         # data in; chunk c starts at rank c+1 and is complete at rank c.
         for k in range(nodes - 1):
             moves = [b.transfer(r, (r + 1) % nodes, chunk(r - k - 1),
-                                action=Action.REDUCE_RECEIVED_FIRST) for r in range(nodes)]
+                                action=StepAction.REDUCE_RECEIVED_FIRST) for r in range(nodes)]
             for r in range(nodes):
                 b.step(r, out=moves[r], inc=moves[r - 1], segments=segments)
     if collective in ("allreduce", "allgather"):
@@ -1055,7 +1055,7 @@ def _compile_tree(b, collective, nodes, count, chunks, chunk_at, children, paren
 def _tree_reduce(b, nodes, children, parent, whole, segments):
     # Ref: seed 002, §3: receive from every predecessor in time-step order, combine, then
     # send to the successor.
-    up = {v: b.transfer(v, parent[v], whole, action=Action.REDUCE_LOCAL_FIRST)
+    up = {v: b.transfer(v, parent[v], whole, action=StepAction.REDUCE_LOCAL_FIRST)
           for v in range(nodes) if parent[v] is not None}
     for v in range(nodes):
         for child in children[v]:
@@ -1106,7 +1106,7 @@ def _prt_reduce(b, nodes, children, parent, count, slices):
     # slice i+1.  Here the send of slice i-1 rides on the step that receives slice i from
     # the last child.
     parts = _slice_regions(b, count, slices)
-    up = {v: [b.transfer(v, parent[v], part, action=Action.REDUCE_LOCAL_FIRST) for part in parts]
+    up = {v: [b.transfer(v, parent[v], part, action=StepAction.REDUCE_LOCAL_FIRST) for part in parts]
           for v in range(nodes) if parent[v] is not None}
     for v in range(nodes):
         kids, has_parent = children[v], parent[v] is not None

@@ -47,7 +47,7 @@ import numpy as np
 from . import schedule as _schedule
 from .errors import NicollError
 from .ops import combine, resolve_op
-from .schedule import Action, Plan, Schedule, time_segments
+from .schedule import StepAction, Plan, Schedule, time_segments
 
 __all__ = ["CostModel", "RankStats", "Stats", "Outcome", "execute", "run", "allreduce", "reduce",
            "reduce_scatter", "allgather", "alltoall", "alltoallv", "figures"]
@@ -310,7 +310,7 @@ def _try_finish(rank, op, dtype, cost):
             if rank.buffer is not None:
                 local = rank.read(recv[2]).view(dtype)
                 received = rank.staged.view(dtype)
-                if step.action is Action.REDUCE_LOCAL_FIRST:
+                if step.action is StepAction.REDUCE_LOCAL_FIRST:
                     result = combine(op, local, received)
                 else:
                     result = combine(op, received, local)

@@ -9,7 +9,7 @@ everything above it is the same code on every backend.
 
 import abc
 
-from .regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 
 __all__ = ["Transport", "BusResponse"]
 

@@ -16,7 +16,7 @@ import pytest
 
 import nicoll
 from nicoll import NicollError
-from nicoll.tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 from conftest import NODES, cluster_kwargs
 

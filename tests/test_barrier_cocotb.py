@@ -31,7 +31,7 @@ import pytest
 from nicoll.hw.barrier_tree import TOPLEVEL, barrier_tree_verilog
 from nicoll.sim.benches.barrier import parse_tree
 from nicoll.sim.verilator_backend import build_design, run_bench
-from nicoll.tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 pytestmark = pytest.mark.verilator
 

@@ -2,7 +2,7 @@
 
 Each test takes the ``cluster`` fixture, parametrized over the three backends; the same
 Device / register-layer / transport calls run on each.  Register semantics are those stated
-in nicoll.regmap's docstring.
+in nicoll.hw.regmap's docstring.
 """
 
 import random
@@ -11,9 +11,9 @@ import pytest
 
 import nicoll
 from nicoll import NicollError
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.transport import Transport
 
 from conftest import CLUSTER_KWARGS, NODES as NODES_OF, cluster_kwargs

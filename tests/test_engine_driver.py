@@ -13,13 +13,13 @@ from amaranth.lib import data
 import nicoll
 from nicoll import NicollError
 from nicoll import engine as eng
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.engine_model import MODEL_ALU_LATENCY
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, DEFAULT_PACKET_BEATS,
                               DEFAULT_QUEUE_DEPTH, StepAction)
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.ops import combine
-from nicoll.schedule import Action, Piece, Region, Schedule, Step
+from nicoll.schedule import Piece, Region, Schedule, Step
 
 from conftest import CLUSTER_KWARGS
 
@@ -40,10 +40,10 @@ def _const(fields):
 
 STEPS = {
     "exchange": Step(send_to=1, send=Region(0, 64), send_tag=3, recv_from=2, recv=Region(64, 64),
-                     recv_tag=5, action=Action.REDUCE_LOCAL_FIRST, segments=2, fence=True),
+                     recv_tag=5, action=StepAction.REDUCE_LOCAL_FIRST, segments=2, fence=True),
     "send": Step(send_to=7, send=Region(128, 1000), send_tag=65535, segments=3),
     "strided-recv": Step(recv_from=4, recv=Region(8, 48, 8, 24), recv_tag=9,
-                         action=Action.REDUCE_RECEIVED_FIRST),
+                         action=StepAction.REDUCE_RECEIVED_FIRST),
     "strided-send": Step(send_to=0, send=Region(16, 40, 4, 12), recv_from=0, recv=Region(512, 40)),
     "barrier": Step(barrier=True),
 }
@@ -96,9 +96,9 @@ def test_reversed_pieces_lower_like_forward_ones():
     # The engine walks regions in ascending order; sender and receiver of a message always
     # agree on the order, so dropping it moves the same bytes to the same places.
     forward = Step(send_to=1, send=Region(0, 64), recv_from=1, recv=Region(64, 64),
-                   action=Action.REDUCE_LOCAL_FIRST, segments=4)
+                   action=StepAction.REDUCE_LOCAL_FIRST, segments=4)
     backward = Step(send_to=1, send=Region(0, 64), send_reversed=True, recv_from=1,
-                    recv=Region(64, 64), recv_reversed=True, action=Action.REDUCE_LOCAL_FIRST,
+                    recv=Region(64, 64), recv_reversed=True, action=StepAction.REDUCE_LOCAL_FIRST,
                     segments=4)
     kwargs = dict(data_width=256, itemsize=4, max_packet_beats=256)
     assert eng.lower(forward, **kwargs) == eng.lower(backward, **kwargs)
@@ -365,8 +365,8 @@ def test_reductions_follow_the_action_and_the_reduction_register(cl):
     # bits show which operand came first (nicoll.ops.combine is the ALU's arithmetic).
     local = np.array([0x7FC0_0001, 0x3F80_0000, 0xFF80_0000], np.uint32).view(np.float32)
     received = np.array([0x7FC0_0002, 0x4000_0000, 0x7F80_0000], np.uint32).view(np.float32)
-    for action, first, second in ((Action.REDUCE_LOCAL_FIRST, local, received),
-                                  (Action.REDUCE_RECEIVED_FIRST, received, local)):
+    for action, first, second in ((StepAction.REDUCE_LOCAL_FIRST, local, received),
+                                  (StepAction.REDUCE_RECEIVED_FIRST, received, local)):
         for dev in (a, b):
             dev.engine.clear()
         a.mem_write(0, received)
@@ -386,7 +386,7 @@ def test_reductions_follow_the_action_and_the_reduction_register(cl):
     b.mem_write(64, np.array([3, 4], np.int16))
     b.regs.engine.REDUCTION.write_fields(op=ReduceOp.BXOR.value, dtype=DType.INT16.value)
     _push(a, Step(send_to=1, send=Region(0, 4)), itemsize=2)
-    _push(b, Step(recv_from=0, recv=Region(64, 4), action=Action.REDUCE_LOCAL_FIRST), itemsize=2)
+    _push(b, Step(recv_from=0, recv=Region(64, 4), action=StepAction.REDUCE_LOCAL_FIRST), itemsize=2)
     a.engine.go()
     b.engine.go()
     _wait_done(cl, (0, 1))
@@ -408,7 +408,7 @@ def _exchange_with_error(cl, send_step, recv_step, reduction=None):
 @pytest.mark.parametrize("case", ["length", "alu missing", "alu bad code", "alu misaligned"])
 def test_receiver_errors_stop_the_receiver(cl, case):
     send = Step(send_to=1, send=Region(0, 64))
-    recv = Step(recv_from=0, recv=Region(256, 64), action=Action.REDUCE_LOCAL_FIRST)
+    recv = Step(recv_from=0, recv=Region(256, 64), action=StepAction.REDUCE_LOCAL_FIRST)
     reduction = (ReduceOp.SUM.value, DType.INT32.value)
     if case == "length":
         recv = Step(recv_from=0, recv=Region(256, 32))
@@ -419,7 +419,7 @@ def test_receiver_errors_stop_the_receiver(cl, case):
     else:
         reduction = (ReduceOp.SUM.value, DType.INT64.value)
         send = Step(send_to=1, send=Region(0, 60))
-        recv = Step(recv_from=0, recv=Region(260, 60), action=Action.REDUCE_LOCAL_FIRST)
+        recv = Step(recv_from=0, recv=Region(260, 60), action=StepAction.REDUCE_LOCAL_FIRST)
     a, b = _exchange_with_error(cl, send, recv, reduction)
     expected = "length" if case == "length" else "alu"
     assert b.engine.errors() == {expected}
@@ -445,7 +445,7 @@ def test_counters(cl):
     # 100 bytes in packets of one 32-byte beat: 4 data packets.  The receiver reduces them
     # into bytes 20 .. 120, which touch rows 0 .. 3.
     a.engine.push({**a.engine.command(Step(send_to=1, send=Region(0, 100)), 4), "packet_beats": 1})
-    _push(b, Step(recv_from=0, recv=Region(20, 100), action=Action.REDUCE_RECEIVED_FIRST))
+    _push(b, Step(recv_from=0, recv=Region(20, 100), action=StepAction.REDUCE_RECEIVED_FIRST))
     # Back: a strided region, 3 runs of 8 bytes 40 apart (rows 0, 1, 2 of 32 bytes: runs at
     # 0 .. 8, 40 .. 48, 80 .. 88), copied: no ALU beats.  One packet of the default size.
     _push(b, Step(send_to=0, send=Region(0, 24, 8, 40)))
@@ -464,7 +464,7 @@ def test_counters(cl):
         dev.engine.clear()
     b.regs.engine.REDUCTION.write_fields(op=ReduceOp.SUM.value, dtype=DType.INT32.value)
     _push(a, Step(send_to=1, send=Region(0, 48)))
-    _push(b, Step(recv_from=0, recv=Region(24, 48, 16, 32), action=Action.REDUCE_LOCAL_FIRST))
+    _push(b, Step(recv_from=0, recv=Region(24, 48, 16, 32), action=StepAction.REDUCE_LOCAL_FIRST))
     a.engine.go()
     b.engine.go()
     _wait_done(cl, (0, 1))

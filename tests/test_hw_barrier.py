@@ -39,7 +39,7 @@ from nicoll.hw.barrier import (
 )
 from nicoll.hw.barrier_tree import BarrierTreeTop, barrier_tree_verilog
 from nicoll.sim.testbench import run_testbenches
-from nicoll.tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 #: Cycles a notice spends in the test router at least: taken at one edge, offered the next
 #: cycle, taken by the receiver at the edge after.  A wire would be 0.
@@ -135,7 +135,7 @@ def test_notice_layout():
 
 
 def test_tree_tables():
-    # The shapes and the tree checks are nicoll.tree.BarrierTree's; tree_tables adds the
+    # The shapes and the tree checks are nicoll.hw.tree.BarrierTree's; tree_tables adds the
     # unit's route encoding (slot + 1) and the child-slot limit.
     t = tree_tables(BarrierTree.binary(7), 2)
     assert t[0] == {"parent": None, "children": [1, 2], "depth": 0,

@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw import csr as csr_mod
 from nicoll.hw.csr import CSRSlave
-from nicoll.regmap import Block, BusResponse, Field, Register, RegisterMap
+from nicoll.hw.regmap import Block, BusResponse, Field, Register, RegisterMap
 from amaranth.sim import Simulator
 
 from nicoll.sim.testbench import PERIOD, run_testbenches
@@ -18,7 +18,7 @@ OKAY, DECERR = BusResponse.OKAY, BusResponse.DECERR
 
 
 class Model:
-    """What the access rules of nicoll.regmap say a bus master sees; built from the map."""
+    """What the access rules of nicoll.hw.regmap say a bus master sees; built from the map."""
 
     def __init__(self, regmap, inputs):
         self.regmap = regmap

@@ -11,7 +11,7 @@ from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 from nicoll.hw import devmem as devmem_mod
 from nicoll.hw.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
 from nicoll.hw.devmem import DeviceMemory
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.sim.axi_model import axi_read, axi_write
 
 OKAY, SLVERR, DECERR = BusResponse.OKAY, BusResponse.SLVERR, BusResponse.DECERR

@@ -6,7 +6,7 @@ import random
 import pytest
 
 import nicoll.hw
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw import cluster as cluster_mod
 from nicoll.hw import niccore as niccore_mod
 from nicoll.hw import simverilog
@@ -14,7 +14,7 @@ from nicoll.hw.alu import all_capabilities
 from nicoll.hw.cluster import ClusterTop
 from nicoll.hw.niccore import NicCore
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.sim.testbench import run_testbenches
 from nicoll.sim.axi_model import axi_read, axi_write, axil_read
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nicoll._regmap import REGMAP
-from nicoll.regmap import RDL_PATH, compile_rdl, emit_python, generated_outputs, stale_outputs
+from nicoll.hw.regmap.generated import REGMAP
+from nicoll.hw.regmap import RDL_PATH, compile_rdl, emit_python, generated_outputs, stale_outputs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -24,17 +24,17 @@ def test_a_changed_source_makes_outputs_stale(tmp_path):
     assert "} SCRATCH @ 0x18;" in source
     changed = tmp_path / "changed.rdl"
     changed.write_text(source.replace("} SCRATCH @ 0x18;", "} SCRATCH @ 0x1C;"))
-    for relative in ("sw/_regmap.py", "docs/regmap.md", "docs/nicoll_regmap.h"):
+    for relative in ("hw/regmap/generated.py", "docs/regmap.md", "docs/nicoll_regmap.h"):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / relative, tmp_path / relative)
     stale = {p.relative_to(tmp_path).as_posix() for p in stale_outputs(tmp_path, changed)}
-    assert stale == {"sw/_regmap.py", "docs/regmap.md", "docs/nicoll_regmap.h"}
+    assert stale == {"hw/regmap/generated.py", "docs/regmap.md", "docs/nicoll_regmap.h"}
 
 
 def test_loaded_map_equals_the_compiled_source():
     regmap, _ = compile_rdl()
     assert regmap == REGMAP
-    assert emit_python(regmap) == (REPO / "sw" / "_regmap.py").read_text()
+    assert emit_python(regmap) == (REPO / "hw" / "regmap" / "generated.py").read_text()
 
 
 def test_every_block_has_an_id_and_version_header():

@@ -23,7 +23,7 @@ from nicoll import schedule as sc
 from nicoll import schedule_exec as ex
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
-from nicoll.schedule import Action, Piece, Region, Schedule, Step
+from nicoll.schedule import StepAction, Piece, Region, Schedule, Step
 
 NODES = (1, 2, 3, 5, 6, 7, 8, 16)
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather")
@@ -203,10 +203,11 @@ def test_recursive_halving_steps_follow_seed_000():
             kept, sent = ((lo, mid), (mid, hi)) if lower else ((mid, hi), (lo, mid))
             assert (step.send.offset, step.send.end) == sent
             assert (step.recv.offset, step.recv.end) == kept
-            assert step.action is (Action.REDUCE_LOCAL_FIRST if lower else Action.REDUCE_RECEIVED_FIRST)
+            assert step.action is (StepAction.REDUCE_LOCAL_FIRST if lower
+                                   else StepAction.REDUCE_RECEIVED_FIRST)
             lo, hi = kept
         for step in schedule.steps[3:]:                                 # recursive doubling
-            assert step.action is Action.COPY
+            assert step.action is StepAction.COPY
         assert len(schedule.steps) == 6
     assert plan.option("slices") == (3, 1, 2)
 
@@ -217,7 +218,7 @@ def test_recursive_halving_folds_extra_ranks_in_and_out():
     assert [(s.send_to, s.recv_from) for s in extra] == [(1, None), (None, 1)]
     assert extra[0].send.length == extra[1].recv.length == 96
     partner = plan.schedules[1].steps
-    assert partner[0].recv_from == 5 and partner[0].action is Action.REDUCE_LOCAL_FIRST
+    assert partner[0].recv_from == 5 and partner[0].action is StepAction.REDUCE_LOCAL_FIRST
     assert partner[-1].send_to == 5
     reduce = sc.reduce(6, 24, "int32", root=4)
     assert reduce.schedules[4].steps[-1].recv_from == 0 and reduce.output_counts[4] == 24
@@ -360,7 +361,7 @@ def recv(frm, offset=0, length=8, tag=0, **kw):
 def test_executor_moves_and_reduces_in_piece_order():
     buffers = [np.arange(16, dtype=np.uint8), np.zeros(16, np.uint8)]
     schedules = two_ranks([send(1, 0, 8, segments=2)],
-                          [recv(0, 8, 8, segments=2, action=Action.COPY)])
+                          [recv(0, 8, 8, segments=2, action=StepAction.COPY)])
     stats = ex.execute(schedules, buffers)
     assert list(buffers[1][8:]) == list(range(8))
     assert stats.ranks[0].segments_sent == 2 and stats.messages_sent == [1, 0]
@@ -400,23 +401,23 @@ def test_executor_reports_bad_schedules(schedules, message):
     (lambda: Step(), r"a step must send, receive or be a barrier"),
     (lambda: Step(barrier=True, send_to=1, send=Region(0, 4)), r"a barrier step neither"),
     (lambda: Step(recv_from=1, recv=Region(0, 4), action="sum"), r"action must be one of COPY"),
-    (lambda: send(1, action=Action.REDUCE_LOCAL_FIRST), r"receives nothing cannot REDUCE_LOCAL_FIRST"),
+    (lambda: send(1, action=StepAction.REDUCE_LOCAL_FIRST), r"receives nothing cannot REDUCE_LOCAL_FIRST"),
     (lambda: send(1, segments=0), r"segments must be ≥ 1, not 0"),
     (lambda: send(1, fence=1), r"fence must be True or False, not 1"),
     (lambda: Schedule(0, 2, 4, 16, [send(2)]), r"rank 0 step 0 sends to rank 2, outside ranks 0..1"),
     (lambda: Schedule(0, 2, 4, 16, [send(1, 12, 8)]), r"sends bytes up to 20, past its 16-byte buffer"),
     (lambda: Schedule(0, 2, 4, 16, [send(1, 2, 8)]), r"does not fall on 4-byte element boundaries"),
-    (lambda: Schedule(0, 2, 4, 16, [recv(1, 0, 8, action=Action.REDUCE_LOCAL_FIRST), send(1, 4, 8)]),
+    (lambda: Schedule(0, 2, 4, 16, [recv(1, 0, 8, action=StepAction.REDUCE_LOCAL_FIRST), send(1, 4, 8)]),
      r"rank 0 step 1: its first exchange touches bytes the previous step's last reduction is "
      r"writing; it needs fence=True"),
     (lambda: Schedule(0, 1, 4, 16, [Step(send_to=0, send=Region(0, 8), recv_from=0, recv=Region(4, 8))]),
      r"segment 0 sends bytes it receives into at the same time"),
     (lambda: Schedule(0, 2, 4, 16, [Step(send_to=1, send=Region(0, 8), recv_from=1, recv=Region(8, 8),
-                                         action=Action.REDUCE_LOCAL_FIRST, segments=2,
+                                         action=StepAction.REDUCE_LOCAL_FIRST, segments=2,
                                          send_reversed=True, recv_reversed=True)]),
      None),
     (lambda: Schedule(0, 2, 4, 16, [Step(send_to=1, send=Region(0, 8), recv_from=1, recv=Region(4, 8),
-                                         action=Action.REDUCE_LOCAL_FIRST, segments=2)]),
+                                         action=StepAction.REDUCE_LOCAL_FIRST, segments=2)]),
      r"the exchange of segment 1 touches bytes the reduction of segment 0 is writing"),
 ])
 def test_step_format_checks(make, message):
@@ -428,7 +429,7 @@ def test_step_format_checks(make, message):
 
 
 def test_a_fence_makes_the_overlap_safe():
-    steps = [recv(1, 0, 8, action=Action.REDUCE_LOCAL_FIRST), send(1, 4, 8, fence=True)]
+    steps = [recv(1, 0, 8, action=StepAction.REDUCE_LOCAL_FIRST), send(1, 4, 8, fence=True)]
     Schedule(0, 2, 4, 16, steps)
 
 

@@ -6,10 +6,10 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.csr import CSRSlave
 from nicoll.hw.devmem import DeviceMemory
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.sim import axi_model
 from nicoll.sim.axi_model import axi_bursts, axi_read, axi_write, axil_read, axil_write
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nicoll.errors import NicollError
-from nicoll.tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 
 def test_binary_tree_of_seven():

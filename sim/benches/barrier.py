@@ -44,7 +44,7 @@ from nicoll.hw.barrier import (
     ERROR_LAYOUT, NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,
     AcSubMode, BarrierMode, NoticeKind,
 )
-from nicoll.tree import BarrierTree
+from nicoll.hw.tree import BarrierTree
 
 __all__ = ["TB", "TreeGolden", "Decision", "parse_tree", "format_tree", "CLOCK_NS"]
 

@@ -31,10 +31,10 @@ from cocotb.triggers import ClockCycles, Combine, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from nicoll._regmap import REGMAP
+from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.model import ModelNode
-from nicoll.regmap import BusResponse
+from nicoll.hw.regmap import BusResponse
 from nicoll.sim.session import split_strobe
 
 __all__ = ["TB"]

@@ -2,8 +2,9 @@
 
 ``hw/regmap/nicoll.rdl`` is the one source of every register offset, field and reset value.
 :func:`compile_rdl` elaborates it with systemrdl-compiler into a :class:`RegisterMap`;
-:func:`emit_python` writes that map as ``nicoll/_regmap.py`` (so neither the driver nor the
-gateware needs the RDL compiler at run time), and :func:`emit_markdown` / :func:`emit_cheader`
+:func:`emit_python` writes that map as ``hw/regmap/generated.py`` (module
+``nicoll.hw.regmap.generated``, so neither the driver nor the gateware needs the RDL compiler
+at run time), and :func:`emit_markdown` / :func:`emit_cheader`
 write ``docs/regmap.md`` and ``docs/nicoll_regmap.h`` through peakrdl-markdown and
 peakrdl-cheader.  ``make docs`` (``nicoll regmap --write``) regenerates all three;
 ``tests/test_regmap.py`` fails when any of them is stale.
@@ -29,22 +30,14 @@ import enum
 
 
 __all__ = [
-    "RDL_PATH", "hw_folder", "BusResponse", "Field", "Register", "Block", "RegisterMap",
+    "RDL_PATH", "BusResponse", "Field", "Register", "Block", "RegisterMap",
     "compile_rdl", "emit_python", "emit_markdown", "emit_cheader", "generated_outputs",
     "stale_outputs",
 ]
 
 
-def hw_folder():
-    """The folder of the ``nicoll.hw`` package: hw/ in a checkout, nicoll/hw/ in an install.
-    Found without importing the package (its modules import this one)."""
-    import importlib.util
-    spec = importlib.util.find_spec("nicoll.hw")
-    return Path(list(spec.submodule_search_locations)[0]).resolve()
-
-
 #: The SystemRDL source, inside the ``nicoll.hw`` package so a plain install carries it.
-RDL_PATH = hw_folder() / "regmap" / "nicoll.rdl"
+RDL_PATH = Path(__file__).resolve().parent / "nicoll.rdl"
 
 
 class BusResponse(enum.IntEnum):
@@ -234,14 +227,14 @@ def compile_rdl(path=RDL_PATH):
 # Emitters
 
 def emit_python(regmap):
-    """Source of ``nicoll/_regmap.py``: the register map as a Python literal."""
+    """Source of ``hw/regmap/generated.py``: the register map as a Python literal."""
     out = [
         '"""The nicoll register map as data.',
         "",
         "Generated from hw/regmap/nicoll.rdl by `nicoll regmap --write` (make docs). Do not edit.",
         '"""',
         "",
-        "from .regmap import Block, Field, Register, RegisterMap",
+        "from . import Block, Field, Register, RegisterMap",
         "",
         '__all__ = ["REGMAP"]',
         "",
@@ -297,7 +290,7 @@ def generated_outputs(repo_root, rdl_path=RDL_PATH):
     repo_root = Path(repo_root)
     regmap, root = compile_rdl(rdl_path)
     return {
-        repo_root / "sw" / "_regmap.py": emit_python(regmap),
+        repo_root / "hw" / "regmap" / "generated.py": emit_python(regmap),
         repo_root / "docs" / "regmap.md": emit_markdown(root),
         repo_root / "docs" / "nicoll_regmap.h": emit_cheader(root),
     }

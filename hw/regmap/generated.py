@@ -3,7 +3,7 @@
 Generated from hw/regmap/nicoll.rdl by `nicoll regmap --write` (make docs). Do not edit.
 """
 
-from .regmap import Block, Field, Register, RegisterMap
+from . import Block, Field, Register, RegisterMap
 
 __all__ = ["REGMAP"]
 
