@@ -11,9 +11,13 @@ node the engine block of the register map, with the semantics of the register de
 - CONTROL.push checks the command in CMD0 .. CMD10 and appends it to the queue, or refuses it
   with ERRORS bits and does not queue it: ``running`` (the engine runs) or else
   ``queue_full``, without looking at the command; otherwise every one that applies of
-  ``region`` (bytes outside device memory, or a strided region whose run is longer than its
-  stride), ``peer`` (a node ≥ MAX_NODES) and ``command`` (the reserved action 3, or a barrier
-  that also sends or receives).  A half the command does not have is not checked.
+  ``region`` (no bytes, ``offset + length`` past device memory, or a strided region whose
+  run is longer than its stride), ``peer`` (a node ≥ MAX_NODES) and ``command`` (the
+  reserved action 3, a barrier that also sends or receives, ...): :func:`push_refusals`, the
+  gateware's rules.  A half the command does not have is not checked.  A strided region
+  whose runs pass the end of memory is queued and stops its command with ``region`` when
+  the half runs (its send when the receiver is there, its receive when the message comes),
+  as the gateware stops at its first row outside memory.
 - CONTROL.go starts the queue now; CONTROL.arm starts it at the first cycle CYCLES ≥ START_AT
   (read while armed); CONTROL.clear empties the queue, stops a running one and clears
   STATUS, ERRORS and the counters.  One write acts in the order clear, push, go, arm.  A
@@ -67,7 +71,7 @@ from .errors import NicollError
 from .ops import combine, numpy_dtype
 from .repack_plan import pack_message, unpack_message
 
-__all__ = ["EngineNetworkModel", "MODEL_ALU_LATENCY"]
+__all__ = ["EngineNetworkModel", "MODEL_ALU_LATENCY", "push_refusals"]
 
 #: CAPS.alu_latency of the model: its reductions take no time.
 MODEL_ALU_LATENCY = 0
@@ -202,31 +206,9 @@ class EngineNetworkModel:
 
     def _refusals(self, node_id, c):
         """The ERRORS bits a pushed command sets (empty: it is queued)."""
-        problems = set()
-        width = self._nodes[node_id].data_width // 8
-        if c["aggregate"] and (c["barrier"] or not (c["has_send"] and c["has_recv"])
-                               or c["send_tag"] > self.max_nodes
-                               or c["action"] != StepAction.COPY.value
-                               or c["send"]["stride"] <= width or c["send"]["stride"] % width
-                               or c["recv"]["stride"] == 0 or c["send"]["run"]
-                               or c["recv"]["run"]):
-            problems.add("command")
-        if (c["action"] not in _ACTIONS or (c["barrier"] and (c["has_send"] or c["has_recv"]))
-                or not (c["barrier"] or c["has_send"] or c["has_recv"])
-                or (c["action"] != StepAction.COPY.value and not c["has_recv"])
-                or c["packet_beats"] > self.packet_beats):
-            problems.add("command")
-        for has, peer, region in (("has_send", "send_to", "send"), ("has_recv", "recv_from", "recv")):
-            if not c[has]:
-                continue
-            if c[peer] >= self.max_nodes:
-                problems.add("peer")
-            r = c[region]
-            if r["length"] == 0 or (_strided(r) and r["run"] > r["stride"]):
-                problems.add("region")
-            elif _end(r) > len(self._memory[node_id]):
-                problems.add("region")
-        return problems
+        return push_refusals(c, beat_bytes=self._nodes[node_id].data_width // 8,
+                             mem_size=len(self._memory[node_id]), max_nodes=self.max_nodes,
+                             packet_beats=self.packet_beats)
 
     # -- running --------------------------------------------------------------------------
 
@@ -337,6 +319,9 @@ class EngineNetworkModel:
             self._fail(node_id, "protocol")
             return True
         e = self._engines[node_id]
+        if self._past_memory(node_id, c["send"]):
+            self._fail(node_id, "region")
+            return True
         data = self._read(node_id, c["send"])
         width = self._nodes[node_id].data_width // 8
         beats = -(-len(data) // width)
@@ -355,6 +340,9 @@ class EngineNetworkModel:
         if len(data) != region["length"]:
             self._fail(node_id, "length")
             return
+        if self._past_memory(node_id, region):
+            self._fail(node_id, "region")
+            return
         if r["action"] != StepAction.COPY.value:
             reduced = self._reduce(node_id, r, data)
             if reduced is None:
@@ -364,6 +352,11 @@ class EngineNetworkModel:
             e.counts["ALU_BEATS"] += _rows(region, self._nodes[node_id].data_width // 8)
         self._write(node_id, region, data)
         e.received = True
+
+    def _past_memory(self, node_id, region):
+        """Whether a queued region's runs pass the end of memory (a strided one can: the
+        push checks only ``offset + length``); the gateware stops there with ``region``."""
+        return _end(region) > len(self._memory[node_id])
 
     def _reduce(self, node_id, r, data):
         """The bytes ``local ∘ received`` (or ``received ∘ local``), or None if the ALU refuses."""
@@ -581,6 +574,43 @@ class _Hub:
             self.fail(code)
         self.busy, self.code = False, code.value
         self.ops += 1
+
+
+def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):
+    """The ERRORS bits CONTROL.push sets for command ``c`` (a COMMAND_LAYOUT field dict) on
+    an idle engine with room in its queue; empty: it is queued.
+
+    The rules are :class:`nicoll.hw.engine.Engine`'s push checks, and
+    ``tests/test_hw_engine.py::test_push_checks_agree_with_the_device_model`` holds the two
+    together on random command words.  A region is checked by its own fields: not empty,
+    ``offset + length`` within memory, and a strided region's run no longer than its stride.
+    Where the runs of a strided region end is a product of fields, which the gateware does
+    not make at a push: a strided region whose runs pass the end of memory is queued and
+    stops its command with ``region`` when it runs (:meth:`EngineNetworkModel._past_memory`).
+    """
+    problems = set()
+    if c["aggregate"] and (c["barrier"] or not (c["has_send"] and c["has_recv"])
+                           or c["send_tag"] > max_nodes
+                           or c["action"] != StepAction.COPY.value
+                           or c["send"]["stride"] <= beat_bytes or c["send"]["stride"] % beat_bytes
+                           or c["recv"]["stride"] == 0 or c["send"]["run"]
+                           or c["recv"]["run"]):
+        problems.add("command")
+    if (c["action"] not in _ACTIONS or (c["barrier"] and (c["has_send"] or c["has_recv"]))
+            or not (c["barrier"] or c["has_send"] or c["has_recv"])
+            or (c["action"] != StepAction.COPY.value and not c["has_recv"])
+            or c["packet_beats"] > packet_beats):
+        problems.add("command")
+    for has, peer, region in (("has_send", "send_to", "send"), ("has_recv", "recv_from", "recv")):
+        if not c[has]:
+            continue
+        if c[peer] >= max_nodes:
+            problems.add("peer")
+        r = c[region]
+        if (r["length"] == 0 or r["offset"] + r["length"] > mem_size
+                or (_strided(r) and r["run"] > r["stride"])):
+            problems.add("region")
+    return problems
 
 
 def _strided(region):

@@ -216,9 +216,6 @@ def _aggregate(send_tag):
 REFUSALS = {
     "recv outside memory": (lambda: _with(recv={"offset": MEM_SIZE - 32}), {"region"}),
     "send past the end": (lambda: _with(send={"offset": MEM_SIZE, "length": 1}), {"region"}),
-    "strided region past the end": (
-        lambda: _with(send={"offset": MEM_SIZE - 64, "length": 64, "run": 8, "stride": 16}),
-        {"region"}),
     "run longer than stride": (lambda: _with(send={"run": 16, "stride": 8}), {"region"}),
     "send_to >= MAX_NODES": (lambda: _with(send_to=MAX_NODES), {"peer"}),
     "recv_from >= MAX_NODES": (lambda: _with(recv_from=MAX_NODES + 7), {"peer"}),
@@ -244,6 +241,28 @@ def test_a_refused_command_sets_its_error_and_is_not_queued(cl, case):
     assert status.queued == 1 and status.error and not status.busy
     with pytest.raises(NicollError, match=r"engine of node 0 reports .*" + sorted(errors)[0]):
         dev.engine.check()
+
+
+@pytest.mark.parametrize("half", ["send", "recv"])
+def test_a_strided_region_past_the_end_is_queued_and_stops_its_run(cl, half):
+    """Its own fields pass (offset + length within memory), so it is queued, as the gateware
+    queues it; its runs pass memory's end, so the half stops with ``region`` when it runs
+    and nothing is written."""
+    dev = cl.device(0)
+    past = Region(MEM_SIZE - 64, 64, 8, 16)         # 8 runs 16 bytes apart: 112 bytes
+    inside = Region(0, 64) if half == "recv" else Region(4096, 64)
+    regions = {"send": past, "recv": inside} if half == "send" else {"send": inside, "recv": past}
+    dev.mem_write(regions["send"].offset, np.arange(1, 65, dtype=np.uint8))
+    _push(dev, Step(send_to=0, recv_from=0, **regions), itemsize=1)
+    assert dev.engine.errors() == frozenset() and dev.engine.status().queued == 1
+    dev.engine.go()
+    status = dev.engine.status()
+    assert dev.engine.errors() == {"region"}
+    assert status.error and not status.busy and not status.done
+    # The receiving bytes (the inside region, or the strided one's first 64 bytes) are
+    # untouched: the fixture zeroed them, and no byte the message would carry is zero.
+    written = regions["recv"].offset
+    assert dev.mem_read(written, 64) == bytes(64)
 
 
 def test_an_aggregate_of_max_nodes_groups_is_queued(cl):

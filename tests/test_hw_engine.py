@@ -17,7 +17,10 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
-from nicoll.hw.engine import COMMAND_LAYOUT, COUNTERS, ERROR_LAYOUT, Engine, StepAction
+import nicoll.engine as eng
+from nicoll.engine_model import push_refusals
+from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ERROR_LAYOUT, Engine,
+                              StepAction)
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
 from nicoll.hw.repack import NoticeKind
@@ -808,6 +811,109 @@ def test_push_time_errors():
     simulate(image, main, seed=5)
 
 
+def random_command_word(rng):
+    """Random COMMAND_LAYOUT bits (a data.Const) and the same command as the device model
+    reads it from CMD0 .. CMD10 (nicoll.engine.unpack): values drawn around every bound the
+    push checks have (memory's end, the walkers' count bits, MAX_NODES, the packet's beats,
+    the aggregate's row multiples), any action code, any flags."""
+    beat = BEAT
+
+    def count():
+        return rng.choice([0, 1, rng.randrange(1, 3 * beat), rng.randrange(MEM_SIZE + 1),
+                           MEM_SIZE - rng.randrange(2 * beat), MEM_SIZE, MEM_SIZE + 1,
+                           (1 << 16) + rng.randrange(64), rng.randrange(1 << 32),
+                           (1 << 32) - 1 - rng.randrange(64), beat * rng.randrange(1, 9)])
+
+    def node():
+        return rng.choice([0, 1, MAX_NODES - 1, MAX_NODES, MAX_NODES + 1, rng.randrange(1 << 16)])
+
+    def inside():
+        # A region within memory: contiguous, or strided with its run at most its stride
+        # (its runs may still pass memory's end).
+        offset = rng.randrange(MEM_SIZE)
+        length = rng.randrange(1, MEM_SIZE - offset + 1)
+        if rng.random() < 0.5:
+            return {"offset": offset, "length": length, "run": 0, "stride": 0}
+        run = rng.randrange(1, length + 1)
+        return {"offset": offset, "length": length, "run": run,
+                "stride": run + rng.randrange(3 * beat)}
+
+    # A command the checks pass but for the draw, then 0 to 3 fields drawn from the edges.
+    fields = {"send_to": rng.randrange(MAX_NODES), "recv_from": rng.randrange(MAX_NODES),
+              "send_tag": rng.randrange(MAX_NODES + 1), "recv_tag": rng.randrange(1 << 16),
+              "packet_beats": rng.randrange(PACKET_BEATS + 1), "action": rng.randrange(3),
+              "has_send": 1, "has_recv": 1, "fence": rng.randrange(2), "barrier": 0,
+              "aggregate": 0, "send": inside(), "recv": inside()}
+    if fields["action"] != 0 or rng.random() < 0.3:
+        fields[rng.choice(["has_send", "has_recv"])] = rng.randrange(2)
+    if rng.random() < 0.15:             # an aggregate: slots of whole rows
+        fields.update(aggregate=1, action=0, has_send=1, has_recv=1)
+        for half in ("send", "recv"):
+            fields[half].update(run=0, stride=beat * rng.randrange(2, 9))
+    edges = {"send_to": node, "recv_from": node, "send_tag": node,
+             "packet_beats": lambda: rng.choice([PACKET_BEATS + 1, rng.randrange(1 << 16)]),
+             "action": lambda: rng.randrange(4),
+             "has_send": lambda: rng.randrange(2), "has_recv": lambda: rng.randrange(2),
+             "barrier": lambda: rng.randrange(2), "aggregate": lambda: rng.randrange(2)}
+    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+        name = rng.choice(list(edges) + ["send", "recv"])
+        if name in edges:
+            fields[name] = edges[name]()
+        else:
+            fields[name][rng.choice(["offset", "length", "run", "stride"])] = count()
+    bits = 0
+    for path, value in ((p, v) for p, v in _leaves(fields)):
+        field = COMMAND_LAYOUT
+        offset = 0
+        for name in path:
+            offset += field[name].offset
+            field = field[name].shape
+        bits |= value << offset
+    words = [(bits >> (32 * k)) & 0xFFFF_FFFF for k in range(COMMAND_WORDS)]
+    return data.Const(COMMAND_LAYOUT, bits), eng.unpack(words)
+
+
+def _leaves(fields, prefix=()):
+    for name, value in fields.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, prefix + (name,))
+        else:
+            yield prefix + (name,), value
+
+
+def test_push_checks_agree_with_the_device_model():
+    """One set of rules: random command words pushed into the gateware refuse with exactly
+    the ERRORS bits the device model's push check gives (nicoll.engine_model.push_refusals),
+    and are queued exactly when it gives none.  Before the two were held together, the model
+    refused a strided region whose runs pass memory's end (a product of fields) while the
+    gateware, as the register map says, queues it and stops at its first row outside."""
+    rng = random.Random("one set of rules")
+    cases = [random_command_word(rng) for _ in range(600)]
+    cases.append((COMMAND_LAYOUT.const(command(send=region(1000, 8, 4, 100),
+                                               recv=region(512, 8))), None))
+    seen = {}
+
+    async def main(ctx, dut):
+        for k, (cmd, fields) in enumerate(cases):
+            if fields is None:
+                fields = eng.unpack((cmd.as_value().value >> (32 * j)) & 0xFFFF_FFFF
+                                    for j in range(COMMAND_WORDS))
+            await clear(ctx, dut)
+            got = await push(ctx, dut, cmd)
+            want = push_refusals(fields, beat_bytes=BEAT, mem_size=MEM_SIZE,
+                                 max_nodes=MAX_NODES, packet_beats=PACKET_BEATS)
+            assert got == want, (k, fields)
+            assert ctx.get(dut.engine.queued) == (0 if want else 1), (k, fields)
+            key = frozenset(want)
+            seen[key] = seen.get(key, 0) + 1
+
+    simulate(bytes(MEM_SIZE), main, seed=31, cycles=20_000)
+    # The draw reaches every outcome, so a rule either side dropped would show.
+    assert {frozenset(), frozenset({"region"}), frozenset({"peer"}),
+            frozenset({"command"})} <= set(seen), seen
+    assert seen[frozenset()] >= 20, seen
+
+
 def test_protocol_error():
     """A clear-to-send whose tag is not the one the sender waits for sets ``protocol`` and
     stops the engine before any data moves."""
@@ -1120,18 +1226,18 @@ def test_clear_zeroes_counters():
 
 def test_strided_region_past_memory_never_runs():
     """A strided region whose runs pass the end of memory although ``offset + length`` does
-    not is refused, at push or when its first row outside memory comes up: either way it
-    ends in ``region`` and writes nothing outside the region."""
+    not is queued (the push checks a region's own fields, as the device model does) and
+    stops the run with ``region`` when its first row outside memory comes up, writing
+    nothing outside the region."""
     image = random_image(random.Random(41))
 
     async def main(ctx, dut):
         for cmd in (command(send=region(1000, 8, 4, 100), recv=region(512, 8)),
                     command(send=region(0, 16), recv=region(992, 16, 4, 12))):
             await clear(ctx, dut)
-            refused = await push(ctx, dut, cmd)
-            if not refused:
-                await pulse(ctx, dut.engine.go)
-                await wait_stopped(ctx, dut)
+            assert await push(ctx, dut, cmd) == set()
+            await pulse(ctx, dut.engine.go)
+            await wait_stopped(ctx, dut)
             assert errors(ctx, dut) == {"region"}
             assert not ctx.get(dut.engine.busy) and not ctx.get(dut.engine.done)
             await settle(ctx, dut)
