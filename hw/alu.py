@@ -48,12 +48,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 
 from .fpmul import LimbProduct
 from .ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
+from .params import check_data_width
 
 __all__ = ["ReductionALU", "operand_layout", "result_layout", "all_capabilities",
            "check_capabilities", "capability_masks", "alu_verilog", "LANE_BITS"]
 
 LANE_BITS = 64
-_DATA_WIDTHS = (64, 128, 256, 512)
 
 
 def operand_layout(data_width):
@@ -232,8 +232,7 @@ class ReductionALU(wiring.Component):
     """
 
     def __init__(self, data_width=256, *, capabilities=None, output_fifo=True):
-        if not isinstance(data_width, int) or data_width not in _DATA_WIDTHS:
-            raise ValueError(f"data_width must be one of 64, 128, 256, 512, not {data_width!r}")
+        check_data_width(data_width)
         if not isinstance(output_fifo, bool):
             raise TypeError(f"output_fifo must be a bool, not {output_fifo!r}")
         capabilities = check_capabilities(capabilities)

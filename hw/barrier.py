@@ -68,8 +68,8 @@ from .packet import DEST_WIDTH
 
 
 __all__ = [
-    "NoticeKind", "BarrierMode", "AcSubMode",
-    "NOTICE_LAYOUT", "ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
+    "BarrierNoticeKind", "BarrierMode", "AcSubMode",
+    "NOTICE_LAYOUT", "BARRIER_ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
     "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT",
     "notice_stream", "BarrierUnit", "tree_tables",
 ]
@@ -85,7 +85,7 @@ MAX_NODES_LIMIT = 4096
 MAX_CHILDREN_LIMIT = 64
 
 
-class NoticeKind(enum.Enum, shape=2):
+class BarrierNoticeKind(enum.Enum, shape=2):
     """What a notice says.  Ref: seed 004, fig. 1 (solid arrows: completion; dashed: kill)."""
     COMPLETE = 0    # node `subject` finished barrier `seq` (goes up)
     RELEASE = 1     # barrier `seq` is over (goes down to every child)
@@ -109,7 +109,7 @@ class AcSubMode(enum.Enum, shape=2):
 
 #: One barrier notice: a flat struct (130 bits) that fits a network packet header.
 NOTICE_LAYOUT = data.StructLayout({
-    "kind": NoticeKind,
+    "kind": BarrierNoticeKind,
     "seq": SEQ_WIDTH,
     "src": DEST_WIDTH,          # the node that sent this notice
     "dst": DEST_WIDTH,          # the node it goes to
@@ -124,7 +124,7 @@ NOTICE_LAYOUT = data.StructLayout({
 #: a root with a bad m, c or mode decides by the normal rule (all done, no kill); a unit with
 #: a ``cfg_*`` error counts no completion (its own included) and, at the root, never
 #: releases; an ``outside`` or ``notice`` notice is dropped.
-ERROR_LAYOUT = data.StructLayout({
+BARRIER_ERROR_LAYOUT = data.StructLayout({
     "m_range": 1,       # root, AC with a count sub-mode: m = 0 or m > N
     "c_zero": 1,        # root, AC with a time sub-mode: c = 0
     "mode": 1,          # root: mode 3, or AC with sub-mode 0
@@ -308,7 +308,7 @@ class BarrierUnit(wiring.Component):
             "stamp_seq": Out(SEQ_WIDTH),
             "release_ones": Out(16),
             "stale": Out(32),
-            "errors": Out(ERROR_LAYOUT),
+            "errors": Out(BARRIER_ERROR_LAYOUT),
             "error": Out(1),
             # abort log (root)
             "log_index": In(range(log_depth)),
@@ -518,7 +518,7 @@ class BarrierUnit(wiring.Component):
                       | _any(valid[j] & ~_below(cid[j], n) for j in range(k))),
             parent_bad.eq(has_parent & (parent_id == node_id)),
         ]
-        s.cfg_reg = cfg_reg = Signal(ERROR_LAYOUT)
+        s.cfg_reg = cfg_reg = Signal(BARRIER_ERROR_LAYOUT)
         m.d.sync += [
             cfg_reg.cfg_id.eq(id_big),
             cfg_reg.cfg_slot.eq(_any(~valid_q[j] & (s.size[j] != 0) for j in range(k))),
@@ -535,7 +535,7 @@ class BarrierUnit(wiring.Component):
         s.shadow = Signal(k)
         m.d.sync += s.shadow.eq(Cat(_any(valid_q[i] & same[pairs.index((i, j))]
                                          for i in range(j)) for j in range(k)))
-        s.sticky = sticky = Signal(ERROR_LAYOUT)   # only cfg_write, outside, notice are used
+        s.sticky = sticky = Signal(BARRIER_ERROR_LAYOUT)   # only cfg_write, outside, notice are used
         # The gate itself is a flop, a cycle behind the checks (the tree is static while
         # barriers run): the OR of the seven flags in front of the decision was the 64-bit
         # core's path at seed 1 of the fifteenth pass (cfg_write -> decide, 7 levels, 7.81 ns).
@@ -687,7 +687,7 @@ class BarrierUnit(wiring.Component):
         s.x_first = Signal(k)           # the sender is child slot j (the first such slot)
         s.x_from_parent = Signal()
         s.x_to_me = Signal()
-        s.x_kind = Signal(NoticeKind)
+        s.x_kind = Signal(BarrierNoticeKind)
         s.x_seq_now = Signal()          # seq matches the unit's seq of the decode cycle
         s.x_seq_inc = Signal()          # ... or that seq + 1 (a release in the decode cycle)
         s.x_routed = Signal(k)          # the subject is routed to slot j
@@ -716,14 +716,14 @@ class BarrierUnit(wiring.Component):
         # 4-bit entry followed by the slot compares was the 64-node unit's critical path
         # (6.85 ns), and with the compares before the selection in the same cycle, its
         # routed path at seed 1 of 1fbdf10 (the table -> x_routed, x_count_hit).
-        complete = take & to_me & (p.kind == NoticeKind.COMPLETE)
+        complete = take & to_me & (p.kind == BarrierNoticeKind.COMPLETE)
         complete_ok = complete & s.cfg_ok
         first = [self.child_valid[j] & s.r_from_child[j] & ~s.shadow[j] for j in range(k)]
         routed = [s.r_in_range & s.r_routed[j].bit_select(p.subject[:lo], 1) for j in range(k)]
         bit = self.vector.bit_select(p.subject[:ibits], 1)
         same = p.subject[:ibits] == s.x_subject[:ibits]
-        kill = take & to_me & (p.kind == NoticeKind.KILL) & from_parent
-        release = take & to_me & (p.kind == NoticeKind.RELEASE) & from_parent
+        kill = take & to_me & (p.kind == BarrierNoticeKind.KILL) & from_parent
+        release = take & to_me & (p.kind == BarrierNoticeKind.RELEASE) & from_parent
         m.d.sync += [
             s.x_valid.eq(take),
             s.x_complete.eq(complete),
@@ -787,9 +787,9 @@ class BarrierUnit(wiring.Component):
         done_ok = Mux(s.rel_last, s.x_done_inc, s.x_done_now)
         new_bit = Mux(s.rel_last, 1, ~s.x_bit & ~(s.x_same & s.c_new_last))
         kind = s.x_kind
-        s.well_formed = s.x_to_me & (((kind == NoticeKind.COMPLETE) & s.x_first.any())
-                                     | (((kind == NoticeKind.RELEASE) | (kind == NoticeKind.KILL))
-                                        & s.x_from_parent))
+        down = (kind == BarrierNoticeKind.RELEASE) | (kind == BarrierNoticeKind.KILL)
+        s.well_formed = s.x_to_me & (((kind == BarrierNoticeKind.COMPLETE) & s.x_first.any())
+                                     | (down & s.x_from_parent))
         s.inside = (s.x_routed & s.x_first).any()
         s.rx_stale = Signal()
         m.d.comb += s.rx_stale.eq(s.x_valid & s.well_formed & ~seq_ok)
@@ -1109,8 +1109,8 @@ class BarrierUnit(wiring.Component):
         # (meaningless without a push), so each bit has a short select.
         new = Signal(NOTICE_LAYOUT)
         m.d.comb += [
-            new.kind.eq(Mux(down, Mux(pick_kill, NoticeKind.KILL, NoticeKind.RELEASE),
-                            NoticeKind.COMPLETE)),
+            new.kind.eq(Mux(down, Mux(pick_kill, BarrierNoticeKind.KILL, BarrierNoticeKind.RELEASE),
+                            BarrierNoticeKind.COMPLETE)),
             new.seq.eq(Mux(down, picked(head), self.seq)),
             new.src.eq(node_id),
             new.dst.eq(Mux(down, picked(cid), self.parent_id)),
@@ -1123,7 +1123,7 @@ class BarrierUnit(wiring.Component):
         tx_q = Signal(NOTICE_LAYOUT)
         m.d.comb += [self.tx.payload.eq(tx_q),
                      self.tx.payload.estimate.eq(
-                         Mux(tx_q.kind == NoticeKind.KILL, tx_q.estimate, 0))]
+                         Mux(tx_q.kind == BarrierNoticeKind.KILL, tx_q.estimate, 0))]
         push = down | s.own_pending | q_any             # with `load`, a notice is posted
         out_free = ~self.tx.valid | self.tx.ready
         with m.If(out_free):

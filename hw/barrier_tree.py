@@ -62,7 +62,7 @@ from amaranth.lib.wiring import In, Out
 
 from .tree import BarrierTree
 from .barrier import (
-    AcSubMode, BarrierMode, BarrierUnit, ERROR_LAYOUT, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT,
+    AcSubMode, BarrierMode, BarrierUnit, BARRIER_ERROR_LAYOUT, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT,
     NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,
 )
 from .packet import DEST_WIDTH
@@ -242,7 +242,7 @@ class BarrierTreeTop(wiring.Component):
             "stamp_seq": Out(each(SEQ_WIDTH)),
             "release_ones": Out(each(16)),
             "stale": Out(each(32)),
-            "errors": Out(each(ERROR_LAYOUT)),
+            "errors": Out(each(BARRIER_ERROR_LAYOUT)),
             "error": Out(units),
             "log_seq": Out(each(SEQ_WIDTH)),
             "log_ids": Out(each(max_nodes)),

@@ -53,11 +53,12 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .params import check_data_width, is_int
 from .skid import CheckedRing, SkidBuffer
 
 
 __all__ = [
-    "DATA_WIDTHS", "REGION_LAYOUT",
+    "REGION_LAYOUT",
     "region_checks_layout", "walker_command_layout", "region_checks",
     "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
     "RegionWalker", "RowPacker", "RowUnpacker", "at_most",
@@ -65,7 +66,6 @@ __all__ = [
 
 
 #: The row widths the units support, in bits.
-DATA_WIDTHS = (64, 128, 256, 512)
 
 #: One region: ``length`` bytes, ``run`` bytes at a time, run ``k`` at ``offset + k*stride``.
 REGION_LAYOUT = data.StructLayout({
@@ -107,7 +107,7 @@ def region_checks(target, region, data_width):
     ``region`` (a :data:`REGION_LAYOUT` value): the one place they are worked out, by the
     walker's input or, for a walker built with ``checked=True``, by its user a cycle or more
     ahead."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     lanes = data_width // 8
     lane_bits = _lane_bits(data_width)
     first_room = (lanes - region.offset[:lane_bits])[:lane_bits + 1]
@@ -129,24 +129,12 @@ def region_checks(target, region, data_width):
     ]
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_data_width(data_width):
-    if not _is_int(data_width):
-        raise TypeError(f"Data width must be an integer, not {data_width!r}")
-    if data_width not in DATA_WIDTHS:
-        raise ValueError(f"Data width must be one of {', '.join(map(str, DATA_WIDTHS))}, "
-                         f"not {data_width!r}")
-
-
 def _lane_bits(data_width):
     return (data_width // 8).bit_length() - 1
 
 
 def _check_addr_width(addr_width, data_width):
-    if not _is_int(addr_width):
+    if not is_int(addr_width):
         raise TypeError(f"Address width must be an integer, not {addr_width!r}")
     lowest = _lane_bits(data_width) + 1
     if not lowest <= addr_width <= 64:
@@ -155,7 +143,7 @@ def _check_addr_width(addr_width, data_width):
 
 
 def _check_row_bits(row_bits):
-    if not _is_int(row_bits):
+    if not is_int(row_bits):
         raise TypeError(f"Row address width must be an integer, not {row_bits!r}")
     if not 1 <= row_bits <= 64:
         raise ValueError(f"Row address width must be between 1 and 64, not {row_bits!r}")
@@ -167,7 +155,7 @@ def chunk_layout(data_width, row_bits):
     ``last`` is set on the final chunk of a region.  ``lo`` has ``log2(W)`` bits, ``n`` one
     more so that it holds ``W``.
     """
-    _check_data_width(data_width)
+    check_data_width(data_width)
     _check_row_bits(row_bits)
     lane_bits = _lane_bits(data_width)
     return data.StructLayout({
@@ -181,7 +169,7 @@ def chunk_layout(data_width, row_bits):
 def read_row_layout(data_width):
     """A memory row going to :class:`RowPacker`: lanes ``lo .. lo+n-1`` of ``data`` are the
     bytes to send (the other lanes are ignored); ``last`` ends the message."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     lane_bits = _lane_bits(data_width)
     return data.StructLayout({
         "data": data_width,
@@ -193,7 +181,7 @@ def read_row_layout(data_width):
 
 def beat_layout(data_width):
     """One beat of a packed byte stream: ``keep`` has a bit per lane of ``data``."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     return data.StructLayout({
         "data": data_width,
         "keep": data_width // 8,
@@ -204,7 +192,7 @@ def beat_layout(data_width):
 def write_row_layout(data_width, row_bits):
     """A row write from :class:`RowUnpacker`: the lanes of ``data`` whose ``mask`` bit is set
     go to memory row ``row``; ``last`` is the ``last`` of the chunk it came from."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     _check_row_bits(row_bits)
     return data.StructLayout({
         "row": row_bits,
@@ -327,7 +315,7 @@ class RegionWalker(wiring.Component):
     Parameters
     ----------
     data_width : int
-        Bits per memory row, one of :data:`DATA_WIDTHS`.
+        Bits per memory row, one of :data:`nicoll.hw.params.DATA_WIDTHS`.
     addr_width : int
         Bits of a byte address; chunks carry ``addr_width - log2(W)`` bits of row address.
     checked : bool
@@ -368,12 +356,12 @@ class RegionWalker(wiring.Component):
     """
 
     def __init__(self, data_width, addr_width=32, *, checked=False, length_bits=32):
-        _check_data_width(data_width)
+        check_data_width(data_width)
         _check_addr_width(addr_width, data_width)
         if not isinstance(checked, bool):
             self._MustUse__silence = True       # never built: no "unused" warning
             raise TypeError(f"checked must be a bool, not {checked!r}")
-        if not _is_int(length_bits):
+        if not is_int(length_bits):
             self._MustUse__silence = True       # never built: no "unused" warning
             raise TypeError(f"length_bits must be an integer, not {length_bits!r}")
         if not 1 <= length_bits <= 32:
@@ -639,7 +627,7 @@ class RowPacker(wiring.Component):
     """
 
     def __init__(self, data_width):
-        _check_data_width(data_width)
+        check_data_width(data_width)
         self._data_width = data_width
         super().__init__({
             "rows": In(stream.Signature(read_row_layout(data_width))),
@@ -854,7 +842,7 @@ class RowUnpacker(wiring.Component):
     Parameters
     ----------
     data_width : int
-        Bits per memory row and per beat, one of :data:`DATA_WIDTHS`.
+        Bits per memory row and per beat, one of :data:`nicoll.hw.params.DATA_WIDTHS`.
     addr_width : int
         Bits of a byte address, as for the :class:`RegionWalker` producing ``chunks``.
 
@@ -935,7 +923,7 @@ class RowUnpacker(wiring.Component):
     """
 
     def __init__(self, data_width, addr_width=32):
-        _check_data_width(data_width)
+        check_data_width(data_width)
         _check_addr_width(addr_width, data_width)
         self._data_width = data_width
         self._addr_width = addr_width

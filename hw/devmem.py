@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 from .regmap import BusResponse
 from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
 from .memattrs import COLLISIONS_DONT_CARE
+from .params import DATA_WIDTHS, check_data_width, is_int
 from .skid import SkidBuffer
 
 
@@ -72,11 +73,8 @@ class MemoryWriteSignature(wiring.Signature):
                           "data": Out(data_width), "issue": Out(1)})
 
 
-_DATA_WIDTHS = (32, 64, 128, 256, 512)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+#: A 32-bit memory too (a register-bus-wide test memory), besides the cores' widths.
+_DATA_WIDTHS = (32,) + DATA_WIDTHS
 
 
 class DeviceMemory(wiring.Component):
@@ -114,23 +112,19 @@ class DeviceMemory(wiring.Component):
     """
 
     def __init__(self, size, data_width, *, addr_width=32, id_width=8, engine_ports=False):
-        if not _is_int(data_width):
-            raise TypeError(f"Data width must be an integer, not {data_width!r}")
-        if data_width not in _DATA_WIDTHS:
-            raise ValueError(f"Data width must be one of "
-                             f"{', '.join(map(str, _DATA_WIDTHS))}, not {data_width!r}")
+        check_data_width(data_width, widths=_DATA_WIDTHS)
         beat_bytes = data_width // 8
-        if not _is_int(size):
+        if not is_int(size):
             raise TypeError(f"Memory size must be an integer, not {size!r}")
         if size <= 0 or size & (size - 1) or size % beat_bytes:
             raise ValueError(f"Memory size must be a power of two and a multiple of "
                              f"{beat_bytes} bytes, not {size!r}")
-        if not _is_int(addr_width):
+        if not is_int(addr_width):
             raise TypeError(f"Address width must be an integer, not {addr_width!r}")
         if not 1 <= addr_width <= 64 or size > 1 << addr_width:
             raise ValueError(f"Address width must be between 1 and 64 and reach {size} bytes, "
                              f"not {addr_width!r}")
-        if not _is_int(id_width):
+        if not is_int(id_width):
             raise TypeError(f"ID width must be an integer, not {id_width!r}")
         if id_width < 1:
             raise ValueError(f"ID width must be at least 1, not {id_width!r}")

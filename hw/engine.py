@@ -54,11 +54,12 @@ from .memattrs import COLLISIONS_DONT_CARE
 from .ops import DType, ReduceOp
 from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ._builder import carry_save, carry_save_sum, share
-from .repack import NoticeKind
+from .repack import RepackNoticeKind
+from .params import check_data_width, is_int
 from .skid import CheckedRing, SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
-           "DEFAULT_PACKET_BEATS", "ERROR_LAYOUT", "COUNTERS", "Engine"]
+           "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "COUNTERS", "Engine"]
 
 
 class StepAction(enum.IntEnum, shape=2):
@@ -105,7 +106,7 @@ DEFAULT_PACKET_BEATS = 256
 
 #: Error bits of the engine, named as the ERRORS register's fields (register map, engine
 #: block), which give their meaning.
-ERROR_LAYOUT = data.StructLayout({
+ENGINE_ERROR_LAYOUT = data.StructLayout({
     "queue_full": 1, "running": 1, "region": 1, "peer": 1, "command": 1,
     "unexpected": 1, "length": 1, "alu": 1, "protocol": 1,
 })
@@ -113,10 +114,6 @@ ERROR_LAYOUT = data.StructLayout({
 #: The counters the engine keeps (register names in lower case).
 COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", "alu_beats",
             "busy_cycles", "stall_cycles")
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _registered_sum_tree(m, terms, out, *, name):
@@ -169,7 +166,7 @@ class Engine(wiring.Component):
     node_id : ``In(16)``
     op, dtype : ``In(ReduceOp)``, ``In(DType)``
         The REDUCTION register.
-    queued, step : ``Out(16)``; armed, busy, done : ``Out(1)``; errors : ``Out(ERROR_LAYOUT)``
+    queued, step : ``Out(16)``; armed, busy, done : ``Out(1)``; errors : ``Out(ENGINE_ERROR_LAYOUT)``
     started_at, finished_at : ``Out(64)``; one ``Out(32)`` per name of :data:`COUNTERS`.
         A counter runs a cycle behind what it counts: its final value stands the cycle
         after ``done`` rises.
@@ -212,7 +209,7 @@ class Engine(wiring.Component):
             "op": In(ReduceOp), "dtype": In(DType),
             "queued": Out(16), "step": Out(16),
             "armed": Out(1), "busy": Out(1), "done": Out(1),
-            "errors": Out(ERROR_LAYOUT),
+            "errors": Out(ENGINE_ERROR_LAYOUT),
             "started_at": Out(64), "finished_at": Out(64),
             "barrier_seq": In(16), "barrier_done": Out(1), "barrier_done_seq": Out(16),
             "send_rd": Out(MemoryReadSignature(self.row_bits, data_width)),
@@ -233,12 +230,11 @@ class Engine(wiring.Component):
                                        ("packet_beats", packet_beats, 1, 65535),
                                        ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
                                        ("mem_size", mem_size, 1, 1 << 32)):
-            if not _is_int(value):
+            if not is_int(value):
                 raise TypeError(f"{name} must be an integer, not {value!r}")
             if not low <= value <= high:
                 raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
-        if data_width not in (64, 128, 256, 512):
-            raise ValueError(f"data_width must be 64, 128, 256 or 512, not {data_width!r}")
+        check_data_width(data_width)
         beat_bytes = data_width // 8
         if mem_size & (mem_size - 1) or mem_size % beat_bytes:
             raise ValueError(f"mem_size must be a power of two and a multiple of {beat_bytes}, "
@@ -353,9 +349,9 @@ class Engine(wiring.Component):
         B = self._walker_length_bits
         region_parts, region_bad = self._region_parts, self._region_bad
 
-        errors = Signal(ERROR_LAYOUT)
+        errors = Signal(ENGINE_ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
-        raise_error = Signal(ERROR_LAYOUT)     # bits set this cycle
+        raise_error = Signal(ENGINE_ERROR_LAYOUT)     # bits set this cycle
         with m.If(self.clear):
             m.d.sync += errors.eq(0)
         with m.Else():
@@ -1672,12 +1668,12 @@ class Engine(wiring.Component):
                         # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
                         # destination group, so the queue never fills), TAKEN, DELIVERED
                         # (nothing to do), DONE.
-                        with m.If(got.code == NoticeKind.SEND.value):
+                        with m.If(got.code == RepackNoticeKind.SEND.value):
                             with m.If(sends_fifo.w_rdy):
                                 m.d.comb += sends_fifo.w_en.eq(1)
                             with m.Else():
                                 m.d.comb += raise_error.protocol.eq(1)
-                        with m.If(got.code == NoticeKind.DONE.value):
+                        with m.If(got.code == RepackNoticeKind.DONE.value):
                             m.d.sync += agg_done.eq(1)
                         m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
                     with m.Elif(d.agg_out & in_aggregate):

@@ -17,16 +17,17 @@ from amaranth.lib.wiring import In, Out
 from .regmap.generated import REGMAP
 from .alu import capability_masks, check_capabilities
 from .axi import AXI4LiteSignature, AXI4Signature
-from .barrier import ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
+from .barrier import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .csr import CSRSlave
 from .deadline import Deadline
 from .devmem import DeviceMemory
 from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
-                     DEFAULT_QUEUE_DEPTH, ERROR_LAYOUT as ENGINE_ERROR_LAYOUT, Engine)
+                     DEFAULT_QUEUE_DEPTH, ENGINE_ERROR_LAYOUT, Engine)
 from .packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
 from .repack import MAX_RANKS as _REPACK_MAX_RANKS
 from .repack_hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
+from .params import check_data_width, is_int
 from .skid import SkidBuffer
 
 
@@ -34,8 +35,6 @@ __all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPA
            "DEFAULT_REPACK_MAX_GROUP"]
 
 
-#: Data widths of the network streams and of device memory beats (register DATA_WIDTH).
-DATA_WIDTHS = (64, 128, 256, 512)
 #: Width of the register bus address: the register map needs fewer bits, the rest is room.
 CSR_ADDR_WIDTH = 16
 #: Width of the host port's byte address and ID.
@@ -54,22 +53,14 @@ DEFAULT_REPACK_CAPACITY = 2048
 DEFAULT_REPACK_MAX_GROUP = 8
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def check_core_params(*, data_width, max_nodes, mem_size):
     """Check the build parameters of a NIC core; raise TypeError / ValueError naming them."""
-    if not _is_int(data_width):
-        raise TypeError(f"data_width must be an integer, not {data_width!r}")
-    if data_width not in DATA_WIDTHS:
-        raise ValueError(f"data_width must be one of {', '.join(map(str, DATA_WIDTHS))}, "
-                         f"not {data_width!r}")
-    if not _is_int(max_nodes):
+    check_data_width(data_width)
+    if not is_int(max_nodes):
         raise TypeError(f"max_nodes must be an integer, not {max_nodes!r}")
     if not 1 <= max_nodes <= MAX_NODES_LIMIT:
         raise ValueError(f"max_nodes must be between 1 and {MAX_NODES_LIMIT}, not {max_nodes!r}")
-    if not _is_int(mem_size):
+    if not is_int(mem_size):
         raise TypeError(f"mem_size must be an integer, not {mem_size!r}")
     beat_bytes = data_width // 8
     if (mem_size <= 0 or mem_size & (mem_size - 1) or mem_size % beat_bytes
@@ -79,7 +70,7 @@ def check_core_params(*, data_width, max_nodes, mem_size):
 
 
 def _check_barrier_children(barrier_children):
-    if not _is_int(barrier_children):
+    if not is_int(barrier_children):
         raise TypeError(f"barrier_children must be an integer, not {barrier_children!r}")
     if not 1 <= barrier_children <= BARRIER_CHILDREN_LIMIT:
         raise ValueError(f"barrier_children must be between 1 and {BARRIER_CHILDREN_LIMIT}, "
@@ -164,7 +155,7 @@ class NicCore(wiring.Component):
         self._queue_depth = queue_depth
         self._packet_beats = packet_beats
         self._engine = None
-        if not _is_int(repack_units):
+        if not is_int(repack_units):
             raise TypeError(f"repack_units must be an integer, not {repack_units!r}")
         if not 0 <= repack_units <= 64:
             raise ValueError(f"repack_units must be between 0 and 64, not {repack_units!r}")
@@ -586,6 +577,6 @@ class NicCore(wiring.Component):
             ("barrier", "VECTOR", "bits"): word(unit.vector, reg("SELECT", "word")),
             ("barrier", "ERRORS", "cfg_write"): errors.cfg_write | slot_too_big,
         }
-        for name in ERROR_LAYOUT.members:
+        for name in BARRIER_ERROR_LAYOUT.members:
             values.setdefault(("barrier", "ERRORS", name), getattr(errors, name))
         return sender.packets, receiver.packets, values

@@ -81,7 +81,7 @@ class PacketKind(enum.Enum, shape=4):
     #: sent to the node hosting the repack units.
     REPACK_REGISTER = 4
     #: A notice of the repack control tree to a rank: header only, ``code`` = the
-    #: :class:`~nicoll.hw.repack.NoticeKind`, ``seq`` = sub-matrix tag, ``arg`` = unit,
+    #: :class:`~nicoll.hw.repack.RepackNoticeKind`, ``seq`` = sub-matrix tag, ``arg`` = unit,
     #: ``addr`` = group.
     REPACK_NOTICE = 5
     #: A rank's message for a repack unit: one packet, ``arg`` = the unit, ``seq`` = the tag.

@@ -52,13 +52,14 @@ from ._builder import OneHotStates, carry_save_sum, share
 from .packet import DEST_WIDTH
 from .bytestream import low_mask_count
 from .memattrs import COLLISIONS_DONT_CARE
+from .params import check_data_width, is_int
 from .skid import OneEntrySlice, SkidBuffer
 
 
 __all__ = [
     "RANK_WIDTH", "TAG_WIDTH", "LENGTH_WIDTH", "MAX_BLOCK_BYTES", "MAX_RANKS", "MAX_GROUP",
-    "REPORT_SLACK", "DATA_WIDTHS",
-    "RepackError", "UnitEvent", "NoticeKind", "OrderList",
+    "REPORT_SLACK",
+    "RepackError", "UnitEvent", "RepackNoticeKind", "OrderList",
     "HEADER_LAYOUT", "length_table_layout", "message_beat_layout", "message_stream",
     "unit_config_layout", "UNIT_EVENT_LAYOUT",
     "ORDER_WRITE_LAYOUT", "START_LAYOUT", "REGISTRATION_LAYOUT", "NOTICE_LAYOUT",
@@ -83,7 +84,6 @@ MAX_GROUP = 256
 #: report its own TIMEOUT (fire, DONE into the event FIFO, out of it), so a unit's drop of
 #: one sub-matrix reaches the tree before the tree gives up on the whole exchange.
 REPORT_SLACK = 8
-DATA_WIDTHS = (64, 128, 256, 512)
 
 
 class RepackError(enum.Enum, shape=4):
@@ -125,7 +125,7 @@ class UnitEvent(enum.Enum, shape=2):
     DONE = 2
 
 
-class NoticeKind(enum.Enum, shape=2):
+class RepackNoticeKind(enum.Enum, shape=2):
     """What the control tree tells a rank."""
     #: Send your blocks for destination group ``group`` to unit ``unit`` with tag ``tag``.
     SEND = 0
@@ -151,20 +151,8 @@ HEADER_LAYOUT = data.StructLayout({
 })
 
 
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_data_width(data_width):
-    if not _is_int(data_width):
-        raise TypeError(f"Data width must be an integer, not {data_width!r}")
-    if data_width not in DATA_WIDTHS:
-        raise ValueError(f"Data width must be one of {', '.join(map(str, DATA_WIDTHS))}, "
-                         f"not {data_width!r}")
-
-
 def _check_max_group(max_group):
-    if not _is_int(max_group):
+    if not is_int(max_group):
         raise TypeError(f"Largest group must be an integer, not {max_group!r}")
     if not 1 <= max_group <= MAX_GROUP:
         raise ValueError(f"Largest group must be between 1 and {MAX_GROUP}, not {max_group!r}")
@@ -172,7 +160,7 @@ def _check_max_group(max_group):
 
 def _check_capacity(capacity_bytes, data_width):
     beat_bytes = data_width // 8
-    if not _is_int(capacity_bytes):
+    if not is_int(capacity_bytes):
         raise TypeError(f"Buffer capacity must be an integer, not {capacity_bytes!r}")
     if capacity_bytes <= 0 or capacity_bytes % beat_bytes or capacity_bytes > 1 << 30:
         raise ValueError(f"Buffer capacity must be a positive multiple of {beat_bytes} bytes "
@@ -181,7 +169,7 @@ def _check_capacity(capacity_bytes, data_width):
 
 def length_table_layout(data_width):
     """One beat of a length table: ``data_width // 16`` block lengths of 16 bits."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     return data.ArrayLayout(LENGTH_WIDTH, data_width // LENGTH_WIDTH)
 
 
@@ -193,7 +181,7 @@ def table_beats(count, data_width):
 
 def message_beat_layout(data_width):
     """Payload of one beat of a repack message stream."""
-    _check_data_width(data_width)
+    check_data_width(data_width)
     return data.StructLayout({
         "data": data_width,
         "keep": data_width // 8,
@@ -268,7 +256,7 @@ REGISTRATION_LAYOUT = data.StructLayout({
 
 #: Payload of the control tree's ``notice`` stream: what one rank is told.
 NOTICE_LAYOUT = data.StructLayout({
-    "kind": NoticeKind,
+    "kind": RepackNoticeKind,
     "rank": RANK_WIDTH,
     "unit": 8,
     "tag": TAG_WIDTH,
@@ -443,7 +431,7 @@ class RepackUnit(wiring.Component):
                 RepackError.LENGTH, RepackError.OVER_BUDGET)
 
     def __init__(self, data_width, capacity_bytes, max_group):
-        _check_data_width(data_width)
+        check_data_width(data_width)
         _check_capacity(capacity_bytes, data_width)
         _check_max_group(max_group)
         self._data_width = data_width
@@ -1873,17 +1861,17 @@ class RepackControl(wiring.Component):
 
     @staticmethod
     def _check_params(max_ranks, units, max_group, data_width, capacity_bytes):
-        if not _is_int(max_ranks):
+        if not is_int(max_ranks):
             raise TypeError(f"Largest number of ranks must be an integer, not {max_ranks!r}")
         if not 2 <= max_ranks <= MAX_RANKS:
             raise ValueError(f"Largest number of ranks must be between 2 and {MAX_RANKS}, "
                              f"not {max_ranks!r}")
-        if not _is_int(units):
+        if not is_int(units):
             raise TypeError(f"Number of units must be an integer, not {units!r}")
         if not 1 <= units <= 64:
             raise ValueError(f"Number of units must be between 1 and 64, not {units!r}")
         _check_max_group(max_group)
-        _check_data_width(data_width)
+        check_data_width(data_width)
         _check_capacity(capacity_bytes, data_width)
 
     @property
@@ -2418,13 +2406,13 @@ class RepackControl(wiring.Component):
         d, eq = v.nq_data, v.eq
         taken = v.ev_taken
         with m.If(v.st_send):
-            m.d.comb += [d.kind.eq(NoticeKind.SEND), d.rank.eq(v.src_r.data.rank),
+            m.d.comb += [d.kind.eq(RepackNoticeKind.SEND), d.rank.eq(v.src_r.data.rank),
                          d.unit.eq(v.unit_sel), d.tag.eq(v.cfg.tag), d.group.eq(v.b_sel)]
         with m.Elif(v.pend_done):
-            m.d.comb += [d.kind.eq(NoticeKind.DONE), d.rank.eq(v.done_rank)]
+            m.d.comb += [d.kind.eq(RepackNoticeKind.DONE), d.rank.eq(v.done_rank)]
         with m.Else():
             # The group of the other side: b for a source, a for a destination.
-            m.d.comb += [d.kind.eq(Mux(taken, NoticeKind.TAKEN, NoticeKind.DELIVERED)),
+            m.d.comb += [d.kind.eq(Mux(taken, RepackNoticeKind.TAKEN, RepackNoticeKind.DELIVERED)),
                          d.rank.eq(eq.rank), d.unit.eq(v.eq_unit), d.tag.eq(eq.tag),
                          d.group.eq(Mux(taken, eq.tag[:8], eq.tag[8:]))]
 

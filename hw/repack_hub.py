@@ -32,6 +32,7 @@ from .packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header
                      packet_beat_layout, packet_header_layout, packet_stream)
 from .repack import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
                      message_beat_layout, message_stream)
+from .params import is_int
 from .skid import SkidBuffer
 
 
@@ -40,10 +41,6 @@ __all__ = ["MessagePacketizer", "RepackHub", "DEFAULT_HUB_PACKET_BEATS"]
 
 #: Payload beats of a REPACK_OUT packet by default: a unit's output buffer holds one packet.
 DEFAULT_HUB_PACKET_BEATS = 16
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class MessagePacketizer(wiring.Component):
@@ -64,7 +61,7 @@ class MessagePacketizer(wiring.Component):
     """
 
     def __init__(self, data_width, packet_beats):
-        if not _is_int(packet_beats):
+        if not is_int(packet_beats):
             raise TypeError(f"packet_beats must be an integer, not {packet_beats!r}")
         if not 1 <= packet_beats <= 65535:
             raise ValueError(f"packet_beats must be between 1 and 65535, not {packet_beats!r}")

@@ -3,6 +3,8 @@
 from dataclasses import dataclass
 import hashlib
 
+from nicoll.hw.params import DATA_WIDTHS
+
 from .errors import NicollError
 
 __all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFAULT_MAX_NODES",
@@ -10,8 +12,6 @@ __all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFA
 
 #: Device backends, fastest first.
 BACKENDS = ("model", "amaranth", "verilator")
-#: Widths of the network streams and device-memory beats a core can be built with.
-DATA_WIDTHS = (64, 128, 256, 512)
 DEFAULT_MEM_SIZE = 1 << 20
 #: max_nodes of a Cluster that names none: this or the node count, whichever is larger.  (The
 #: gateware's tables grow with it; a cluster built for 64 nodes simulates 8 more slowly.)

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 from amaranth.lib import data
 
-from nicoll.hw.repack import (DATA_WIDTHS, HEADER_LAYOUT, MAX_BLOCK_BYTES, MAX_RANKS,
-                              OrderList, buffer_bytes_needed, length_table_layout,
-                              table_beats)
+from nicoll.hw.params import DATA_WIDTHS
+from nicoll.hw.repack import (HEADER_LAYOUT, MAX_BLOCK_BYTES, MAX_RANKS, OrderList,
+                              buffer_bytes_needed, length_table_layout, table_beats)
 
 from .errors import NicollError
 

@@ -6,12 +6,7 @@ import random
 import pytest
 
 from nicoll import NicollError
-from nicoll import actune
 from nicoll.actune import TuneResult, tune_count_threshold, tune_time_threshold
-
-
-def test_all():
-    assert actune.__all__ == ["TuneResult", "tune_count_threshold", "tune_time_threshold"]
 
 
 class Counted:

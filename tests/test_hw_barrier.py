@@ -31,10 +31,8 @@ from amaranth.back import rtlil
 from amaranth.hdl import Cat, Elaboratable, Fragment, Module, Signal, Value
 
 from nicoll.errors import NicollError
-from nicoll.hw import barrier as barrier_mod
-from nicoll.hw import barrier_tree as barrier_tree_mod
 from nicoll.hw.barrier import (
-    AcSubMode, BarrierMode, BarrierUnit, ERROR_LAYOUT, NOTICE_LAYOUT, NoticeKind,
+    AcSubMode, BarrierMode, BarrierUnit, BARRIER_ERROR_LAYOUT, NOTICE_LAYOUT, BarrierNoticeKind,
     notice_stream, tree_tables,
 )
 from nicoll.hw.barrier_tree import BarrierTreeTop, barrier_tree_verilog
@@ -55,17 +53,6 @@ DONE_ACT = 1
 HOP = LINK + UNIT
 
 SEQ_MASK = 0xffff
-
-
-def test_all():
-    assert barrier_mod.__all__ == [
-        "NoticeKind", "BarrierMode", "AcSubMode",
-        "NOTICE_LAYOUT", "ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
-        "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT",
-        "notice_stream", "BarrierUnit", "tree_tables",
-    ]
-    for name in barrier_mod.__all__:
-        assert hasattr(barrier_mod, name), name
 
 
 def test_constructor_errors():
@@ -123,15 +110,15 @@ def test_notice_layout():
     # One flat struct that fits a packet header (<= 192 bits).
     assert NOTICE_LAYOUT.size == 2 + 16 * 4 + 64 <= 192
     assert list(dict(NOTICE_LAYOUT)) == ["kind", "seq", "src", "dst", "subject", "estimate"]
-    assert [k.value for k in NoticeKind] == [0, 1, 2]
+    assert [k.value for k in BarrierNoticeKind] == [0, 1, 2]
     assert [k.value for k in BarrierMode] == [0, 1, 2]
     assert [k.value for k in AcSubMode] == [1, 2, 3]
     # The host packs a notice with the same layout.
-    value = NOTICE_LAYOUT.const({"kind": NoticeKind.KILL, "seq": 5, "src": 1, "dst": 3,
+    value = NOTICE_LAYOUT.const({"kind": BarrierNoticeKind.KILL, "seq": 5, "src": 1, "dst": 3,
                                  "subject": 0, "estimate": 42}).as_value().value
-    assert value & 3 == NoticeKind.KILL.value and (value >> 2) & 0xffff == 5
+    assert value & 3 == BarrierNoticeKind.KILL.value and (value >> 2) & 0xffff == 5
     assert value >> 66 == 42
-    assert ERROR_LAYOUT.size == 12
+    assert BARRIER_ERROR_LAYOUT.size == 12
 
 
 def test_tree_tables():
@@ -195,7 +182,7 @@ def subtree(tables, node):
 
 
 def notice_dict(payload):
-    return {"kind": NoticeKind(payload.kind), "seq": payload.seq, "src": payload.src,
+    return {"kind": BarrierNoticeKind(payload.kind), "seq": payload.seq, "src": payload.src,
             "dst": payload.dst, "subject": payload.subject, "estimate": payload.estimate}
 
 
@@ -387,14 +374,14 @@ class Harness:
             while acting and acting[0][0] == edge:
                 now_acting.append(acting.popleft()[1:])
             for r, x in now_acting:
-                if x["seq"] != seq_before[r] or (x["kind"] == NoticeKind.COMPLETE
+                if x["seq"] != seq_before[r] or (x["kind"] == BarrierNoticeKind.COMPLETE
                                                  and released_now[r]):
                     self.stale[r] += 1
-                elif x["kind"] == NoticeKind.COMPLETE:
+                elif x["kind"] == BarrierNoticeKind.COMPLETE:
                     got = self.counted[r, x["seq"]]
                     assert x["subject"] not in got, ("a completion forwarded twice", r, x)
                     got[x["subject"]] = edge
-                elif x["kind"] == NoticeKind.KILL:
+                elif x["kind"] == BarrierNoticeKind.KILL:
                     self.killed_at[r, x["seq"]] = edge
                     kill_now[r] = True
             # Done strobes: they act at edge + DONE_ACT (the decode stage, no boundary).
@@ -499,8 +486,8 @@ class Harness:
                 for ch in tables[p]["children"]:
                     kinds = self.link.get((p, ch, q), [])
                     incomplete = not (subtree(tables, ch) <= set(got))
-                    want = ([NoticeKind.KILL] if p_killed and incomplete else []) \
-                        + [NoticeKind.RELEASE]
+                    want = ([BarrierNoticeKind.KILL] if p_killed and incomplete else []) \
+                        + [BarrierNoticeKind.RELEASE]
                     assert kinds == want, (p, ch, q, kinds, want, sorted(got))
                 # The subjects this node counted really finished that barrier: no stale
                 # notice ever counted.
@@ -510,7 +497,7 @@ class Harness:
             self.check_root(q)
         for (src, dst, q), kinds in self.link.items():
             if dst == tables[src]["parent"]:
-                assert set(kinds) == {NoticeKind.COMPLETE}, (src, dst, q, kinds)
+                assert set(kinds) == {BarrierNoticeKind.COMPLETE}, (src, dst, q, kinds)
             else:
                 assert dst in tables[src]["children"], ("a notice on no tree link", src, dst)
         for r, u in enumerate(self.units):
@@ -559,7 +546,7 @@ class Harness:
 
     def kill_links(self, q):
         return {(p, ch) for (p, ch, s), kinds in self.link.items()
-                if s == q and NoticeKind.KILL in kinds}
+                if s == q and BarrierNoticeKind.KILL in kinds}
 
     def path_links(self, nodes):
         """Tree links on the way from the root to each of ``nodes``."""
@@ -612,7 +599,7 @@ def test_normal_mode_waits_for_the_last(name, tree):
         # Nobody is released before the last done strobe of that barrier.
         last_done = max(h.done_ok[r, q] for r in range(n))
         assert min(h.released[r, q] for r in range(n)) > last_done
-    assert not h.aborted and not any(NoticeKind.KILL in k for k in h.link.values())
+    assert not h.aborted and not any(BarrierNoticeKind.KILL in k for k in h.link.values())
 
 
 @pytest.mark.parametrize("n", [8, 64])
@@ -678,7 +665,7 @@ def test_count_only_aborts_exactly_the_unfinished(tree, stragglers, m):
     assert {r for (r, q) in h.aborted} == stragglers
     assert h.kill_links(0) == h.path_links(stragglers)
     kills = Counter((p, ch) for (p, ch, q), kinds in h.link.items() for k in kinds
-                    if k == NoticeKind.KILL)
+                    if k == BarrierNoticeKind.KILL)
     assert set(kills.values()) == {1}
     # Each late finisher's done was stale at its own unit (finishers counted after the
     # release are stale at the root as well; check() matched every unit's counter).
@@ -870,7 +857,7 @@ def test_bad_parameters_flag_and_fall_back_to_normal(mode, sub, m, c, bit):
         ctx.set(root.ac_sub.as_value(), sub)
         await h.tick(ctx)
         await h.tick(ctx)
-        flags["bits"] = {name for name in dict(ERROR_LAYOUT)
+        flags["bits"] = {name for name in dict(BARRIER_ERROR_LAYOUT)
                          if getattr(ctx.get(root.errors), name)}
         h.mode = BarrierMode.NORMAL            # what the harness must then see
         await h.run(ctx, arrivals)
@@ -925,7 +912,7 @@ async def setup_node(ctx, u, *, node, parent, children, routes):
 
 def error_bits(ctx, u):
     errors = ctx.get(u.errors)
-    return {name for name in dict(ERROR_LAYOUT) if getattr(errors, name)}
+    return {name for name in dict(BARRIER_ERROR_LAYOUT) if getattr(errors, name)}
 
 
 # Node 1 of BarrierTree.binary(7): parent 0, children 3 (slot 0) and 4 (slot 1).
@@ -1089,7 +1076,7 @@ def test_bad_notices_are_dropped_and_flagged():
 
     async def send(ctx, x):
         if isinstance(x["kind"], int):          # a code no member has: pack it by hand
-            value = NOTICE_LAYOUT.const({**x, "kind": NoticeKind.COMPLETE}).as_value().value
+            value = NOTICE_LAYOUT.const({**x, "kind": BarrierNoticeKind.COMPLETE}).as_value().value
             ctx.set(u.rx.payload.as_value(), value | x["kind"])
         else:
             ctx.set(u.rx.payload, x)
@@ -1107,7 +1094,7 @@ def test_bad_notices_are_dropped_and_flagged():
         ctx.set(u.start, 1)
         await ctx.tick()
         ctx.set(u.start, 0)
-        await send(ctx, notice(NoticeKind.COMPLETE, 0, 3, 1, subject=4))
+        await send(ctx, notice(BarrierNoticeKind.COMPLETE, 0, 3, 1, subject=4))
         await ctx.tick().repeat(2)      # long enough for a count to show, were it made
         log["outside"] = (error_bits(ctx, u), ctx.get(u.ones), ctx.get(u.vector))
         ctx.set(u.start, 1)
@@ -1116,10 +1103,10 @@ def test_bad_notices_are_dropped_and_flagged():
         await ctx.tick()
         log["cleared"] = error_bits(ctx, u)
         # Not for this node; from a stranger; a RELEASE from a child; kind 3.
-        bad = [notice(NoticeKind.COMPLETE, 0, 3, 2, subject=3),
-               notice(NoticeKind.COMPLETE, 0, 5, 1, subject=5),
-               notice(NoticeKind.RELEASE, 0, 3, 1),
-               {**notice(NoticeKind.KILL, 0, 0, 1), "kind": 3}]
+        bad = [notice(BarrierNoticeKind.COMPLETE, 0, 3, 2, subject=3),
+               notice(BarrierNoticeKind.COMPLETE, 0, 5, 1, subject=5),
+               notice(BarrierNoticeKind.RELEASE, 0, 3, 1),
+               {**notice(BarrierNoticeKind.KILL, 0, 0, 1), "kind": 3}]
         log["notice"] = []
         for x in bad:
             ctx.set(u.start, 1)
@@ -1132,12 +1119,12 @@ def test_bad_notices_are_dropped_and_flagged():
         ctx.set(u.start, 1)
         await ctx.tick()
         ctx.set(u.start, 0)
-        await send(ctx, notice(NoticeKind.COMPLETE, 5, 3, 1, subject=3))
-        await send(ctx, notice(NoticeKind.RELEASE, 5, 0, 1))
+        await send(ctx, notice(BarrierNoticeKind.COMPLETE, 5, 3, 1, subject=3))
+        await send(ctx, notice(BarrierNoticeKind.RELEASE, 5, 0, 1))
         await ctx.tick()                # the stale count runs a cycle behind the drops
         log["stale"] = (error_bits(ctx, u), ctx.get(u.stale), ctx.get(u.ones), ctx.get(u.seq))
         # A good completion is forwarded to the parent.
-        await send(ctx, notice(NoticeKind.COMPLETE, 0, 4, 1, subject=4))
+        await send(ctx, notice(BarrierNoticeKind.COMPLETE, 0, 4, 1, subject=4))
         await ctx.tick()                # forwarded UNIT cycles after it was taken
         log["good"] = (ctx.get(u.ones), ctx.get(u.vector), ctx.get(u.tx.valid),
                        notice_dict(ctx.get(u.tx.payload)))
@@ -1148,7 +1135,7 @@ def test_bad_notices_are_dropped_and_flagged():
     assert log["notice"] == [({"notice"}, 0, 0, 0)] * 4
     assert log["stale"] == (set(), 2, 0, 0)
     assert log["good"][:3] == (1, 1 << 4, 1)
-    assert log["good"][3] == notice(NoticeKind.COMPLETE, 0, 1, 0, subject=4)
+    assert log["good"][3] == notice(BarrierNoticeKind.COMPLETE, 0, 1, 0, subject=4)
 
 
 def test_root_with_bad_tree_never_releases():
@@ -1163,7 +1150,7 @@ def test_root_with_bad_tree_never_releases():
         await ctx.tick()
         ctx.set(u.done, 0)
         await ctx.tick()
-        await send_rx(ctx, u, notice(NoticeKind.COMPLETE, 0, 1, 0, subject=1))
+        await send_rx(ctx, u, notice(BarrierNoticeKind.COMPLETE, 0, 1, 0, subject=1))
         for _ in range(10):
             await ctx.tick()
         out["seq"] = ctx.get(u.seq)
@@ -1196,7 +1183,7 @@ def test_done_after_kill_is_stale():
             await ctx.tick()
             ctx.set(u.start, 0)
             await ctx.tick()
-            ctx.set(u.rx.payload, notice(NoticeKind.KILL, 0, 0, 1, estimate=5))
+            ctx.set(u.rx.payload, notice(BarrierNoticeKind.KILL, 0, 0, 1, estimate=5))
             ctx.set(u.rx.valid, 1)
             await ctx.tick()
             ctx.set(u.rx.valid, 0)
@@ -1212,7 +1199,7 @@ def test_done_after_kill_is_stale():
             for _ in range(4):
                 sent += ctx.get(u.tx.valid)
                 await ctx.tick()
-            await send_rx(ctx, u, notice(NoticeKind.RELEASE, 0, 0, 1))
+            await send_rx(ctx, u, notice(BarrierNoticeKind.RELEASE, 0, 0, 1))
             await ctx.tick().repeat(ACT)    # the release acts ACT cycles after it was taken
             out.append((ctx.get(u.aborted), ctx.get(u.finished), ctx.get(u.stale), sent,
                         ctx.get(u.seq), ctx.get(u.released)))
@@ -1237,7 +1224,7 @@ def test_repeated_completion_counts_once(gap):
             for _ in range(delay):
                 sent += ctx.get(u.tx.valid)
                 await ctx.tick()
-            ctx.set(u.rx.payload, notice(NoticeKind.COMPLETE, 0, 4, 1, subject=4))
+            ctx.set(u.rx.payload, notice(BarrierNoticeKind.COMPLETE, 0, 4, 1, subject=4))
             ctx.set(u.rx.valid, 1)
             sent += ctx.get(u.tx.valid)
             await ctx.tick()
@@ -1270,7 +1257,7 @@ def test_an_input_that_comes_with_start_is_wiped(what):
             if what == "done":
                 ctx.set(u.done, 1)
             else:
-                kind = NoticeKind.COMPLETE if what == "complete" else NoticeKind.RELEASE
+                kind = BarrierNoticeKind.COMPLETE if what == "complete" else BarrierNoticeKind.RELEASE
                 src = 4 if what == "complete" else 0
                 ctx.set(u.rx.payload, notice(kind, 0, src, 1, subject=4))
                 ctx.set(u.rx.valid, 1)
@@ -1308,15 +1295,15 @@ def test_rx_never_waits_on_a_stalled_tx():
         await setup_node(ctx, u, node=1, parent=0, children=[2, 9], routes=routes)
         ctx.set(u.tx.ready, 0)
         for s in list(range(2, 16)):
-            await send_rx(ctx, u, notice(NoticeKind.COMPLETE, 0, 2 if s < 9 else 9, 1,
+            await send_rx(ctx, u, notice(BarrierNoticeKind.COMPLETE, 0, 2 if s < 9 else 9, 1,
                                          subject=s))
         await ctx.tick().repeat(ACT)    # the last one acts ACT cycles after it was taken
         out["ones"] = ctx.get(u.ones)
         # Three barriers released from above while nothing leaves.  In barrier 0 both
         # subtrees are complete here; in 1 and 2 nobody below has even left barrier 0.
         for q, est in ((0, 7), (1, 8), (2, 9)):
-            await send_rx(ctx, u, notice(NoticeKind.KILL, q, 0, 1, estimate=est))
-            await send_rx(ctx, u, notice(NoticeKind.RELEASE, q, 0, 1))
+            await send_rx(ctx, u, notice(BarrierNoticeKind.KILL, q, 0, 1, estimate=est))
+            await send_rx(ctx, u, notice(BarrierNoticeKind.RELEASE, q, 0, 1))
         await ctx.tick().repeat(ACT)    # the last one acts ACT cycles after it was taken
         out["seq"] = ctx.get(u.seq)
         out["aborted"] = (ctx.get(u.aborted), ctx.get(u.abort_seq), ctx.get(u.abort_estimate))
@@ -1335,9 +1322,9 @@ def test_rx_never_waits_on_a_stalled_tx():
     sent = out["sent"]
     # The first completion was loaded into the tx register before the stall; the queued rest
     # was dropped when the node left barrier 0 (stale at the parent by then).
-    assert sent[0] == notice(NoticeKind.COMPLETE, 0, 1, 0, subject=2)
-    assert all(x["kind"] != NoticeKind.COMPLETE for x in sent[1:])
-    R, K = NoticeKind.RELEASE, NoticeKind.KILL
+    assert sent[0] == notice(BarrierNoticeKind.COMPLETE, 0, 1, 0, subject=2)
+    assert all(x["kind"] != BarrierNoticeKind.COMPLETE for x in sent[1:])
+    R, K = BarrierNoticeKind.RELEASE, BarrierNoticeKind.KILL
     for child in (2, 9):
         mine = [(x["kind"], x["seq"]) for x in sent if x["dst"] == child]
         assert mine == [(R, 0), (K, 1), (R, 1), (K, 2), (R, 2)], (child, mine)
@@ -1348,15 +1335,6 @@ def test_rx_never_waits_on_a_stalled_tx():
 
 
 # ---- BarrierTreeTop: the standalone tree of the Verilator bench (tests/test_barrier_cocotb.py)
-
-def test_tree_top_all():
-    assert barrier_tree_mod.__all__ == [
-        "TOPLEVEL", "UNIT_MODULE", "MAX_UNITS", "FULL_LINKS_LIMIT", "MAX_LATENCY",
-        "COUNT_WIDTH", "BarrierTreeTop", "barrier_tree_verilog",
-    ]
-    for name in barrier_tree_mod.__all__:
-        assert hasattr(barrier_tree_mod, name), name
-
 
 def test_tree_top_constructor_errors():
     with pytest.raises(TypeError, match=r"^units must be an integer, not '8'$"):
@@ -1465,7 +1443,7 @@ def test_tree_top_runs_a_barrier():
     run_testbenches(top, tb, watchdog_cycles=2000)
     root_release = out["at"][2] + DONE_ACT + 2 * hop + 1    # done acts DONE_ACT later
     assert out["released_at"] == [root_release, root_release + hop, root_release + 2 * hop]
-    R, C, K = NoticeKind.RELEASE.value, NoticeKind.COMPLETE.value, NoticeKind.KILL.value
+    R, C, K = BarrierNoticeKind.RELEASE.value, BarrierNoticeKind.COMPLETE.value, BarrierNoticeKind.KILL.value
     assert out["down"][0] == [0, 0, 0, 0]
     assert out["down"][1][R] == out["down"][2][R] == 1 and out["down"][1][K] == 0
     assert out["up"][2][C] == 1 and out["up"][1][C] == 2 and out["up"][0] == [0, 0, 0, 0]
@@ -1484,11 +1462,11 @@ def test_a_done_with_a_kill_right_after_a_release(killed):
 
     async def tb(ctx):
         await start_good_node(ctx, u)
-        ctx.set(u.rx.payload, notice(NoticeKind.RELEASE, 0, 0, 1))
+        ctx.set(u.rx.payload, notice(BarrierNoticeKind.RELEASE, 0, 0, 1))
         ctx.set(u.rx.valid, 1)
         await ctx.tick()
         if killed:
-            ctx.set(u.rx.payload, notice(NoticeKind.KILL, 1, 0, 1, estimate=5))
+            ctx.set(u.rx.payload, notice(BarrierNoticeKind.KILL, 1, 0, 1, estimate=5))
         else:
             ctx.set(u.rx.valid, 0)
         await ctx.tick()

@@ -193,15 +193,6 @@ ROW_FIELDS = ("row", "data", "mask", "last")
 
 # ---- Public names and constructors ---------------------------------------------------------
 
-def test_all():
-    assert bytestream_mod.__all__ == [
-        "DATA_WIDTHS", "REGION_LAYOUT",
-        "region_checks_layout", "walker_command_layout", "region_checks",
-        "chunk_layout", "read_row_layout", "beat_layout", "write_row_layout",
-        "RegionWalker", "RowPacker", "RowUnpacker", "at_most",
-    ]
-
-
 def test_layouts():
     assert REGION_LAYOUT == data.StructLayout({"offset": 32, "length": 32, "run": 32,
                                                "stride": 32})
@@ -233,11 +224,11 @@ def test_ports():
 
 def test_constructor_errors():
     for make in (RegionWalker, RowPacker, RowUnpacker, read_row_layout, beat_layout):
-        with pytest.raises(TypeError, match=r"^Data width must be an integer, not '64'$"):
+        with pytest.raises(TypeError, match=r"^data_width must be an integer, not '64'$"):
             make("64")
-        with pytest.raises(TypeError, match=r"^Data width must be an integer, not True$"):
+        with pytest.raises(TypeError, match=r"^data_width must be an integer, not True$"):
             make(True)
-        with pytest.raises(ValueError, match=r"^Data width must be one of 64, 128, 256, 512, "
+        with pytest.raises(ValueError, match=r"^data_width must be one of 64, 128, 256, 512, "
                                              r"not 32$"):
             make(32)
     with pytest.raises(TypeError, match=r"^checked must be a bool, not 1$"):
@@ -263,7 +254,7 @@ def test_constructor_errors():
         with pytest.raises(ValueError, match=r"^Row address width must be between 1 and 64, "
                                              r"not 0$"):
             make(64, 0)
-        with pytest.raises(ValueError, match=r"^Data width must be one of 64, 128, 256, 512, "
+        with pytest.raises(ValueError, match=r"^data_width must be one of 64, 128, 256, 512, "
                                              r"not 100$"):
             make(100, 8)
 

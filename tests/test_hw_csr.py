@@ -6,7 +6,6 @@ import random
 import pytest
 
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.hw import csr as csr_mod
 from nicoll.hw.csr import CSRSlave
 from nicoll.hw.regmap import Block, BusResponse, Field, Register, RegisterMap
 from amaranth.sim import Simulator
@@ -104,12 +103,6 @@ CYCLES = REGMAP.block("global").register("CYCLES")
 
 
 # ---------------------------------------------------------------------------------------------
-
-def test_all():
-    assert csr_mod.__all__ == ["CSRSlave"]
-    for name in csr_mod.__all__:
-        assert hasattr(csr_mod, name)
-
 
 def test_ports():
     dut = CSRSlave()

@@ -5,12 +5,7 @@ import random
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from nicoll.hw import deadline as deadline_mod
 from nicoll.hw.deadline import Deadline
-
-
-def test_all():
-    assert deadline_mod.__all__ == ["Deadline"]
 
 
 def test_reached_follows_the_counter_and_at():

@@ -8,7 +8,6 @@ from amaranth.sim import Simulator
 
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 
-from nicoll.hw import devmem as devmem_mod
 from nicoll.hw.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
 from nicoll.hw.devmem import DeviceMemory
 from nicoll.hw.regmap import BusResponse
@@ -171,14 +170,10 @@ def memory_image(ctx, dut):
 
 # ---------------------------------------------------------------------------------------------
 
-def test_all():
-    assert devmem_mod.__all__ == ["DeviceMemory", "MemoryReadSignature", "MemoryWriteSignature"]
-
-
 def test_constructor_errors():
-    with pytest.raises(TypeError, match=r"^Data width must be an integer, not '64'$"):
+    with pytest.raises(TypeError, match=r"^data_width must be an integer, not '64'$"):
         DeviceMemory(4096, "64")
-    with pytest.raises(ValueError, match=r"^Data width must be one of 32, 64, 128, 256, 512, "
+    with pytest.raises(ValueError, match=r"^data_width must be one of 32, 64, 128, 256, 512, "
                                          r"not 48$"):
         DeviceMemory(4096, 48)
     with pytest.raises(TypeError, match=r"^Memory size must be an integer, not 4096\.0$"):

@@ -19,11 +19,11 @@ from amaranth.sim import Simulator
 
 import nicoll.engine as eng
 from nicoll.engine_model import push_refusals
-from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ERROR_LAYOUT, Engine,
+from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ENGINE_ERROR_LAYOUT, Engine,
                               StepAction)
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
-from nicoll.hw.repack import NoticeKind
+from nicoll.hw.repack import RepackNoticeKind
 from nicoll.hw.skid import SkidBuffer
 from nicoll.sim.testbench import PERIOD, watchdog
 
@@ -231,7 +231,7 @@ def random_image(rng, kind="bytes"):
 def errors(ctx, dut):
     """The names of the ERRORS bits set."""
     value = ctx.get(dut.engine.errors).as_value().value
-    return {name for name, field in ERROR_LAYOUT if value >> field.offset & 1}
+    return {name for name, field in ENGINE_ERROR_LAYOUT if value >> field.offset & 1}
 
 
 def counters(ctx, dut):
@@ -1027,7 +1027,7 @@ def test_send_notices_in_a_row_send_each_slots_message():
 
     def notice(tag, unit, group):
         header = packet_header_layout().const({
-            "kind": PacketKind.REPACK_NOTICE, "code": NoticeKind.SEND.value, "src": 0,
+            "kind": PacketKind.REPACK_NOTICE, "code": RepackNoticeKind.SEND.value, "src": 0,
             "dst": 0, "seq": tag, "arg": unit, "addr": group})
         return packet_beat_layout(width).const({
             "data": header.as_value().value, "keep": (1 << beat) - 1, "last": 1, "dest": 0,

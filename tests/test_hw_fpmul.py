@@ -27,10 +27,6 @@ FORMATS = [FP16, BF16, FP32, FP64]
 E5M2 = FloatFormat(5, 2)
 
 
-def test_all():
-    assert fpmul_mod.__all__ == ["FloatMultiplier", "LimbProduct", "LIMB_MAX"]
-
-
 def test_limb_product_widths_checked():
     with pytest.raises(ValueError, match=r"operand widths must be integers from 1 to 18, not 19"):
         fpmul_mod.LimbProduct(16, 19)

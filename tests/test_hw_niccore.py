@@ -5,10 +5,7 @@ import random
 
 import pytest
 
-import nicoll.hw
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.hw import cluster as cluster_mod
-from nicoll.hw import niccore as niccore_mod
 from nicoll.hw import simverilog
 from nicoll.hw.alu import all_capabilities
 from nicoll.hw.cluster import ClusterTop
@@ -63,13 +60,8 @@ async def check_node(ctx, bus, *, node_id, data_width, max_nodes, mem_size):
 
 # ---------------------------------------------------------------------------------------------
 
-def test_all():
-    assert niccore_mod.__all__ == ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS",
-                                   "DEFAULT_REPACK_CAPACITY", "DEFAULT_REPACK_MAX_GROUP"]
-    assert cluster_mod.__all__ == ["ClusterTop", "cluster_verilog", "niccore_verilog"]
-    for name in nicoll.hw.__all__:
-        assert hasattr(nicoll.hw, name), name
-    assert len(set(nicoll.hw.__all__)) == len(nicoll.hw.__all__)
+def test_the_gateware_package_gives_its_blocks():
+    import nicoll.hw
     assert {"CSRSlave", "DeviceMemory", "Switch", "NicCore", "ClusterTop", "cluster_verilog",
             "niccore_verilog", "AXI4LiteSignature", "AXI4Signature", "packet_stream",
             "packet_beat_layout"} <= set(nicoll.hw.__all__)

@@ -9,18 +9,10 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.sim import Simulator
 
-from nicoll.hw import packet as packet_mod
 from nicoll.hw.packet import (HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                               PacketKind, header_beats, packet_beat_layout,
                               packet_header_layout, packet_stream)
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
-
-
-def test_all():
-    assert packet_mod.__all__ == ["DEST_WIDTH", "packet_beat_layout", "packet_stream",
-                                  "PacketKind", "packet_header_layout", "header_beats",
-                                  "HeaderSender", "HeaderReceiver", "PacketArbiter",
-                                  "PacketDemux"]
 
 
 @pytest.mark.parametrize("data_width", [64, 128, 256, 512])

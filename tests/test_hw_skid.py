@@ -8,14 +8,9 @@ import pytest
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from nicoll.hw import skid as skid_mod
 from nicoll.hw.skid import CheckedRing, OneEntrySlice, SkidBuffer
 
 PERIOD = 1e-8
-
-
-def test_all():
-    assert skid_mod.__all__ == ["SkidBuffer", "CheckedRing", "OneEntrySlice"]
 
 
 def simulate(dut, *testbenches, background=()):

@@ -6,7 +6,6 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from nicoll.hw import switch as switch_mod
 from nicoll.hw.switch import Switch
 
 PERIOD = 1e-8
@@ -108,10 +107,6 @@ def split_packets(beats):
 
 
 # ---------------------------------------------------------------------------------------------
-
-def test_all():
-    assert switch_mod.__all__ == ["Switch"]
-
 
 def test_constructor_errors():
     with pytest.raises(TypeError, match=r"^Number of ports must be an integer, not '4'$"):

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nicoll import NicollError
-from nicoll import repack_plan as plan_mod
 from nicoll.hw.repack import (HEADER_LAYOUT, MAX_BLOCK_BYTES, OrderList, buffer_bytes_needed,
                               length_table_layout)
 from nicoll.repack_plan import (DEFAULT_ALPHA, Message, beats_to_message, cost_direct,
@@ -18,16 +17,6 @@ from nicoll.repack_plan import (DEFAULT_ALPHA, Message, beats_to_message, cost_d
                                 unpack_message)
 
 WIDTHS = st.sampled_from([64, 128, 256, 512])
-
-
-def test_all():
-    assert plan_mod.__all__ == [
-        "DEFAULT_ALPHA", "DEFAULT_MAX_GROUP", "RepackPlan", "Message", "plan_subgroups",
-        "cost_direct", "cost_repack", "direct_threshold", "pack_message", "unpack_message",
-        "message_beats", "beats_to_message", "reference_alltoallv", "submatrix_tag",
-    ]
-    for name in plan_mod.__all__:
-        assert hasattr(plan_mod, name), name
 
 
 # ---- Messages -----------------------------------------------------------------------------

@@ -10,15 +10,9 @@ from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.csr import CSRSlave
 from nicoll.hw.devmem import DeviceMemory
 from nicoll.hw.regmap import BusResponse
-from nicoll.sim import axi_model
 from nicoll.sim.axi_model import axi_bursts, axi_read, axi_write, axil_read, axil_write
 
 PERIOD = 1e-8
-
-
-def test_all():
-    assert axi_model.__all__ == ["axil_read", "axil_write", "axi_write", "axi_read",
-                                 "axi_bursts"]
 
 
 @pytest.mark.parametrize("beat_bytes", [4, 8, 32, 64])

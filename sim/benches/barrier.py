@@ -41,8 +41,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from nicoll.hw.barrier import (
-    ERROR_LAYOUT, NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,
-    AcSubMode, BarrierMode, NoticeKind,
+    BARRIER_ERROR_LAYOUT, NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,
+    AcSubMode, BarrierMode, BarrierNoticeKind,
 )
 from nicoll.hw.tree import BarrierTree
 
@@ -53,7 +53,7 @@ SEQ_MASK = (1 << SEQ_WIDTH) - 1
 NORMAL, AC, COLLECT = BarrierMode.NORMAL.value, BarrierMode.AC.value, BarrierMode.COLLECT.value
 COUNT, TIME, BOTH = AcSubMode.COUNT.value, AcSubMode.TIME.value, AcSubMode.BOTH.value
 KINDS = 4                                   # link counters per kind code (3 is never sent)
-ERROR_BITS = {name: ERROR_LAYOUT[name].offset for name in dict(ERROR_LAYOUT)}
+ERROR_BITS = {name: BARRIER_ERROR_LAYOUT[name].offset for name in dict(BARRIER_ERROR_LAYOUT)}
 STAMP_BITS = {name: STAMP_FLAGS[name].offset for name in dict(STAMP_FLAGS)}
 
 
@@ -320,7 +320,7 @@ class TB:
 
     def errors(self):
         """Error bit names set at each tree node."""
-        words = self.read("errors", ERROR_LAYOUT.size)
+        words = self.read("errors", BARRIER_ERROR_LAYOUT.size)
         return [{name for name, bit in ERROR_BITS.items() if words[r] >> bit & 1}
                 for r in range(self.n)]
 
@@ -592,11 +592,11 @@ class TB:
                 assert out.down[r] == [0] * KINDS and out.up[r] == [0] * KINDS, (where, r, out)
                 continue
             want_down = [0] * KINDS
-            want_down[NoticeKind.RELEASE.value] = 1
-            want_down[NoticeKind.KILL.value] = int((p, r) in kills)
+            want_down[BarrierNoticeKind.RELEASE.value] = 1
+            want_down[BarrierNoticeKind.KILL.value] = int((p, r) in kills)
             assert out.down[r] == want_down, (where, "down link", p, r, out.down[r], want_down)
             want_up = [0] * KINDS
-            want_up[NoticeKind.COMPLETE.value] = len(g.subtree[r] & set(finish))
+            want_up[BarrierNoticeKind.COMPLETE.value] = len(g.subtree[r] & set(finish))
             assert out.up[r] == want_up, (where, "up link", r, p, out.up[r], want_up)
         assert (out.misrouted, out.off_tree, out.clash) == (0, 0, 0), (where, out)
 
@@ -1016,19 +1016,19 @@ async def bad_notices_are_dropped_and_flagged(dut):
         # From child c0, a subject not in its subtree (the root itself, or the missing node
         # when it sits under another child).
         subject = missing if missing not in g.subtree[c0] else root
-        await inject(root, _notice(NoticeKind.COMPLETE, tb.seq, c0, root, subject))
+        await inject(root, _notice(BarrierNoticeKind.COMPLETE, tb.seq, c0, root, subject))
         assert "outside" in tb.errors()[root]
         # The missing node's completion, but for an older barrier.
         via = next(ch for ch in g.children[root] if missing in g.subtree[ch])
-        await inject(root, _notice(NoticeKind.COMPLETE, tb.seq - 1, via, root, missing))
+        await inject(root, _notice(BarrierNoticeKind.COMPLETE, tb.seq - 1, via, root, missing))
         want_stale[root] += 1
         # A RELEASE to the missing node from a node that is not its parent.
         fake = next((r for r in range(n) if r not in (missing, g.parent[missing])), None)
         if fake is not None:
-            await inject(missing, _notice(NoticeKind.RELEASE, tb.seq, fake, missing))
+            await inject(missing, _notice(BarrierNoticeKind.RELEASE, tb.seq, fake, missing))
             assert "notice" in tb.errors()[missing]
     else:
-        await inject(root, _notice(NoticeKind.COMPLETE, tb.seq, 5, root, 0))
+        await inject(root, _notice(BarrierNoticeKind.COMPLETE, tb.seq, 5, root, 0))
         assert "notice" in tb.errors()[root]
     ones = tb.read("ones", 16)
     seqs = tb.read("seq", 16)

@@ -52,7 +52,7 @@ from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from nicoll.hw.repack import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
-                              START_LAYOUT, NoticeKind, RepackError, table_beats)
+                              START_LAYOUT, RepackNoticeKind, RepackError, table_beats)
 from nicoll.hw.repack_top import control_tdata_width
 from nicoll.repack_plan import (pack_message, plan_subgroups, reference_alltoallv,
                                 unpack_message)
@@ -250,7 +250,7 @@ class Exchange:
                 tb.reg.send_nowait(_word(REGISTRATION_LAYOUT, {"rank": r}))
         while True:
             notice = await self.inbox[r].get()
-            if notice["kind"] == NoticeKind.SEND:
+            if notice["kind"] == RepackNoticeKind.SEND:
                 if r in self.skip_send:
                     continue
                 delay = self.rng.randrange(self.send_spread + 1) if self.send_spread else 0
@@ -262,7 +262,7 @@ class Exchange:
                 self.sent[(r, notice["tag"])] += 1
                 self.beats_in[notice["unit"]] += -(-len(msg) // tb.beat_bytes)
                 tb.i[notice["unit"]].send_nowait(AxiStreamFrame(msg, tid=r))
-            elif notice["kind"] == NoticeKind.DONE:
+            elif notice["kind"] == RepackNoticeKind.DONE:
                 self.done_cycle[r] = notice["cycle"]
                 return
 
@@ -414,17 +414,17 @@ class Exchange:
         assert out_per_sub == want_out, "not one message out per source and sub-matrix"
         assert in_per_sub == want_in, "not one message in per destination and sub-matrix"
         p_groups, q_groups = len(plan.src_groups), len(plan.dst_groups)
-        assert self.count(NoticeKind.SEND) == [q_groups] * n
-        assert self.count(NoticeKind.TAKEN) == [q_groups] * n
-        assert self.count(NoticeKind.DELIVERED) == [p_groups] * n
-        assert self.count(NoticeKind.DONE) == [1] * n
+        assert self.count(RepackNoticeKind.SEND) == [q_groups] * n
+        assert self.count(RepackNoticeKind.TAKEN) == [q_groups] * n
+        assert self.count(RepackNoticeKind.DELIVERED) == [p_groups] * n
+        assert self.count(RepackNoticeKind.DONE) == [1] * n
         for r in range(n):
             mine = [x["kind"] for x in self.notices if x["rank"] == r]
-            assert mine[-1] == NoticeKind.DONE, f"rank {r}: DONE is not its last notice"
+            assert mine[-1] == RepackNoticeKind.DONE, f"rank {r}: DONE is not its last notice"
 
     def progress(self):
         """Who was told what, what was sent and received: for failure messages."""
-        kinds = {k.name: self.count(k) for k in NoticeKind}
+        kinds = {k.name: self.count(k) for k in RepackNoticeKind}
         return (f"notices per rank {kinds}; sent {dict(self.sent)}; received "
                 f"{[(k, dest, len(msg)) for k, dest, msg, _, _ in self.received]}")
 
