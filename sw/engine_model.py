@@ -67,6 +67,7 @@ from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_
 from nicoll.hw.repack_hub import DEFAULT_HUB_PACKET_BEATS
 
 from .engine import COUNTER_NAMES, ERROR_NAMES, unpack
+from . import regions
 from .errors import NicollError
 from .ops import combine, numpy_dtype
 from .repack_plan import pack_message, unpack_message
@@ -349,14 +350,14 @@ class EngineNetworkModel:
                 self._fail(node_id, "alu")
                 return
             data = reduced
-            e.counts["ALU_BEATS"] += _rows(region, self._nodes[node_id].data_width // 8)
+            e.counts["ALU_BEATS"] += regions.rows(**region, width=self._nodes[node_id].data_width // 8)
         self._write(node_id, region, data)
         e.received = True
 
     def _past_memory(self, node_id, region):
         """Whether a queued region's runs pass the end of memory (a strided one can: the
         push checks only ``offset + length``); the gateware stops there with ``region``."""
-        return _end(region) > len(self._memory[node_id])
+        return regions.end(**region) > len(self._memory[node_id])
 
     def _reduce(self, node_id, r, data):
         """The bytes ``local ∘ received`` (or ``received ∘ local``), or None if the ALU refuses."""
@@ -371,7 +372,7 @@ class EngineNetworkModel:
         npdtype = numpy_dtype(dtype)
         size = npdtype.itemsize
         values = [region["offset"], region["length"]]
-        if _strided(region):
+        if regions.strided(**region):
             values += [region["run"], region["stride"]]
         if any(v % size for v in values):
             return None
@@ -541,10 +542,10 @@ class EngineNetworkModel:
     # -- memory ---------------------------------------------------------------------------
 
     def _read(self, node_id, region):
-        return self._memory[node_id][_index(region)].copy()
+        return self._memory[node_id][regions.byte_addresses(**region)].copy()
 
     def _write(self, node_id, region, data):
-        self._memory[node_id][_index(region)] = data
+        self._memory[node_id][regions.byte_addresses(**region)] = data
 
 
 @dataclass
@@ -608,41 +609,7 @@ def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):
             problems.add("peer")
         r = c[region]
         if (r["length"] == 0 or r["offset"] + r["length"] > mem_size
-                or (_strided(r) and r["run"] > r["stride"])):
+                or (regions.strided(**r) and r["run"] > r["stride"])):
             problems.add("region")
     return problems
 
-
-def _strided(region):
-    return 0 < region["run"] < region["length"]
-
-
-def _end(region):
-    """One past the region's last byte."""
-    if not _strided(region):
-        return region["offset"] + region["length"]
-    runs = -(-region["length"] // region["run"])
-    last = region["length"] - (runs - 1) * region["run"]
-    return region["offset"] + (runs - 1) * region["stride"] + last
-
-
-def _index(region):
-    """The region's memory bytes in stream order (a slice, or an index array)."""
-    offset, length = region["offset"], region["length"]
-    if not _strided(region):
-        return slice(offset, offset + length)
-    at = np.arange(length, dtype=np.int64)
-    return offset + (at // region["run"]) * region["stride"] + at % region["run"]
-
-
-def _rows(region, width):
-    """Memory rows of ``width`` bytes the region's runs touch, one per row per run."""
-    offset, length = region["offset"], region["length"]
-    if not _strided(region):
-        return (offset + length - 1) // width - offset // width + 1 if length else 0
-    run, stride = region["run"], region["stride"]
-    runs = -(-length // run)
-    starts = offset + np.arange(runs, dtype=np.int64) * stride
-    ends = starts + run
-    ends[-1] = starts[-1] + length - (runs - 1) * run
-    return int(((ends - 1) // width - starts // width + 1).sum())

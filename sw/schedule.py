@@ -63,6 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nicoll.hw.engine import StepAction
+
+from . import regions
 from .errors import NicollError
 from .ops import check_op_dtype, numpy_dtype, resolve_dtype
 
@@ -139,20 +141,11 @@ class Region:
     @property
     def end(self):
         """One past the region's last byte in the buffer."""
-        return self.intervals(self.length - 1, self.length)[0][1]
+        return regions.end(self.offset, self.length, self.run, self.stride)
 
     def intervals(self, start=0, stop=None):
         """Buffer byte ranges ``[(a, b), ...]`` (ascending) of stream bytes ``start .. stop``."""
-        stop = self.length if stop is None else stop
-        if start >= stop:
-            return []
-        if self.contiguous:
-            return [(self.offset + start, self.offset + stop)]
-        out = []
-        for k in range(start // self.run, (stop - 1) // self.run + 1):
-            shift = self.offset + k * (self.stride - self.run)
-            out.append((shift + max(start, k * self.run), shift + min(stop, (k + 1) * self.run)))
-        return out
+        return regions.intervals(self.offset, self.length, self.run, self.stride, start, stop)
 
     def segment_bounds(self, segments, itemsize):
         """Stream byte ranges of the region's ``segments`` pieces (numpy.array_split sizes)."""

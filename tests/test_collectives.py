@@ -20,6 +20,7 @@ import nicoll
 from nicoll import NicollError
 from nicoll import cluster as cluster_module
 from nicoll import reduction_order as order
+from nicoll import regions
 from nicoll import schedule as sc
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
@@ -249,10 +250,6 @@ def check_outputs(collective, xs, op, algorithm, outputs, **options):
         assert len({y.tobytes() for y in outputs}) == 1
 
 
-def _rows(region, width):
-    return sum((b - 1) // width - a // width + 1 for a, b in region.intervals())
-
-
 def check_stats(cl, plan):
     """Cluster.last against the plan: payload bytes, data packets (a segment's beats per
     packet, at most the build's largest) and one clear-to-send per receive, ALU rows."""
@@ -278,8 +275,9 @@ def check_stats(cl, plan):
         assert last.packets[r] == sum(map(packets, sends)) + len(recvs), f"rank {r}"
         assert last.packets_received[r] == len(sends) + sum(
             packets(senders[step.recv_from, r, step.recv_tag]) for step in recvs), f"rank {r}"
-        assert last.alu_beats[r] == sum(_rows(step.recv, width) for step in recvs
-                                        if step.action.reduces), f"rank {r}"
+        assert last.alu_beats[r] == sum(
+            regions.rows(step.recv.offset, step.recv.length, step.recv.run, step.recv.stride,
+                         width) for step in recvs if step.action.reduces), f"rank {r}"
     assert (last.cycles is None) == (cl.backend == "model")
     if last.cycles is not None:
         assert last.cycles > 0

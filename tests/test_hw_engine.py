@@ -18,6 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
 import nicoll.engine as eng
+from nicoll import regions
 from nicoll.engine_model import push_refusals
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ENGINE_ERROR_LAYOUT, Engine,
                               StepAction)
@@ -150,25 +151,9 @@ def command(*, send=None, recv=None, action=COPY, tag=1, packet_beats=0, **field
     return value
 
 
-def runs(r):
-    """(first byte, length) of each run of a region, in stream order."""
-    if r["run"] == 0 or r["run"] >= r["length"]:
-        return [(r["offset"], r["length"])]
-    out, left = [], r["length"]
-    while left:
-        out.append((r["offset"] + len(out) * r["stride"], min(r["run"], left)))
-        left -= out[-1][1]
-    return out
-
-
 def addresses(r):
-    """The byte addresses of a region, in stream order."""
-    return [a for start, n in runs(r) for a in range(start, start + n)]
-
-
-def chunks(r, beat=BEAT):
-    """(run, row) pairs of a region: the beats a reducing receive puts through the ALU."""
-    return sum((start + n - 1) // beat - start // beat + 1 for start, n in runs(r))
+    """The byte addresses of a region (a command's field dict), in stream order."""
+    return [a for start, stop in regions.intervals(**r) for a in range(start, stop)]
 
 
 def ceil(a, b):
@@ -342,7 +327,7 @@ async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.IN
     packets = sum(data_packets(c, dut.beat) + 1 for c in cmds)
     assert got["bytes_sent"] == got["bytes_received"] == moved
     assert got["packets_sent"] + extra_packets == got["packets_received"] == packets + extra_packets
-    assert got["alu_beats"] == sum(chunks(c["recv"], dut.beat) for c in cmds
+    assert got["alu_beats"] == sum(regions.rows(**c["recv"], width=dut.beat) for c in cmds
                                    if c["action"] != COPY)
     assert got["busy_cycles"] == ctx.get(engine.finished_at) - ctx.get(engine.started_at) > 0
     return got
