@@ -70,7 +70,7 @@ from .packet import DEST_WIDTH
 __all__ = [
     "BarrierNoticeKind", "BarrierMode", "AcSubMode",
     "NOTICE_LAYOUT", "BARRIER_ERROR_LAYOUT", "STAMP_FLAGS", "SEQ_WIDTH", "TIME_WIDTH",
-    "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT",
+    "MAX_NODES_LIMIT", "MAX_CHILDREN_LIMIT", "DEFAULT_LOG_DEPTH",
     "notice_stream", "BarrierUnit", "tree_tables",
 ]
 
@@ -83,6 +83,8 @@ TIME_WIDTH = 64
 MAX_NODES_LIMIT = 4096
 #: Largest ``max_children``: the duplicate-child check grows with its square.
 MAX_CHILDREN_LIMIT = 64
+#: Abort-log entries a unit keeps unless told otherwise (16 to 1024, a power of two).
+DEFAULT_LOG_DEPTH = 16
 
 
 class BarrierNoticeKind(enum.Enum, shape=2):
@@ -248,7 +250,7 @@ class BarrierUnit(wiring.Component):
     in, ``log_seq``, ``log_ids``, ``log_count``, ``log_overflow`` out.  See docs/barrier.md.
     """
 
-    def __init__(self, max_nodes, max_children, *, log_depth=16, dst_checked=False):
+    def __init__(self, max_nodes, max_children, *, log_depth=DEFAULT_LOG_DEPTH, dst_checked=False):
         _check_int("max_nodes", max_nodes, 1, MAX_NODES_LIMIT)
         if not isinstance(dst_checked, bool):
             raise TypeError(f"dst_checked must be a bool, not {dst_checked!r}")

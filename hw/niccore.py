@@ -32,7 +32,7 @@ from .skid import SkidBuffer
 
 
 __all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
-           "DEFAULT_REPACK_MAX_GROUP"]
+           "DEFAULT_REPACK_MAX_GROUP", "DEFAULT_BARRIER_CHILDREN"]
 
 
 #: Width of the register bus address: the register map needs fewer bits, the rest is room.
@@ -42,8 +42,12 @@ AXI_ADDR_WIDTH = 32
 AXI_ID_WIDTH = 8
 #: The barrier unit's bit vector and route table grow with max_nodes; it takes at most 4096.
 MAX_NODES_LIMIT = _BARRIER_NODES_LIMIT
-#: Child slots of the barrier unit: the register map has CHILD0 .. CHILD7.
+#: Child slots of the barrier unit: the register map has CHILD0 .. CHILD7; a core has
+#: DEFAULT_BARRIER_CHILDREN unless told otherwise.
 BARRIER_CHILDREN_LIMIT = 8
+DEFAULT_BARRIER_CHILDREN = 4
+#: Repack units a core can have (0: none).
+REPACK_UNITS_LIMIT = 64
 #: MEM_SIZE is a 32-bit register and the size a power of two, so 2 GiB is the largest.
 MEM_SIZE_LIMIT = 1 << 31
 #: Repack units of a core by default, each with a buffer of this many bytes taking subgroups
@@ -53,8 +57,9 @@ DEFAULT_REPACK_CAPACITY = 2048
 DEFAULT_REPACK_MAX_GROUP = 8
 
 
-def check_core_params(*, data_width, max_nodes, mem_size):
-    """Check the build parameters of a NIC core; raise TypeError / ValueError naming them."""
+def check_core_params(*, data_width, max_nodes, mem_size, repack_units=DEFAULT_REPACK_UNITS):
+    """Check the build parameters of a NIC core; raise TypeError / ValueError naming them.
+    The driver's cluster configuration (nicoll.config) checks its builds with this too."""
     check_data_width(data_width)
     if not is_int(max_nodes):
         raise TypeError(f"max_nodes must be an integer, not {max_nodes!r}")
@@ -67,6 +72,11 @@ def check_core_params(*, data_width, max_nodes, mem_size):
             or mem_size > MEM_SIZE_LIMIT):
         raise ValueError(f"mem_size must be a power of two, a multiple of {beat_bytes} bytes "
                          f"(data_width / 8) and at most {MEM_SIZE_LIMIT}, not {mem_size!r}")
+    if not is_int(repack_units):
+        raise TypeError(f"repack_units must be an integer, not {repack_units!r}")
+    if not 0 <= repack_units <= REPACK_UNITS_LIMIT:
+        raise ValueError(f"repack_units must be between 0 and {REPACK_UNITS_LIMIT}, "
+                         f"not {repack_units!r}")
 
 
 def _check_barrier_children(barrier_children):
@@ -128,11 +138,12 @@ class NicCore(wiring.Component):
     """
 
     def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
-                 barrier_children=4, queue_depth=DEFAULT_QUEUE_DEPTH,
+                 barrier_children=DEFAULT_BARRIER_CHILDREN, queue_depth=DEFAULT_QUEUE_DEPTH,
                  packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
                  repack_capacity=DEFAULT_REPACK_CAPACITY,
                  repack_max_group=DEFAULT_REPACK_MAX_GROUP):
-        check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
+        check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+                          repack_units=repack_units)
         _check_barrier_children(barrier_children)
         self.alu_capabilities = check_capabilities(alu_capabilities)
         self._barrier_children = barrier_children
@@ -155,10 +166,6 @@ class NicCore(wiring.Component):
         self._queue_depth = queue_depth
         self._packet_beats = packet_beats
         self._engine = None
-        if not is_int(repack_units):
-            raise TypeError(f"repack_units must be an integer, not {repack_units!r}")
-        if not 0 <= repack_units <= 64:
-            raise ValueError(f"repack_units must be between 0 and 64, not {repack_units!r}")
         self._repack_units = repack_units
         self._repack_capacity = repack_capacity
         self._repack_max_group = repack_max_group

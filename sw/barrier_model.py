@@ -19,14 +19,18 @@ other nodes read them as 0.
 
 from dataclasses import dataclass, field
 
+from nicoll.hw.barrier import DEFAULT_LOG_DEPTH
+from nicoll.hw.niccore import DEFAULT_BARRIER_CHILDREN
+
 from .barrier import ERROR_NAMES
 from .errors import NicollError
 
 __all__ = ["ModelClock", "BarrierNetworkModel", "BARRIER_CHILDREN", "BARRIER_LOG_DEPTH"]
 
-#: Child slots and abort-log entries the model reports in CAPS (the gateware's defaults).
-BARRIER_CHILDREN = 4
-BARRIER_LOG_DEPTH = 16
+#: Child slots and abort-log entries the model reports in CAPS: the gateware's defaults, as
+#: NicCore builds its barrier unit.
+BARRIER_CHILDREN = DEFAULT_BARRIER_CHILDREN
+BARRIER_LOG_DEPTH = DEFAULT_LOG_DEPTH
 _SEQ_MASK = 0xFFFF
 _TIME_MASK = (1 << 64) - 1
 

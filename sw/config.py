@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 import hashlib
 
+from nicoll.hw.niccore import check_core_params
 from nicoll.hw.params import DATA_WIDTHS
 
 from .errors import NicollError
@@ -19,9 +20,6 @@ DEFAULT_MAX_NODES = 8
 #: The ALU pairs a simulated cluster is built with when none are named: each float adder or
 #: multiplier adds minutes to a Verilator build and cost to every simulated cycle.
 DEFAULT_SIM_ALU_CAPABILITIES = (("sum", "float32"),)
-#: The barrier unit's bit vector and route table take at most 4096 nodes; MEM_SIZE holds 32 bits.
-_MAX_NODES_LIMIT = 4096
-_MEM_SIZE_LIMIT = 1 << 31
 
 
 def build_defaults(backend, nodes, max_nodes, alu_capabilities):
@@ -70,26 +68,17 @@ class ClusterConfig:
                                   f"('sum', 'float32'): {exc}") from None
             object.__setattr__(self, "alu_capabilities",
                                tuple(sorted(pairs, key=lambda p: (p[1].value, p[0].value))))
-        _int("max_nodes", self.max_nodes)
-        if not 1 <= self.max_nodes <= _MAX_NODES_LIMIT:
-            raise NicollError(f"max_nodes must be between 1 and {_MAX_NODES_LIMIT}, "
-                              f"not {self.max_nodes!r}")
         _int("nodes", self.nodes)
+        # The limits of a build are the gateware's (one check, nicoll.hw.niccore), given as
+        # NicollError like every refusal of the driver.
+        try:
+            check_core_params(data_width=self.data_width, max_nodes=self.max_nodes,
+                              mem_size=self.mem_size, repack_units=self.repack_units)
+        except (TypeError, ValueError) as exc:
+            raise NicollError(str(exc)) from None
         if not 1 <= self.nodes <= self.max_nodes:
             raise NicollError(f"nodes must be between 1 and max_nodes={self.max_nodes}, "
                               f"not {self.nodes!r}")
-        if self.data_width not in DATA_WIDTHS:
-            raise NicollError(f"data_width must be one of {DATA_WIDTHS}, not {self.data_width!r}")
-        _int("repack_units", self.repack_units)
-        if not 0 <= self.repack_units <= 64:
-            raise NicollError(f"repack_units must be between 0 and 64, not {self.repack_units!r}")
-        _int("mem_size", self.mem_size)
-        beat = self.data_width // 8
-        if (self.mem_size < beat or self.mem_size > _MEM_SIZE_LIMIT
-                or self.mem_size & (self.mem_size - 1)):
-            raise NicollError(f"mem_size must be a power of two between {beat} "
-                              f"(one {self.data_width}-bit beat) and {_MEM_SIZE_LIMIT} bytes, "
-                              f"not {self.mem_size!r}")
 
     def hw_kwargs(self):
         """Keyword arguments for the gateware constructors."""

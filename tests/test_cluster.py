@@ -15,8 +15,8 @@ from nicoll import NicollError
     (dict(nodes="4"), r"nodes must be an int, not '4'"),
     (dict(nodes=2, backend="fpga"),
      r"unknown backend 'fpga'; choose one of 'model', 'amaranth', 'verilator'"),
-    (dict(nodes=2, data_width=100), r"data_width must be one of \(64, 128, 256, 512\), not 100"),
-    (dict(nodes=2, mem_size=3000), r"mem_size must be a power of two between 32 .* not 3000"),
+    (dict(nodes=2, data_width=100), r"data_width must be one of 64, 128, 256, 512, not 100"),
+    (dict(nodes=2, mem_size=3000), r"mem_size must be a power of two, a multiple of 32 bytes .* not 3000"),
     (dict(nodes=2, max_nodes=0), r"max_nodes must be between 1 and 4096, not 0"),
 ])
 @pytest.mark.parametrize("backend", ["model", "amaranth", "verilator"])
