@@ -4,14 +4,14 @@ The register map source (``regmap/nicoll.rdl``) lives here too; :mod:`nicoll.hw.
 it and :mod:`nicoll.hw.regmap.generated` holds the generated map the gateware reads.
 """
 
-from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
-from .cluster import ClusterTop, cluster_verilog, niccore_verilog
-from .csr import CSRSlave
-from .devmem import DeviceMemory
-from .niccore import NicCore
-from .packet import packet_beat_layout, packet_stream
-from .skid import SkidBuffer
-from .switch import Switch
+from .bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
+from .sim.cluster import ClusterTop, cluster_verilog, niccore_verilog
+from .bus.csr import CSRSlave
+from .bus.devmem import DeviceMemory
+from .core import NicCore
+from .net.packet import packet_beat_layout, packet_stream
+from .lib.skid import SkidBuffer
+from .net.switch import Switch
 
 
 __all__ = [

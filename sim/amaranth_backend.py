@@ -31,7 +31,7 @@ _STOP = object()
 
 class AmaranthCluster(SimCluster):
     def __init__(self, config):
-        from nicoll.hw.cluster import ClusterTop
+        from nicoll.hw.sim.cluster import ClusterTop
         self.nodes = config.nodes
         self.config = config
         self.top = ClusterTop(**config.hw_kwargs())

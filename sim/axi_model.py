@@ -10,7 +10,7 @@ timing of the subordinate.  They keep the number of ticks small: address and dat
 are driven together, and a long transfer issues its bursts back to back.
 
 ``bus`` is the interface object of the port, e.g. ``dut.s_axil`` or ``dut.bus``, with members
-named as :class:`nicoll.hw.axi.AXI4LiteSignature` / :class:`nicoll.hw.axi.AXI4Signature`.
+named as :class:`nicoll.hw.bus.axi.AXI4LiteSignature` / :class:`nicoll.hw.bus.axi.AXI4Signature`.
 A response is an AXI response code (:class:`nicoll.hw.regmap.BusResponse` values); functions that
 move several bursts return the worst one (the largest code).
 """

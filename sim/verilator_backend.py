@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from nicoll.errors import NicollError
-from nicoll.hw.cluster import CORE_MODULE, PLAIN_CORE_MODULE
+from nicoll.hw.sim.cluster import CORE_MODULE, PLAIN_CORE_MODULE
 
 from .session import SimCluster, reply_budget
 from nicoll.hw.toolchain import apply_tool_env, build_root, object_cache, tool_env
@@ -315,7 +315,7 @@ def build_cluster(config, progress=None):
     make_options = cluster_make_options()
     key = ("cluster", config, CLUSTER_VERILATOR_ARGS, _CLUSTER_VLT, make_options, CLUSTER_CFLAGS,
            threads)
-    digest = source_digest(key, ("nicoll.hw.cluster",), [HARNESS])
+    digest = source_digest(key, ("nicoll.hw.sim.cluster",), [HARNESS])
     suffix = f"_t{threads}" if threads != 1 else ""
     if make_options != CLUSTER_MAKE_OPTIONS:
         suffix += "_" + os.environ["NICOLL_SIM_OPT"].lstrip("-")
@@ -324,7 +324,7 @@ def build_cluster(config, progress=None):
         if not cached.todo:
             return folder
         say(f"elaborating the {config.nodes}-node cluster")
-        from nicoll.hw.cluster import cluster_verilog
+        from nicoll.hw.sim.cluster import cluster_verilog
         source = folder / f"{TOPLEVEL}.v"
         source.write_text(cluster_verilog(**config.hw_kwargs()))
         (folder / "build.log").write_text(f"# elaborated at {cached.seconds:.1f} s\n")

@@ -2,7 +2,7 @@
 """The repack block of a node and the aggregate exchange's memory layout.
 
 :class:`RepackDriver` (``Device.repack``) configures the control tree of the node that hosts
-the repack units (:class:`~nicoll.hw.repack_hub.RepackHub`): rank lists, start, status.
+the repack units (:class:`~nicoll.hw.repack.hub.RepackHub`): rank lists, start, status.
 :func:`layout` places an exchange in every rank's device memory and gives each rank its
 engine command (an *aggregate* command, :data:`~nicoll.hw.engine.COMMAND_LAYOUT`):
 

@@ -20,7 +20,7 @@ other nodes read them as 0.
 from dataclasses import dataclass, field
 
 from nicoll.hw.barrier import DEFAULT_LOG_DEPTH
-from nicoll.hw.niccore import DEFAULT_BARRIER_CHILDREN
+from nicoll.hw.core import DEFAULT_BARRIER_CHILDREN
 
 from .barrier import ERROR_NAMES
 from .errors import NicollError

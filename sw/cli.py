@@ -195,7 +195,7 @@ def _synth(args):
             raise NicollError("--estimate gives no placed figure to record; drop --record")
         if args.paths < 1:
             raise NicollError(f"--paths must be at least 1, not {args.paths}")
-        from nicoll.hw.logic_depth import measure_logic_depth
+        from nicoll.hw.synth.logic_depth import measure_logic_depth
         with console.status(f"yosys on {name} for {args.board}"):
             depth = measure_logic_depth(factory, name=name, board=args.board,
                                         build_dir=build_dir, widelut=not args.nowidelut)
@@ -354,13 +354,13 @@ def _synth_design(args, capabilities, pairs_text):
         parameters = {"data_width": args.data_width, "max_nodes": args.max_nodes,
                       "memory": args.mem_size, "ALU": pairs_text}
     elif args.block == "csr":
-        from nicoll.hw.csr import CSRSlave
-        from nicoll.hw.niccore import CSR_ADDR_WIDTH
+        from nicoll.hw.bus.csr import CSRSlave
+        from nicoll.hw.core import CSR_ADDR_WIDTH
         name = "csr"
         factory = lambda: CSRSlave(addr_width=CSR_ADDR_WIDTH)         # noqa: E731
         parameters = {"register map": "nicoll.rdl"}
     elif args.block in ("packer", "unpacker"):
-        from nicoll.hw.bytestream import RowPacker, RowUnpacker
+        from nicoll.hw.engine.bytestream import RowPacker, RowUnpacker
         name = f"{args.block}_w{args.data_width}"
         unit = RowPacker if args.block == "packer" else RowUnpacker
         factory = lambda: unit(args.data_width)                         # noqa: E731
@@ -375,7 +375,7 @@ def _synth_design(args, capabilities, pairs_text):
                       "data_width": args.data_width, "buffer": args.capacity,
                       "max_group": args.max_group}
     else:
-        from nicoll.hw.niccore import NicCore
+        from nicoll.hw.core import NicCore
         name = (f"niccore_w{args.data_width}_n{args.max_nodes}_mem{args.mem_size}"
                 f"_{len(capabilities)}pairs_rp{args.repack_units}")
         factory = lambda: NicCore(data_width=args.data_width,           # noqa: E731

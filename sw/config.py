@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 import hashlib
 
-from nicoll.hw.niccore import check_core_params
+from nicoll.hw.core import check_core_params
 from nicoll.hw.params import DATA_WIDTHS
 
 from .errors import NicollError
@@ -69,7 +69,7 @@ class ClusterConfig:
             object.__setattr__(self, "alu_capabilities",
                                tuple(sorted(pairs, key=lambda p: (p[1].value, p[0].value))))
         _int("nodes", self.nodes)
-        # The limits of a build are the gateware's (one check, nicoll.hw.niccore), given as
+        # The limits of a build are the gateware's (one check, nicoll.hw.core), given as
         # NicollError like every refusal of the driver.
         try:
             check_core_params(data_width=self.data_width, max_nodes=self.max_nodes,

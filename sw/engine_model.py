@@ -60,11 +60,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nicoll.hw.engine import COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH, StepAction
-from nicoll.hw.niccore import (DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP,
+from nicoll.hw.core import (DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP,
                                DEFAULT_REPACK_UNITS)
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_bytes_needed
-from nicoll.hw.repack_hub import DEFAULT_HUB_PACKET_BEATS
+from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
 from .engine import COUNTER_NAMES, ERROR_NAMES, unpack
 from . import regions
@@ -118,7 +118,7 @@ class EngineNetworkModel:
     :param packet_beats: the largest data packet in beats (PACKET.beats).
     :param repack_units: repack units of a node that has them (CAPS.units).
     :param repack_nodes: the node ids that have them; None for every node (a core on its
-        own).  A cluster builds them on node 0 only (:class:`nicoll.hw.cluster.ClusterTop`).
+        own).  A cluster builds them on node 0 only (:class:`nicoll.hw.sim.cluster.ClusterTop`).
     """
 
     def __init__(self, clock, max_nodes, *, depth=DEFAULT_QUEUE_DEPTH,

@@ -105,7 +105,7 @@ def markdown(entries):
         "merge a core register that only registers an input (the barrier unit's `node_id`) into",
         "the chain, and rows made then may time such a register from inside the chain.",
         "Since the twenty-second pass a register right after a block-RAM read becomes that",
-        "DP16KD's own output register (`nicoll.hw.bram_outreg`, applied to yosys's netlist before",
+        "DP16KD's own output register (`nicoll.hw.synth.bram_outreg`, applied to yosys's netlist before",
         "nextpnr; yosys never uses it): such a read starts at the output register's clock-to-out",
         "instead of the array's 4.26 ns, and the flip-flops it took are in neither FF column (the",
         "list below gives their number).",

@@ -82,7 +82,7 @@ def pytest_sessionstart(session):
     would each start yosys at once (the cluster's three modules on one worker, a bench on
     the other), and each would compile it again (see prepare_yosys)."""
     if not hasattr(session.config, "workerinput"):
-        from nicoll.hw.simverilog import prepare_yosys
+        from nicoll.hw.sim.verilog import prepare_yosys
         prepare_yosys()
 
 

@@ -1,7 +1,7 @@
 """cocotb + Verilator bench of trees of barrier units (sim/benches/barrier.py), one build per
 configuration, cached across runs.  Ref: seed 004.
 
-Three builds of :class:`nicoll.hw.barrier_tree.BarrierTreeTop`, links of L = 1 cycle (a tree
+Three builds of :class:`nicoll.hw.sim.barrier_tree.BarrierTreeTop`, links of L = 1 cycle (a tree
 hop is 3 cycles):
 
 - ``u8``: 8 units joined by a full crossbar, max_nodes 8, 4 child slots.  The bench programs
@@ -28,7 +28,7 @@ import os
 
 import pytest
 
-from nicoll.hw.barrier_tree import TOPLEVEL, barrier_tree_verilog
+from nicoll.hw.sim.barrier_tree import TOPLEVEL, barrier_tree_verilog
 from nicoll.sim.benches.barrier import parse_tree
 from nicoll.sim.verilator_backend import build_design, run_bench
 from nicoll.hw.tree import BarrierTree
@@ -81,7 +81,7 @@ def build(name):
     os.environ["MAKEFLAGS"] = f"{saved or ''} {MAKE_OPT}".strip()
     try:
         return build_design(name=f"barrier_tree_{name}", key=key, toplevel=TOPLEVEL,
-                            roots=("nicoll.hw.barrier_tree",),
+                            roots=("nicoll.hw.sim.barrier_tree",),
                             make_verilog=lambda: barrier_tree_verilog(units, links=links,
                                                                       **params))
     finally:

@@ -3,7 +3,7 @@ the merged netlist is, and why it leaves a port alone."""
 
 import pytest
 
-from nicoll.hw.bram_outreg import OutputRegisterMerge, absorb_output_registers
+from nicoll.hw.synth.bram_outreg import OutputRegisterMerge, absorb_output_registers
 
 CLOCK, ENABLE, OTHER_CLOCK, RESET = 2, 3, 4, 5
 

@@ -399,7 +399,7 @@ def test_activity_trace_agrees_with_the_counters(clusters, backend):
     """Cluster.trace: every beat a node's ports and ALU moved, against the engine's counters;
     recursive halving shows seed 000's overlap of sending and reducing on every rank that
     reduces."""
-    from nicoll.hw.packet import header_beats
+    from nicoll.hw.net.packet import header_beats
     nodes = max(SIZES[backend]["nodes"])
     cl = clusters(backend, nodes)
     rng = np.random.default_rng(5)

@@ -24,12 +24,12 @@ pytestmark = pytest.mark.verilator
         reason="a second core build (1-2 min); set NICOLL_CSR_ALL=1 to run it")),
     (256, 0, 8)])
 def test_csr_slave_bench(data_width, node_id, max_nodes, tmp_path):
-    from nicoll.hw.cluster import niccore_verilog
+    from nicoll.hw.sim.cluster import niccore_verilog
     from nicoll.sim.benches.csr import ALU_CAPABILITIES
     params = dict(data_width=data_width, max_nodes=max_nodes, mem_size=1024,
                   alu_capabilities=ALU_CAPABILITIES)
     folder = build_design(name=f"niccore_w{data_width}", key=("niccore", params),
-                          toplevel="nicoll_niccore", roots=("nicoll.hw.cluster",),
+                          toplevel="nicoll_niccore", roots=("nicoll.hw.sim.cluster",),
                           make_verilog=lambda: niccore_verilog(**params))
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_MAX_NODES": str(max_nodes),
            "NICOLL_MEM_SIZE": "1024", "NICOLL_NODE_ID": str(node_id),

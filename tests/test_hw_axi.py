@@ -3,7 +3,7 @@
 import pytest
 from amaranth.lib import wiring
 
-from nicoll.hw.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
+from nicoll.hw.bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 
 
 def flows(sig):

@@ -6,7 +6,7 @@ import pytest
 from amaranth.hdl import Fragment, Module, Signal
 from amaranth.sim import Simulator
 
-from nicoll.hw._builder import OneHotStates, carry_save_sum
+from nicoll.hw.lib.builder import OneHotStates, carry_save_sum
 
 
 def test_names_are_checked():

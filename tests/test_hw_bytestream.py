@@ -18,8 +18,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from nicoll.hw import bytestream as bytestream_mod
-from nicoll.hw.bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker,
+from nicoll.hw.engine import bytestream as bytestream_mod
+from nicoll.hw.engine.bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker,
                                   beat_layout, chunk_layout, read_row_layout, region_checks,
                                   write_row_layout)
 from nicoll.sim.testbench import PERIOD, watchdog

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.hw.csr import CSRSlave
+from nicoll.hw.bus.csr import CSRSlave
 from nicoll.hw.regmap import Block, BusResponse, Field, Register, RegisterMap
 from amaranth.sim import Simulator
 

@@ -5,7 +5,7 @@ import random
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from nicoll.hw.deadline import Deadline
+from nicoll.hw.lib.deadline import Deadline
 
 
 def test_reached_follows_the_counter_and_at():

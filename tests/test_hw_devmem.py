@@ -8,8 +8,8 @@ from amaranth.sim import Simulator
 
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 
-from nicoll.hw.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
-from nicoll.hw.devmem import DeviceMemory
+from nicoll.hw.bus.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
+from nicoll.hw.bus.devmem import DeviceMemory
 from nicoll.hw.regmap import BusResponse
 from nicoll.sim.axi_model import axi_read, axi_write
 

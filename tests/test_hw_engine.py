@@ -23,9 +23,9 @@ from nicoll.engine_model import push_refusals
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ENGINE_ERROR_LAYOUT, Engine,
                               StepAction)
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.hw.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
+from nicoll.hw.net.packet import PacketKind, header_beats, packet_beat_layout, packet_header_layout
 from nicoll.hw.repack import RepackNoticeKind
-from nicoll.hw.skid import SkidBuffer
+from nicoll.hw.lib.skid import SkidBuffer
 from nicoll.sim.testbench import PERIOD, watchdog
 
 MEM_SIZE = 1024
@@ -1300,7 +1300,7 @@ def test_registered_sum_tree(count):
     register per sum; the total modulo 2**32 after ceil(log2(count)) cycles, and it holds
     while the terms do."""
     from amaranth.utils import ceil_log2
-    from nicoll.hw.engine import _registered_sum_tree
+    from nicoll.hw.engine.engine import _registered_sum_tree
     from nicoll.sim.testbench import run_testbenches
     rng = random.Random(count)
     m = Module()

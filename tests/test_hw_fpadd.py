@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from nicoll.hw.fpadd import FloatAdder
-from nicoll.hw.fpformat import BF16, FP16, FP32, FP64, FloatFormat
+from nicoll.hw.alu.fpadd import FloatAdder
+from nicoll.hw.alu.fpformat import BF16, FP16, FP32, FP64, FloatFormat
 
 PERIOD = 1e-8
 FORMATS = [FP16, BF16, FP32, FP64]

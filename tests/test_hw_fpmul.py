@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Module, Signal, Value
 
-from nicoll.hw import fpmul as fpmul_mod
-from nicoll.hw.fpformat import BF16, FP16, FP32, FP64, FloatFormat
-from nicoll.hw.fpmul import FloatMultiplier
+from nicoll.hw.alu import fpmul as fpmul_mod
+from nicoll.hw.alu.fpformat import BF16, FP16, FP32, FP64, FloatFormat
+from nicoll.hw.alu.fpmul import FloatMultiplier
 from nicoll.sim.testbench import run_testbenches
 
 

@@ -6,10 +6,10 @@ import random
 import pytest
 
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.hw import simverilog
+from nicoll.hw.sim import verilog as simverilog
 from nicoll.hw.alu import all_capabilities
-from nicoll.hw.cluster import ClusterTop
-from nicoll.hw.niccore import NicCore
+from nicoll.hw.sim.cluster import ClusterTop
+from nicoll.hw.core import NicCore
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.regmap import BusResponse
 from nicoll.sim.testbench import run_testbenches
@@ -268,7 +268,7 @@ def test_simulation_verilog_optimizes_away_only_dead_logic():
     from amaranth.hdl import Module, Signal
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
-    from nicoll.hw.simverilog import simulation_verilog
+    from nicoll.hw.sim.verilog import simulation_verilog
 
     class Counter(wiring.Component):
         en: In(1)

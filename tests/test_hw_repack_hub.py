@@ -3,9 +3,9 @@
 import pytest
 from amaranth.sim import Simulator
 
-from nicoll.hw.packet import PacketKind, header_beats, packet_header_layout
+from nicoll.hw.net.packet import PacketKind, header_beats, packet_header_layout
 from nicoll.hw.repack import HEADER_LAYOUT, OrderList, RepackError
-from nicoll.hw.repack_hub import MessagePacketizer, RepackHub
+from nicoll.hw.repack.hub import MessagePacketizer, RepackHub
 from nicoll.sim.testbench import PERIOD, run_testbenches, watchdog
 
 WIDTH = 64

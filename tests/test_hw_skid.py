@@ -8,7 +8,7 @@ import pytest
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from nicoll.hw.skid import CheckedRing, OneEntrySlice, SkidBuffer
+from nicoll.hw.lib.skid import CheckedRing, OneEntrySlice, SkidBuffer
 
 PERIOD = 1e-8
 

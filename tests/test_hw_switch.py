@@ -6,7 +6,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from nicoll.hw.switch import Switch
+from nicoll.hw.net.switch import Switch
 
 PERIOD = 1e-8
 

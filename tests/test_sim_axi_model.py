@@ -7,8 +7,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.hw.csr import CSRSlave
-from nicoll.hw.devmem import DeviceMemory
+from nicoll.hw.bus.csr import CSRSlave
+from nicoll.hw.bus.devmem import DeviceMemory
 from nicoll.hw.regmap import BusResponse
 from nicoll.sim.axi_model import axi_bursts, axi_read, axi_write, axil_read, axil_write
 

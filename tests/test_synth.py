@@ -15,7 +15,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from nicoll.hw import synth as synth_mod
+from nicoll.hw.synth import flow as synth_mod
 from nicoll.hw.synth import (BOARDS, Endpoint, HarnessCost, NextpnrReport, SynthesisError,
                              SynthHarness, SynthResult, parse_nextpnr_report, synthesize)
 
@@ -389,7 +389,7 @@ def test_synthesize_small(tmp_path, monkeypatch):
     # for the chain would have absorbed); nothing of the harness is constant here, so the
     # count from its structure is exact too.
     # The harness's register that captures the block RAM's 16-bit read became the block
-    # RAM's output register (nicoll.hw.bram_outreg): 16 flip-flops fewer in the netlist.
+    # RAM's output register (nicoll.hw.synth.bram_outreg): 16 flip-flops fewer in the netlist.
     assert (result.outreg_ports, result.outreg_ff) == (1, 16)
     assert result.ff - result.harness_ff == 65
     assert result.harness_ff + result.outreg_ff == SynthHarness(MacMem()).cost.ff
@@ -495,7 +495,7 @@ def test_synthesis_error_names_stage(tmp_path, monkeypatch):
                            "(test_synthesize_small runs the same flow on a small design)")
 def test_synthesize_niccore_small(tmp_path):
     # The real core in its smallest configuration: yosys about 1.5 min, nextpnr 4 to 6 min.
-    niccore = pytest.importorskip("nicoll.hw.niccore")
+    niccore = pytest.importorskip("nicoll.hw.core")
     from nicoll.hw.ops import DType, ReduceOp
     # A smoke configuration: one ALU pair, a short queue, a small memory (the engine's extra
     # memory ports keep device memory out of block RAM; see docs/engine.md) and no repack

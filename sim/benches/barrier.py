@@ -1,7 +1,7 @@
 # Ref: seed 004 (Fujitsu, US11487593 family): completion bit vector and forwarding (figs. 8,
 #      9), root decision by mode (fig. 10), forced abort toward unfinished subtrees (fig. 11),
 #      stamps SR / MR' / ER (fig. 12).
-"""cocotb bench of a tree of BarrierUnits (:class:`nicoll.hw.barrier_tree.BarrierTreeTop`)
+"""cocotb bench of a tree of BarrierUnits (:class:`nicoll.hw.sim.barrier_tree.BarrierTreeTop`)
 under Verilator, against a golden model of the tree's decision.
 
 The bench programs a tree into the top (node ids, parents, child slots, route tables), sets

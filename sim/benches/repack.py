@@ -2,7 +2,7 @@
 #      units; issue 5, "Verify (cocotb + Verilator)" and "Bad input".
 """cocotb bench of the repack engine (control tree + units) under Verilator.
 
-The Verilog top is :class:`nicoll.hw.repack_top.RepackEngineTop`: every stream has AXI4-Stream
+The Verilog top is :class:`nicoll.hw.sim.repack_top.RepackEngineTop`: every stream has AXI4-Stream
 names, so cocotbext-axi drives it.  The ranks are stream endpoints: one coroutine per rank
 registers after a random delay, waits for its notices, sends its message for a destination
 group to the unit a SEND notice names (``s_axis_i<k>``, ``tid`` = its rank) and finishes on
@@ -53,7 +53,7 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from nicoll.hw.repack import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
                               START_LAYOUT, RepackNoticeKind, RepackError, table_beats)
-from nicoll.hw.repack_top import control_tdata_width
+from nicoll.hw.sim.repack_top import control_tdata_width
 from nicoll.repack_plan import (pack_message, plan_subgroups, reference_alltoallv,
                                 unpack_message)
 

@@ -33,7 +33,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In
 
 from .bram_outreg import absorb_output_registers
-from .memattrs import yosys_collision_commands
+from ..lib.memattrs import yosys_collision_commands
 
 
 __all__ = [
@@ -381,7 +381,7 @@ class Endpoint:
     pin and the latest arrival nextpnr computed at it, in ns from the launching clock edge.
 
     ``signal`` is the cell's name without yosys's mapping suffixes (the signal it was made
-    for, as :mod:`~nicoll.hw.logic_depth` names it).  The arrival is at the pin, before the
+    for, as :mod:`~nicoll.hw.synth.logic_depth` names it).  The arrival is at the pin, before the
     register's setup time, which nextpnr adds on a critical path: none for an ECP5 flip-flop's
     DI and M, a few tenths of a ns for CE and LSR.  So ``arrival_ns > T`` for a clock of
     period ``T`` is a miss, and a CE or LSR pin a little earlier may miss too.  nextpnr's
@@ -579,7 +579,7 @@ class SynthResult:
     report_path: str
     utilization: Mapping
     #: Flip-flops that became block-RAM output registers, and the block-RAM ports that got
-    #: them (:mod:`~nicoll.hw.bram_outreg`); the FF count above no longer includes them.
+    #: them (:mod:`~nicoll.hw.synth.bram_outreg`); the FF count above no longer includes them.
     outreg_ff: int = 0
     outreg_ports: int = 0
     #: Endpoints whose routed arrival exceeds the constraint's period (None: the report had
@@ -692,7 +692,7 @@ def _check_synthesize_args(component_factory, name, board, build_dir, seed, prog
         raise ValueError(f"Design name must consist of letters, digits and '_', not {name!r}")
     board_info = _check_board(board)
     if build_dir is None:
-        from .toolchain import build_root
+        from ..toolchain import build_root
         build_dir = build_root() / "synth" / name
     elif not isinstance(build_dir, (str, os.PathLike)):
         raise TypeError(f"Build directory must be a path, not {build_dir!r}")
@@ -738,7 +738,7 @@ def _constrain_default_clock(platform, target_mhz):
 def _yosys_overrides(widelut):
     """The build options that set yosys's flow, shared by :func:`synthesize` and the
     logic-depth estimate: ``-nowidelut`` if asked, and read collisions left undefined where a
-    memory says they cannot happen (:mod:`~nicoll.hw.memattrs`)."""
+    memory says they cannot happen (:mod:`~nicoll.hw.lib.memattrs`)."""
     return {"synth_opts": "" if widelut else "-nowidelut",
             "script_after_read": "\n".join(yosys_collision_commands())}
 
@@ -816,7 +816,7 @@ def _make_netlist(plan, name, folder, env, report):
 
 def _absorb_output_registers(folder, name):
     """Give the block RAMs of ``folder``'s netlist the registers after their reads
-    (:mod:`~nicoll.hw.bram_outreg`) and leave what was done in ``{name}.outreg.json``."""
+    (:mod:`~nicoll.hw.synth.bram_outreg`) and leave what was done in ``{name}.outreg.json``."""
     netlist_path = folder / f"{name}.json"
     with open(netlist_path, encoding="utf-8") as f:
         netlist = json.load(f)
@@ -849,7 +849,7 @@ def _run_plan(plan, name, build_dir, files, report):
     the exception that stopped them, or None."""
     import subprocess
     import sys
-    from .toolchain import tool_env
+    from ..toolchain import tool_env
     outcome = {}
     # Stage messages from the worker, passed on by the calling thread.
     messages = []

@@ -29,7 +29,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .skid import SkidBuffer
+from ..lib.skid import SkidBuffer
 
 __all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream", "PacketKind",
            "packet_header_layout", "header_beats", "HeaderSender", "HeaderReceiver",
@@ -348,7 +348,7 @@ class PacketDemux(wiring.Component):
     header's low bits), and the whole packet follows it.
 
     With ``input_slice=False`` the unit is combinational, with no added latency.  With
-    ``input_slice=True`` the input passes a register slice (:class:`~nicoll.hw.skid.SkidBuffer`,
+    ``input_slice=True`` the input passes a register slice (:class:`~nicoll.hw.lib.skid.SkidBuffer`,
     one cycle of latency, full throughput) and each beat's output is decided on the way into
     it and kept beside the beat: the outputs' valid and the input's ready then follow the
     slice's flops, with no kind decode or packet-start flag in front (the 64-bit core's routed

@@ -60,12 +60,12 @@ from amaranth.hdl import (
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .tree import BarrierTree
-from .barrier import (
+from ..tree import BarrierTree
+from ..barrier.unit import (
     AcSubMode, BarrierMode, BarrierUnit, BARRIER_ERROR_LAYOUT, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT,
     NOTICE_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH,
 )
-from .packet import DEST_WIDTH
+from ..net.packet import DEST_WIDTH
 
 
 __all__ = [
@@ -505,7 +505,7 @@ class BarrierTreeTop(wiring.Component):
 def barrier_tree_verilog(units, **kwargs):
     """Verilog of a :class:`BarrierTreeTop` (same arguments) as module ``nicoll_barrier_tree``,
     preceded by the one unit module (``nicoll_barrier_unit``) all its units instantiate."""
-    from .simverilog import simulation_verilog
+    from .verilog import simulation_verilog
     top = BarrierTreeTop(units, unit_module=UNIT_MODULE, **kwargs)
     unit = simulation_verilog(top.unit_prototype, UNIT_MODULE, wait=False)
     tree = simulation_verilog(top, TOPLEVEL, wait=False)

@@ -6,13 +6,13 @@
 A :class:`~nicoll.hw.repack.RepackEngine` (control tree + units) serves every rank of the
 cluster from one node.  The hub turns its streams into packets and back:
 
-- a :attr:`~nicoll.hw.packet.PacketKind.REPACK_REGISTER` packet from rank ``src`` is that
+- a :attr:`~nicoll.hw.net.packet.PacketKind.REPACK_REGISTER` packet from rank ``src`` is that
   rank's registration;
-- a :attr:`~nicoll.hw.packet.PacketKind.REPACK_IN` packet is one whole source message for the
+- a :attr:`~nicoll.hw.net.packet.PacketKind.REPACK_IN` packet is one whole source message for the
   unit named by the header's ``arg`` (the transport rank is ``src``);
 - every notice of the control tree leaves as a
-  :attr:`~nicoll.hw.packet.PacketKind.REPACK_NOTICE` control packet;
-- each unit's messages leave as :attr:`~nicoll.hw.packet.PacketKind.REPACK_OUT` packets of at
+  :attr:`~nicoll.hw.net.packet.PacketKind.REPACK_NOTICE` control packet;
+- each unit's messages leave as :attr:`~nicoll.hw.net.packet.PacketKind.REPACK_OUT` packets of at
   most ``packet_beats`` payload beats.  The header needs the payload's length before the
   payload, so each unit's output is buffered one packet at a time (:class:`MessagePacketizer`).
 
@@ -28,12 +28,12 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
+from ..net.packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
                      packet_beat_layout, packet_header_layout, packet_stream)
-from .repack import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
+from .units import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
                      message_beat_layout, message_stream)
-from .params import is_int
-from .skid import SkidBuffer
+from ..params import is_int
+from ..lib.skid import SkidBuffer
 
 
 __all__ = ["MessagePacketizer", "RepackHub", "DEFAULT_HUB_PACKET_BEATS"]

@@ -30,7 +30,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .repack import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, RANK_WIDTH, REGISTRATION_LAYOUT,
+from ..repack.units import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, RANK_WIDTH, REGISTRATION_LAYOUT,
                      START_LAYOUT, RepackEngine, RepackError)
 
 
@@ -155,6 +155,6 @@ class RepackEngineTop(wiring.Component):
 
 def repack_verilog(max_ranks, units, max_group, data_width, capacity_bytes):
     """Verilog of a :class:`RepackEngineTop` as module :data:`TOPLEVEL` (``nicoll_repack``)."""
-    from .simverilog import simulation_verilog
+    from .verilog import simulation_verilog
     top = RepackEngineTop(max_ranks, units, max_group, data_width, capacity_bytes)
     return simulation_verilog(top, TOPLEVEL)

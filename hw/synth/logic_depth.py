@@ -260,8 +260,8 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
                         widelut=True, count=20):
     """Run yosys alone on ``component_factory()`` in the synthesis harness of
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
-    from .toolchain import tool_env
-    from .synth import (SynthesisError, _check_board, _log_tail, _harness_platform,
+    from ..toolchain import tool_env
+    from .flow import (SynthesisError, _check_board, _log_tail, _harness_platform,
                         _yosys_overrides, extract_plan)
 
     board_info = _check_board(board)

@@ -22,10 +22,10 @@ them out differently (any alignment, contiguous or strided).
 
 Transfers are a rendezvous, so a receiver never holds data it has no place for: on reaching
 a receive, the engine sends the source a clear-to-send control packet (kind
-:attr:`~nicoll.hw.packet.PacketKind.CLEAR`, ``seq`` = tag); a sender streams a message only
+:attr:`~nicoll.hw.net.packet.PacketKind.CLEAR`, ``seq`` = tag); a sender streams a message only
 after its clear-to-send arrived.  The messages between a pair of nodes are handled in the same
 order by both, so each node waits for at most one clear-to-send per peer.  Data packets
-(kind :attr:`~nicoll.hw.packet.PacketKind.DATA`) carry at most ``packet_beats`` beats of the
+(kind :attr:`~nicoll.hw.net.packet.PacketKind.DATA`) carry at most ``packet_beats`` beats of the
 stream each; their header names the tag and the stream offset, which the receiver checks.
 
 Overlap (seed 000): received beats are reduced as they arrive, so segment j+1 always travels
@@ -49,14 +49,14 @@ from amaranth.lib.wiring import In, Out
 
 from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
                          chunk_layout, region_checks, region_checks_layout)
-from .deadline import Deadline
-from .memattrs import COLLISIONS_DONT_CARE
-from .ops import DType, ReduceOp
-from .packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
-from ._builder import carry_save, carry_save_sum, share
-from .repack import RepackNoticeKind
-from .params import check_data_width, is_int
-from .skid import CheckedRing, SkidBuffer
+from ..lib.deadline import Deadline
+from ..lib.memattrs import COLLISIONS_DONT_CARE
+from ..ops import DType, ReduceOp
+from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
+from ..lib.builder import carry_save, carry_save_sum, share
+from ..repack.units import RepackNoticeKind
+from ..params import check_data_width, is_int
+from ..lib.skid import CheckedRing, SkidBuffer
 
 __all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
            "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "COUNTERS", "Engine"]
@@ -182,9 +182,9 @@ class Engine(wiring.Component):
 
     def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
                  queue_depth=DEFAULT_QUEUE_DEPTH, packet_beats=DEFAULT_PACKET_BEATS):
-        from .alu import check_capabilities
-        from .devmem import MemoryReadSignature, MemoryWriteSignature
-        from .packet import DEST_WIDTH, packet_stream
+        from ..alu.reduction import check_capabilities
+        from ..bus.devmem import MemoryReadSignature, MemoryWriteSignature
+        from ..net.packet import DEST_WIDTH, packet_stream
         self.check_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
                           queue_depth=queue_depth, packet_beats=packet_beats)
         beat_bytes = data_width // 8
@@ -225,7 +225,7 @@ class Engine(wiring.Component):
     @staticmethod
     def check_params(*, data_width, max_nodes, mem_size, queue_depth, packet_beats):
         """Raise TypeError / ValueError naming a build parameter the engine cannot take."""
-        from .packet import DEST_WIDTH
+        from ..net.packet import DEST_WIDTH
         for name, value, low, high in (("queue_depth", queue_depth, 1, 65535),
                                        ("packet_beats", packet_beats, 1, 65535),
                                        ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
@@ -244,7 +244,7 @@ class Engine(wiring.Component):
     def alu(self):
         """The reduction ALU (built on first use)."""
         if self._alu is None:
-            from .alu import ReductionALU
+            from ..alu.reduction import ReductionALU
             # Every result is written back the cycle it comes out: no output FIFO.
             self._alu = ReductionALU(self._data_width, capabilities=self._caps,
                                      output_fifo=False)
@@ -338,7 +338,7 @@ class Engine(wiring.Component):
         # and read only while it is, so a read meeting a write of its row is never used:
         # collisions may be undefined.  Defined, yosys kept a copy of every read bit and a
         # multiplexer after the block RAM, which then could not take `cur` as its output
-        # register (nicoll.hw.bram_outreg).
+        # register (nicoll.hw.synth.bram_outreg).
         queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[],
                        attrs=COLLISIONS_DONT_CARE)
         m.submodules.queue = queue
@@ -1198,7 +1198,7 @@ class Engine(wiring.Component):
             # holds a row and all advance every cycle), as agg_reading's override of the read's
             # address requires too.  A register of its own on the read's output kept the
             # block RAM from taking the data stage's register as its output register
-            # (nicoll.hw.bram_outreg: each data output must reach one flop).
+            # (nicoll.hw.synth.bram_outreg: each data output must reach one flop).
             # A message must be non-empty, fit its slot and travel as one packet; the
             # compares are registered, and the start (which loads the transmit half) reads
             # only their flag.

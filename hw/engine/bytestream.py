@@ -53,8 +53,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .params import check_data_width, is_int
-from .skid import CheckedRing, SkidBuffer
+from ..params import check_data_width, is_int
+from ..lib.skid import CheckedRing, SkidBuffer
 
 
 __all__ = [
@@ -343,7 +343,7 @@ class RegionWalker(wiring.Component):
         A region was taken and not all its chunks have been taken yet.
 
     One chunk per clock while ``chunks.ready`` is high.  Commands enter an input slice
-    (:class:`~nicoll.hw.skid.SkidBuffer`, read through its multiplexer) that also holds the
+    (:class:`~nicoll.hw.lib.skid.SkidBuffer`, read through its multiplexer) that also holds the
     checks of the region's first chunk, so ``command.ready`` is a flop and no 32-bit compare
     or subtraction is in the cycle a region starts.  The walker takes the next region from
     the slice in the cycle the previous region's last chunk is taken, so regions follow each
@@ -609,7 +609,7 @@ class RowPacker(wiring.Component):
     1. *Plan*, as a row is taken: from the fill level of the beat being built and the row's
        ``lo`` and ``n``, the rotation that brings lane ``lo`` to the fill level, the new
        fill level, whether a beat leaves and whether it is the message's last.  The row and
-       its plan go into a :class:`~nicoll.hw.skid.SkidBuffer`, so ``rows.ready`` is a flop.
+       its plan go into a :class:`~nicoll.hw.lib.skid.SkidBuffer`, so ``rows.ready`` is a flop.
     2. *Rotate*, ``W`` bytes around, by the planned amount in registered stages: the low
        three bits first, then one bit per stage (one stage at 64 bits, two at 128, three at
        256, four at 512).  The first stage also decodes the plan's fill levels into lane
@@ -885,11 +885,11 @@ class RowUnpacker(wiring.Component):
 
     Beats pass an input register, which counts a last beat's bytes, into four slots,
     which may hold the start of the next message; a chunk's bytes lie in the two oldest,
-    B0 and B1.  Chunks are *placed* on the way into a :class:`~nicoll.hw.skid.SkidBuffer`:
+    B0 and B1.  Chunks are *placed* on the way into a :class:`~nicoll.hw.lib.skid.SkidBuffer`:
     the message's byte offset modulo ``W`` is a register every chunk moves on by its ``n``
     (every beat but a message's last is full), so each chunk carries where it starts in B0,
     whether it runs on into B1 and where it ends.  From the buffer's registers the lane
-    masks and the rotation are decoded into a :class:`~nicoll.hw.skid.CheckedRing` whose
+    masks and the rotation are decoded into a :class:`~nicoll.hw.lib.skid.CheckedRing` whose
     head register holds the bits the plan decides on.  Register stages follow:
 
     1. *Plan*: the chunk is taken once the beats it touches are in their slots, from flags

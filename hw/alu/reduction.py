@@ -16,7 +16,7 @@ The datapath is split into 64-bit lanes.  Each lane holds
   reduces them to per-byte masks for the beat's type, the third picks each byte;
 - integer multipliers for the low half of each product (MPI prod wraps): 16-bit limb
   products in MULT18X18D blocks, then an adder tree with one adder level per stage;
-- IEEE adders and multipliers (:mod:`nicoll.hw.fpadd`, :mod:`nicoll.hw.fpmul`) for each
+- IEEE adders and multipliers (:mod:`nicoll.hw.alu.fpadd`, :mod:`nicoll.hw.alu.fpmul`) for each
   float type the build contains, one per element of the lane.
 
 The units' results are merged into a single 64-bit delay line per lane as they become
@@ -47,8 +47,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.lib.fifo import SyncFIFOBuffered
 
 from .fpmul import LimbProduct
-from .ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
-from .params import check_data_width
+from ..ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
+from ..params import check_data_width
 
 __all__ = ["ReductionALU", "operand_layout", "result_layout", "all_capabilities",
            "check_capabilities", "capability_masks", "alu_verilog", "LANE_BITS"]
@@ -584,6 +584,6 @@ class _ALUVerilogTop(wiring.Component):
 def alu_verilog(data_width=256, capabilities=None):
     """Verilog of a ReductionALU as module ``nicoll_alu`` with AXI4-Stream port names
     (``s_axis_a_t*``, ``s_axis_b_t*``, ``m_axis_result_t*``); returns ``(text, latency)``."""
-    from .simverilog import simulation_verilog
+    from ..sim.verilog import simulation_verilog
     top = _ALUVerilogTop(data_width, capabilities)
     return simulation_verilog(top, "nicoll_alu"), top.alu.latency

@@ -48,12 +48,12 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ._builder import OneHotStates, carry_save_sum, share
-from .packet import DEST_WIDTH
-from .bytestream import low_mask_count
-from .memattrs import COLLISIONS_DONT_CARE
-from .params import check_data_width, is_int
-from .skid import OneEntrySlice, SkidBuffer
+from ..lib.builder import OneHotStates, carry_save_sum, share
+from ..net.packet import DEST_WIDTH
+from ..engine.bytestream import low_mask_count
+from ..lib.memattrs import COLLISIONS_DONT_CARE
+from ..params import check_data_width, is_int
+from ..lib.skid import OneEntrySlice, SkidBuffer
 
 
 __all__ = [

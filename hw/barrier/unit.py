@@ -63,8 +63,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
-from .tree import BarrierTree
-from .packet import DEST_WIDTH
+from ..tree import BarrierTree
+from ..net.packet import DEST_WIDTH
 
 
 __all__ = [

@@ -41,11 +41,11 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory, MemoryData
 from amaranth.lib.wiring import In, Out
 
-from .regmap import BusResponse
+from ..regmap import BusResponse
 from .axi import AXI4Signature, BURST_FIXED, BURST_INCR
-from .memattrs import COLLISIONS_DONT_CARE
-from .params import DATA_WIDTHS, check_data_width, is_int
-from .skid import SkidBuffer
+from ..lib.memattrs import COLLISIONS_DONT_CARE
+from ..params import DATA_WIDTHS, check_data_width, is_int
+from ..lib.skid import SkidBuffer
 
 
 __all__ = ["DeviceMemory", "MemoryReadSignature", "MemoryWriteSignature"]

@@ -2,10 +2,10 @@
 #      AMBA 4 AXI4-Stream Protocol Specification (IHI0051A) for net_tx / net_rx.
 """One nicoll NIC core: registers, device memory, barrier unit and network ports of a node.
 
-The core answers its register map (:class:`~nicoll.hw.csr.CSRSlave`), gives the host its
-device memory (:class:`~nicoll.hw.devmem.DeviceMemory`), counts cycles, and runs the barrier
+The core answers its register map (:class:`~nicoll.hw.bus.csr.CSRSlave`), gives the host its
+device memory (:class:`~nicoll.hw.bus.devmem.DeviceMemory`), counts cycles, and runs the barrier
 unit (:class:`~nicoll.hw.barrier.BarrierUnit`, seed 004) whose notices travel as header-only
-control packets (:class:`~nicoll.hw.packet.HeaderSender` / :class:`HeaderReceiver`) on
+control packets (:class:`~nicoll.hw.net.packet.HeaderSender` / :class:`HeaderReceiver`) on
 ``net_tx`` / ``net_rx``.  Packets of other kinds are taken and dropped until the collective
 engine that owns them is attached.
 """
@@ -15,20 +15,20 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .regmap.generated import REGMAP
-from .alu import capability_masks, check_capabilities
-from .axi import AXI4LiteSignature, AXI4Signature
-from .barrier import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
-from .csr import CSRSlave
-from .deadline import Deadline
-from .devmem import DeviceMemory
-from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
+from .alu.reduction import capability_masks, check_capabilities
+from .bus.axi import AXI4LiteSignature, AXI4Signature
+from .barrier.unit import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
+from .bus.csr import CSRSlave
+from .lib.deadline import Deadline
+from .bus.devmem import DeviceMemory
+from .engine.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
                      DEFAULT_QUEUE_DEPTH, ENGINE_ERROR_LAYOUT, Engine)
-from .packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
+from .net.packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
-from .repack import MAX_RANKS as _REPACK_MAX_RANKS
-from .repack_hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
+from .repack.units import MAX_RANKS as _REPACK_MAX_RANKS
+from .repack.hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
 from .params import check_data_width, is_int
-from .skid import SkidBuffer
+from .lib.skid import SkidBuffer
 
 
 __all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
@@ -108,7 +108,7 @@ class NicCore(wiring.Component):
         The engine's command queue and largest data packet (engine block CAPS, PACKET).
     repack_units : int
         Repack units of this node (seed 003; 0 for none), served by a control tree for
-        exchanges of up to min(max_nodes, 256) ranks (:class:`~nicoll.hw.repack_hub.RepackHub`).
+        exchanges of up to min(max_nodes, 256) ranks (:class:`~nicoll.hw.repack.hub.RepackHub`).
     repack_capacity, repack_max_group : int
         Each unit's buffer in bytes and its largest subgroup (repack block CAPS, CAPACITY).
 
@@ -128,10 +128,10 @@ class NicCore(wiring.Component):
 
     Attributes
     ----------
-    csr : :class:`~nicoll.hw.csr.CSRSlave`
+    csr : :class:`~nicoll.hw.bus.csr.CSRSlave`
     barrier : :class:`~nicoll.hw.barrier.BarrierUnit`
         The barrier unit with ``barrier_children`` child slots.
-    devmem : :class:`~nicoll.hw.devmem.DeviceMemory`
+    devmem : :class:`~nicoll.hw.bus.devmem.DeviceMemory`
         The device memory; ``devmem.data`` gives simulation testbenches its rows.  Both are
         built on first use (at the latest by :meth:`elaborate`), so a core that is only
         inspected leaves no unused elaboratable behind.
@@ -206,7 +206,7 @@ class NicCore(wiring.Component):
 
     @property
     def hub(self):
-        """The repack units and control tree (:class:`~nicoll.hw.repack_hub.RepackHub`),
+        """The repack units and control tree (:class:`~nicoll.hw.repack.hub.RepackHub`),
         built on first use; None in a build without repack units."""
         if self._hub is None and self._repack_units:
             self._hub = RepackHub(data_width=self._data_width,
@@ -325,7 +325,7 @@ class NicCore(wiring.Component):
         return m
 
     def _slice(self, m, name, *, mux_output=False):
-        """A register slice (:class:`~nicoll.hw.skid.SkidBuffer`) of one packet stream, added
+        """A register slice (:class:`~nicoll.hw.lib.skid.SkidBuffer`) of one packet stream, added
         to ``m`` as ``name``.
 
         Every stream that crosses between the core's blocks and its network ports goes

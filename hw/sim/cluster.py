@@ -22,13 +22,13 @@ from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Instance,
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .alu import check_capabilities
-from .axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
-from .niccore import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
+from ..alu.reduction import check_capabilities
+from ..bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
+from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
                       check_core_params)
-from .packet import DEST_WIDTH
-from .simverilog import prepare_yosys, simulation_verilog
-from .switch import Switch
+from ..net.packet import DEST_WIDTH
+from .verilog import prepare_yosys, simulation_verilog
+from ..net.switch import Switch
 
 
 __all__ = ["ClusterTop", "cluster_verilog", "niccore_verilog"]
@@ -42,14 +42,14 @@ ACTIVITY_LANES = 3
 
 
 class ClusterTop(wiring.Component):
-    """``nodes`` NIC cores and a :class:`~nicoll.hw.switch.Switch`.
+    """``nodes`` NIC cores and a :class:`~nicoll.hw.net.switch.Switch`.
 
     Parameters
     ----------
     nodes : int
         Number of nodes, 1..``max_nodes``.
     data_width, max_nodes, mem_size, alu_capabilities :
-        As for :class:`~nicoll.hw.niccore.NicCore`; every node is built alike.
+        As for :class:`~nicoll.hw.core.NicCore`; every node is built alike.
     repack_units : int
         Repack units of node 0, whose units and control tree serve the cluster's aggregate
         exchanges (seed 003); the other nodes build none, since nothing would reach theirs.
@@ -63,9 +63,9 @@ class ClusterTop(wiring.Component):
 
     Attributes
     ----------
-    cores : list of :class:`~nicoll.hw.niccore.NicCore`
+    cores : list of :class:`~nicoll.hw.core.NicCore`
         The nodes, in rank order (``cores[i].devmem.data`` is node ``i``'s memory).
-    switch : :class:`~nicoll.hw.switch.Switch`
+    switch : :class:`~nicoll.hw.net.switch.Switch`
 
     Both are built on first use (at the latest by :meth:`elaborate`).
     """
@@ -218,7 +218,7 @@ def cluster_verilog(*, optimize=True, **kwargs):
     copy instead of N keeps big clusters quick to build.
 
     With ``optimize`` (the default) Yosys's generic optimizations run over the netlist before
-    it is written (:mod:`nicoll.hw.simverilog`); the logic is the same, but Verilator gets
+    it is written (:mod:`nicoll.hw.sim.verilog`); the logic is the same, but Verilator gets
     about half the text to compile and a simulated cycle costs about half as much.
     """
     kwargs = dict(kwargs)

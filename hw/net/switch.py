@@ -21,7 +21,7 @@ its grant from the first beat a packet moves until that packet's ``last`` beat.
 - A packet whose ``dest`` is ``ports`` or more is taken at full rate and dropped; ``dropped``
   counts such packets (wrapping at 2**32).
 
-Every output has a two-entry register slice (:class:`~nicoll.hw.skid.SkidBuffer`), so
+Every output has a two-entry register slice (:class:`~nicoll.hw.lib.skid.SkidBuffer`), so
 ``tx_i.valid`` and ``tx_i.payload`` come from flops and no combinational path runs from one
 node's ready to another node's valid.  A beat crosses the switch in one cycle.
 """
@@ -31,7 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .packet import DEST_WIDTH, packet_beat_layout, packet_stream
-from .skid import SkidBuffer
+from ..lib.skid import SkidBuffer
 
 
 __all__ = ["Switch"]

@@ -24,10 +24,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .regmap import BusResponse, RegisterMap
-from .regmap.generated import REGMAP
+from ..regmap import BusResponse, RegisterMap
+from ..regmap.generated import REGMAP
 from .axi import AXI4LiteSignature
-from .skid import SkidBuffer
+from ..lib.skid import SkidBuffer
 
 
 __all__ = ["CSRSlave"]
