@@ -21,7 +21,7 @@ from .barrier.unit import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODE
 from .bus.csr import CSRSlave
 from .lib.deadline import Deadline
 from .bus.devmem import DeviceMemory
-from .engine.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
+from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
                      DEFAULT_QUEUE_DEPTH, ENGINE_ERROR_LAYOUT, Engine)
 from .net.packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)

@@ -1,11 +1,14 @@
-"""The collective engine (:mod:`.engine`, seeds 000 and 002) and the region walkers, packer
-and unpacker that turn regions of device memory into packed byte streams
+"""The collective engine (:mod:`.engine`, seeds 000 and 002): its command word
+(:mod:`.command`), its command queue with the push-time checks (:mod:`.queue`), and the region
+walkers, packer and unpacker that turn regions of device memory into packed byte streams
 (:mod:`.bytestream`).
 """
 
-from .engine import (StepAction, REGION_LAYOUT, COMMAND_LAYOUT, COMMAND_WORDS,
-                     DEFAULT_QUEUE_DEPTH, DEFAULT_PACKET_BEATS, ENGINE_ERROR_LAYOUT, COUNTERS,
-                     Engine)
+from .bytestream import REGION_LAYOUT
+from .command import (COMMAND_LAYOUT, COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
+                      ENGINE_ERROR_LAYOUT, StepAction)
+from .engine import COUNTERS, Engine
+from .queue import CommandQueue
 
-__all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS",
-    "DEFAULT_QUEUE_DEPTH", "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "COUNTERS", "Engine"]
+__all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
+           "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "COUNTERS", "Engine", "CommandQueue"]

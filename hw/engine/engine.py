@@ -40,17 +40,19 @@ one reduced (or the reverse) wait for every earlier write instead.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.utils import ceil_log2
-from amaranth.lib import data, enum, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
                          chunk_layout, region_checks, region_checks_layout)
+from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
+                      ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
+from .queue import CommandQueue
 from ..lib.deadline import Deadline
-from ..lib.memattrs import COLLISIONS_DONT_CARE
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import carry_save, carry_save_sum, share
@@ -58,58 +60,8 @@ from ..repack.units import RepackNoticeKind
 from ..params import check_data_width, is_int
 from ..lib.skid import CheckedRing, SkidBuffer
 
-__all__ = ["StepAction", "REGION_LAYOUT", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
-           "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "COUNTERS", "Engine"]
+__all__ = ["COUNTERS", "Engine"]
 
-
-class StepAction(enum.IntEnum, shape=2):
-    """What a step command does with the bytes it receives: one enum for the schedules
-    (:class:`nicoll.schedule.Step`), the device model and the command word."""
-    #: Store them in the receive region.
-    COPY = 0
-    #: Store ``local ∘ received`` (the local bytes are the left operand).
-    REDUCE_LOCAL_FIRST = 1
-    #: Store ``received ∘ local``.
-    REDUCE_RECEIVED_FIRST = 2
-
-    @property
-    def reduces(self):
-        return self is not StepAction.COPY
-
-
-#: One step command, as the host packs it into CMD0 .. CMD10 (bit 32k of the layout is bit 0
-#: of CMDk).  ``packet_beats`` 0 means the build's largest packet (register PACKET).
-COMMAND_LAYOUT = data.StructLayout({
-    "send": REGION_LAYOUT,
-    "recv": REGION_LAYOUT,
-    "send_to": 16,
-    "recv_from": 16,
-    "send_tag": 16,
-    "recv_tag": 16,
-    "packet_beats": 16,
-    "action": StepAction,
-    "has_send": 1,
-    "has_recv": 1,
-    "fence": 1,
-    "barrier": 1,
-    "aggregate": 1,
-})
-
-#: 32-bit register words a command takes.
-COMMAND_WORDS = -(-COMMAND_LAYOUT.size // 32)
-
-#: Step commands the queue holds by default (a ring over 64 ranks takes 126).
-DEFAULT_QUEUE_DEPTH = 256
-#: Largest payload of one data packet, in beats, by default: long enough that the header beat
-#: costs under 0.5 % of the link, short enough that a control packet waits little behind it.
-DEFAULT_PACKET_BEATS = 256
-
-#: Error bits of the engine, named as the ERRORS register's fields (register map, engine
-#: block), which give their meaning.
-ENGINE_ERROR_LAYOUT = data.StructLayout({
-    "queue_full": 1, "running": 1, "region": 1, "peer": 1, "command": 1,
-    "unexpected": 1, "length": 1, "alu": 1, "protocol": 1,
-})
 
 #: The counters the engine keeps (register names in lower case).
 COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", "alu_beats",
@@ -257,7 +209,13 @@ class Engine(wiring.Component):
     @property
     def _walker_length_bits(self):
         # Bits for any byte count of a region that fits the memory (see _datapath).
-        return min(self._mem_size.bit_length(), 32)
+        return walker_length_bits(self._mem_size)
+
+    @property
+    def mirrors(self):
+        """(flop, the expression it stands for) pairs of the engine and its command queue,
+        which a test holds equal in every cycle (built by elaboration)."""
+        return self._mirrors + self._command_queue.mirrors
 
     @property
     def packet_beats(self):
@@ -278,6 +236,7 @@ class Engine(wiring.Component):
         # the later one's value (Amaranth's last assignment wins), as in one long elaborate.
         v = SimpleNamespace(**{k: x for k, x in locals().items()
                                if k not in ("self", "platform", "m")})
+        self._mirrors = []
         self._queue(m, v)
         self._datapath(m, v)
         self._write_pipeline(m, v)
@@ -296,59 +255,9 @@ class Engine(wiring.Component):
         self._alu_write(m, v)
         return m
 
-    def _high(self, value):
-        """Whether ``value`` has a bit set at or above the walkers' count bits."""
-        B = self._walker_length_bits
-        return value[B:].any() if B < len(value) else Const(0, 1)
-
-    def _region_parts(self, region):
-        """A region's checks in two registered steps: its end (a sum) and the compares of
-        its own fields at the push, the end's bound a cycle later, so no compare follows
-        a sum in one cycle.  Each on the walkers' count bits (B, enough for mem_size) with
-        the high bits' zero tests beside it: a field of 2**B or more is past the memory
-        (the region is refused whatever the rest says), and with every field below 2**B
-        the narrow sum and compares are the whole ones.  As 32-bit carry chains behind
-        the pushed command they were the 64-bit engine's latest pin alone at seed 1 of
-        2ab2ae4 (cmd -> the end's chain -> pushed_send, 5.21 ns).
-
-        Four flags follow the end, each a zero test or one narrow compare, so none follows
-        another: a field past the memory or no bytes; a run in range and not zero; the run
-        shorter than the length (with the length below 2**B, run < length needs the run
-        below it too); the run longer than the stride (likewise).  As one OR of them the
-        flag was the 64-bit engine's latest pin alone at seed 2 of b0d651b (cmd -> a
-        narrow chain -> 4 LUTs -> pushed_send, 5.59 ns)."""
-        B, high = self._walker_length_bits, self._high
-        return Cat(region.offset[:B] + region.length[:B],
-                   high(region.offset) | high(region.length) | (region.length[:B] == 0),
-                   (region.run[:B] != 0) & ~high(region.run),
-                   region.run[:B] < region.length[:B],
-                   ~high(region.stride) & (region.run[:B] > region.stride[:B]))
-
-    def _region_bad(self, parts):
-        """Whether :meth:`_region_parts`' registered ``parts`` refuse the region."""
-        B = self._walker_length_bits
-        past, run_ok, shorter, overlap = parts[B + 1:B + 5]
-        return (parts[:B + 1] > self._mem_size) | past | (run_ok & shorter & overlap)
-
     def _queue(self, m, v):
-        """The command queue, the push-time checks and the error register."""
-        beat_bytes = v.beat_bytes
-        # ---- Queue and push-time checks (nothing refused is queued) -----------------------
-        # A row is written only while the engine is not running (a push then is refused)
-        # and read only while it is, so a read meeting a write of its row is never used:
-        # collisions may be undefined.  Defined, yosys kept a copy of every read bit and a
-        # multiplexer after the block RAM, which then could not take `cur` as its output
-        # register (nicoll.hw.synth.bram_outreg).
-        queue = Memory(shape=COMMAND_LAYOUT, depth=self._queue_depth, init=[],
-                       attrs=COLLISIONS_DONT_CARE)
-        m.submodules.queue = queue
-        q_wr = queue.write_port()
-        q_rd = queue.read_port(domain="sync", transparent_for=())
-        cmd = self.cmd
-
-        B = self._walker_length_bits
-        region_parts, region_bad = self._region_parts, self._region_bad
-
+        """The command queue (CommandQueue: the push-time checks), the error register and
+        the state the sections after this one read."""
         errors = Signal(ENGINE_ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
         raise_error = Signal(ENGINE_ERROR_LAYOUT)     # bits set this cycle
@@ -371,96 +280,15 @@ class Engine(wiring.Component):
         in_aggregate = Signal()
         running = (state != IDLE) & (state != DONE) & (state != STOPPED)
 
-        queued = Signal(16)
-        m.d.comb += self.queued.eq(queued)
-        # queued == 0, kept beside it (the state machine's start reads it; see _control).
-        queue_empty = Signal(init=1)
-        # An aggregate command (seed 003): slots of whole rows, more than one row each.
-        slot_mask = beat_bytes - 1
-        # At most max_nodes destination groups (one per rank at most): the slot offset's
-        # product is a sum over the group's ceil(log2(max_nodes)) bits (_aggregate).
-        # In two flops, the send stride's compares in one: as one OR of every check the
-        # flop was the 64-bit engine's latest push-time pin at seed 1 once its multipliers
-        # were gone (cmd.recv -> pushed_aggregate_bad, 5.81 ns).
-        aggregate_bad = Cat(
-            (cmd.send_tag > self._max_nodes) | (cmd.send.stride <= beat_bytes)
-            | ((cmd.send.stride & slot_mask) != 0) | (cmd.send.run != 0),
-            cmd.barrier | ~cmd.has_send | ~cmd.has_recv | (cmd.action != StepAction.COPY)
-            | (cmd.recv.stride == 0) | (cmd.recv.run != 0))
-        peer_bad = ((cmd.has_send & (cmd.send_to >= self._max_nodes))
-                    | (cmd.has_recv & (cmd.recv_from >= self._max_nodes)))
-        command_bad = ((cmd.action == 3)
-                       | (cmd.barrier & (cmd.has_send | cmd.has_recv))
-                       | (~cmd.barrier & ~cmd.has_send & ~cmd.has_recv)
-                       | ((cmd.action != StepAction.COPY) & ~cmd.has_recv)
-                       | (cmd.packet_beats > self._packet_beats))
-        # A push is registered with its checks (each a compare or a sum of the command's
-        # fields), the regions' ends are bounded a cycle later, and the command acts in the
-        # cycle after that, so no check is in series with the queue write or the error
-        # register.
-        pushed = Signal()
-        pushed_cmd = Signal(COMMAND_LAYOUT)
-        pushed_send = Signal(B + 5)     # region_parts of each region
-        pushed_recv = Signal(B + 5)
-        pushed_peer_bad = Signal()
-        # The aggregate checks in a flop of their own, ORed with the rest a stage later: in
-        # one flop the OR of every check was the 64-bit core's latest pin at seed 1 of
-        # d84feb2 (send.stride -> pushed_command_bad, 7 levels, 7.21 ns).
-        pushed_command_bad = Signal()
-        pushed_aggregate_bad = Signal(2)
-        m.d.sync += pushed.eq(self.push & ~self.clear)
-        with m.If(self.push):
-            m.d.sync += [pushed_cmd.eq(cmd), pushed_send.eq(region_parts(cmd.send)),
-                         pushed_recv.eq(region_parts(cmd.recv)),
-                         pushed_peer_bad.eq(peer_bad), pushed_command_bad.eq(command_bad),
-                         pushed_aggregate_bad.eq(Mux(cmd.aggregate, aggregate_bad, 0))]
-        checked = Signal()
-        checked_cmd = Signal(COMMAND_LAYOUT)
-        checked_bad = Signal(data.StructLayout({"region": 1, "peer": 1, "command": 1}))
-        bad_next = Signal.like(checked_bad)
-        m.d.comb += [bad_next.region.eq((pushed_cmd.has_send & region_bad(pushed_send))
-                                        | (pushed_cmd.has_recv & region_bad(pushed_recv))),
-                     bad_next.peer.eq(pushed_peer_bad),
-                     bad_next.command.eq(pushed_command_bad | pushed_aggregate_bad.any())]
-        m.d.sync += checked.eq(pushed & ~self.clear)
-        with m.If(pushed):
-            m.d.sync += [checked_cmd.eq(pushed_cmd), checked_bad.eq(bad_next)]
-        # queued >= queue_depth as a flop, kept with queued's moves (a write here, a clear in
-        # _control): the queue's write enable is the block RAM's byte enables, and the
-        # compare's carry chain in front of them was the 64-bit engine's latest pin at seed
-        # 2 once the walkers' counts narrowed (queued -> queue.0.9:ADA1, 6.07 ns).
-        full = v.queue_full = Signal()
-        # The write's decision, but for `running` and a clear in its own cycle, a stage
-        # ahead: the queue's byte enables then follow a flop, the state's decode and the
-        # clear (the checked command's flags ANDed with the state's decode were the 64-bit
-        # engine's latest pins at seeds 1 and 3 once the walkers' routes were cut, state ->
-        # queue.0.7:ADA2, 5.89 and 6.42 ns, 4.4 of them routing).  `full` a stage ahead is
-        # the value a write in this cycle leaves; no start comes while a push is in its
-        # checks, so `running` cannot rise in between.
-        write_ok = Signal()
-        full_next = Mux(q_wr.en, queued == self._queue_depth - 1, full)
-        m.d.sync += write_ok.eq(pushed & ~self.clear & ~full_next
-                                & ~bad_next.as_value().any())
-        m.d.comb += q_wr.en.eq(write_ok & ~running & ~self.clear)
-        self.mirrors = [(full, queued >= self._queue_depth),
-                        (q_wr.en, checked & ~self.clear & ~running & ~full
-                         & ~checked_bad.as_value().any())]
-        m.d.comb += [q_wr.addr.eq(queued), q_wr.data.eq(checked_cmd)]
-        # A clear in the same cycle wins over these bits where they are stored (errors,
-        # any_error), so they need not wait for it: ANDed here, the clear input was the
-        # front of the 256-bit engine's path into any_error at seed 1 of 2b6ff9d (6.13 ns).
-        with m.If(checked):
-            with m.If(running):
-                m.d.comb += raise_error.running.eq(1)
-            with m.Elif(full):
-                m.d.comb += raise_error.queue_full.eq(1)
-            with m.Elif(checked_bad.as_value().any()):
-                m.d.comb += [raise_error.region.eq(checked_bad.region),
-                             raise_error.peer.eq(checked_bad.peer),
-                             raise_error.command.eq(checked_bad.command)]
-        with m.If(q_wr.en):
-            m.d.sync += [queued.eq(queued + 1), queue_empty.eq(0),
-                         full.eq(queued == self._queue_depth - 1)]
+        m.submodules.command_queue = queue = self._command_queue = CommandQueue(
+            data_width=self._data_width, max_nodes=self._max_nodes, mem_size=self._mem_size,
+            depth=self._queue_depth, packet_beats=self._packet_beats)
+        m.d.comb += [queue.cmd.eq(self.cmd), queue.push.eq(self.push),
+                     queue.clear.eq(self.clear), queue.running.eq(running),
+                     self.queued.eq(queue.queued),
+                     # The push-time bits; the sections after this one add theirs.
+                     raise_error.eq(queue.refused)]
+        queued, queue_empty = queue.queued, queue.empty
         share(v, locals())
 
     def _datapath(self, m, v):
@@ -631,10 +459,10 @@ class Engine(wiring.Component):
     def _control(self, m, v):
         """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
         (
-            running, state, q_rd, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
+            running, state, queue, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
             DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE,
         ) = (getattr(v, name) for name in (
-            "running", "state", "q_rd", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
+            "running", "state", "queue", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
             "FETCH", "LOAD", "DISPATCH", "BARRIER", "FINISH", "DONE", "STOPPED", "AGGREGATE",
             "DECODE",
         ))
@@ -691,7 +519,7 @@ class Engine(wiring.Component):
         # A start waits while a push is in its checks (pushed, checked: flops), so it acts
         # after every push strobed before it: a GO strobed meanwhile is kept (go_wait), an
         # armed start stays armed.
-        push_in_flight = v.pushed | v.checked
+        push_in_flight = queue.checking
         go_wait = Signal()
         with m.If(self.clear | ~push_in_flight):
             m.d.sync += go_wait.eq(0)
@@ -706,8 +534,8 @@ class Engine(wiring.Component):
         m.d.comb += [start_deadline.now.eq(self.now), start_deadline.at.eq(self.start_at)]
         start = ((self.go | go_wait | (armed & start_deadline.reached)) & ~push_in_flight
                  & ~self.clear)
-        m.d.comb += q_rd.addr.eq(idx)
-        self._load_command(m, cur, q_rd, state == FETCH)
+        m.d.comb += queue.read_addr.eq(idx)
+        self._load_command(m, cur, queue.read_data, state == FETCH)
         next_is_last, at_end = self._queue_position(m, idx, queued)
 
         starting = self._start_clears(m, finished, counted, self.now, self.started_at)
@@ -716,8 +544,8 @@ class Engine(wiring.Component):
         # receive's from now on (_write_pipeline).
         m.d.comb += v.age_rows.eq(tx_start | rx_start | agg_rx_start)
         with m.If(self.clear):
-            m.d.sync += [state.eq(IDLE), idx.eq(0), queued.eq(0), v.queue_empty.eq(1),
-                         v.queue_full.eq(0), finished.eq(0), counted.eq(0), v.in_aggregate.eq(0)]
+            m.d.sync += [state.eq(IDLE), idx.eq(0), finished.eq(0), counted.eq(0),
+                         v.in_aggregate.eq(0)]
         with m.Elif(any_error & running):
             m.d.sync += [state.eq(STOPPED), v.in_aggregate.eq(0)]
         with m.Else():
@@ -728,7 +556,7 @@ class Engine(wiring.Component):
                         m.d.sync += armed.eq(0)
                     with m.Elif(start):
                         m.d.sync += [armed.eq(0), starting.eq(1),
-                                     state.eq(Mux(v.queue_empty, FINISH, FETCH))]
+                                     state.eq(Mux(queue.empty, FINISH, FETCH))]
                         # Counters and STEP clear a cycle later; idx stands at 0.
                 with m.Case(FETCH):
                     m.d.sync += state.eq(LOAD)
@@ -840,7 +668,7 @@ class Engine(wiring.Component):
         return next_is_last, at_end
 
     @staticmethod
-    def _load_command(m, cur, q_rd, fetching):
+    def _load_command(m, cur, queue_data, fetching):
         """`cur` loads in every cycle after a FETCH, outside the state machine's priorities:
         its enable is one flop, where the state decode behind CONTROL.clear and the error
         stop fanned out to every bit of it (the 64-bit core's critical path, 7.68 ns, 2.6 of
@@ -849,7 +677,7 @@ class Engine(wiring.Component):
         load_cur = Signal()
         m.d.sync += load_cur.eq(fetching)
         with m.If(load_cur):
-            m.d.sync += cur.eq(q_rd.data)
+            m.d.sync += cur.eq(queue_data)
 
     def _counters(self, m, v):
         """The counters and what bumps them each cycle."""
@@ -989,7 +817,7 @@ class Engine(wiring.Component):
         # agg_sends_fifo's level, 5.48 and 5.60 ns).
         steps_now = (agg_summing.any() | agg_reading | agg_len_valid | agg_checking
                      | agg_starting)
-        self.mirrors.append((agg_in_flight, steps_now))
+        self._mirrors.append((agg_in_flight, steps_now))
         in_aggregate = v.in_aggregate
         # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
         # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
@@ -1090,7 +918,7 @@ class Engine(wiring.Component):
                                            cur_entry == cur.send_tag))]
         start_tag_ok = Mux(writes_cur_q, cts_wr.data == send_tag_q, cur_tag_ok)
         start_tag_ref = Mux(writes_cur, cts_wr.data == cur.send_tag, cur_tag_ok_ref)
-        self.mirrors.append((tx_start & start_tag_ok, tx_start & start_tag_ref))
+        self._mirrors.append((tx_start & start_tag_ok, tx_start & start_tag_ref))
         with m.If(tx_start):
             m.d.sync += tag_ok.eq(start_tag_ok)
         with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
@@ -1504,7 +1332,7 @@ class Engine(wiring.Component):
         recv_offset_q = Signal.like(cur.recv.offset)
         m.d.sync += [recv_tag_q.eq(cur.recv_tag), recv_offset_q.eq(cur.recv.offset)]
         acting = (p_state == P_DECIDE) & ~d.stale
-        self.mirrors += [(Mux(acting, send_to_q, 0), Mux(acting, cur.send_to, 0)),
+        self._mirrors += [(Mux(acting, send_to_q, 0), Mux(acting, cur.send_to, 0)),
                          (Mux(acting, recv_tag_q, 0), Mux(acting, cur.recv_tag, 0)),
                          (Mux(acting, recv_offset_q, 0), Mux(acting, cur.recv.offset, 0))]
 
@@ -1815,7 +1643,7 @@ class Engine(wiring.Component):
         writes = result.valid & ~self.clear & ~result.payload.error
         m.d.sync += [res_write.eq(writes),
                      res_en.eq(Mux(writes, pend_mask[-2] if depth > 1 else s1_mask, 0))]
-        self.mirrors += [(res_write, res_valid & ~res_error),
+        self._mirrors += [(res_write, res_valid & ~res_error),
                          (res_en, Mux(res_valid & ~res_error, pend_mask[-1], 0))]
         local = self.local_rd.data
         # Operand order: the local row is always `a`.  Every op of the ALU gives the same
