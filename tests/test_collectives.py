@@ -18,7 +18,7 @@ import pytest
 
 import nicoll
 from nicoll import NicollError
-from nicoll import cluster as cluster_module
+from nicoll.cluster import collective_run
 from nicoll import reduction_order as order
 from nicoll import regions
 from nicoll import schedule as sc
@@ -760,7 +760,7 @@ def test_a_collective_that_does_not_finish_names_ranks_steps_and_errors(clusters
     deadlock = _plan([[Step(recv_from=1, recv=Region(0, 16))],
                       [Step(recv_from=0, recv=Region(0, 16))]], nodes)
     monkeypatch.setattr(sc, "allreduce", lambda *args, **kwargs: deadlock)
-    monkeypatch.setattr(cluster_module, "_BUDGET_BASE", 200)
+    monkeypatch.setattr(collective_run, "_BUDGET_BASE", 200)
     with pytest.raises(NicollError, match=r"allreduce \(recursive_halving\) did not finish on every "
                                           r"rank within 1000 cycles of its start: rank 0 waits at "
                                           r"step 0 of 1; rank 1 waits at step 0 of 1$"):

@@ -1,0 +1,371 @@
+"""Cluster: N nicoll nodes on one backend, opened as Devices.
+
+``nicoll.Cluster(nodes=8, backend="verilator")`` builds (or reuses a cached build of) the
+simulated cluster, starts it, and opens every node through the same driver code whatever
+the backend.  Use it as a context manager or call :meth:`Cluster.close`.
+
+The class holds the cluster's lifetime (the backend, the devices, activity traces) and its
+public calls; the barrier orchestration is :mod:`nicoll.cluster.barrier_run`'s, the
+collectives' machinery :mod:`nicoll.cluster.collective_run`'s.
+"""
+
+import contextlib
+
+import numpy as np
+
+from .. import schedule as _schedule
+from ..config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
+from ..device import Device
+from ..errors import NicollError
+from .barrier_run import ClusterBarrier
+from .collective_run import CollectiveRunner, check_subgroup
+from .results import TRACE_LANES, ActivityTrace
+
+__all__ = ["Cluster"]
+
+
+class _ModelBackend:
+    """The device model: one ModelNode per rank, nothing to start or stop."""
+
+    def __init__(self, config):
+        from ..barrier_model import BarrierNetworkModel, ModelClock
+        from ..engine_model import EngineNetworkModel
+        from ..model import ModelNode
+        self.clock = ModelClock()
+        self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
+        self.engine = EngineNetworkModel(self.clock, config.max_nodes,
+                                         repack_units=config.repack_units, repack_nodes=(0,))
+        self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
+                                 max_nodes=config.max_nodes, mem_size=config.mem_size,
+                                 alu_capabilities=config.alu_capabilities,
+                                 clock=self.clock, barrier=self.barrier, engine=self.engine)
+                       for rank in range(config.nodes)]
+
+    def transports(self):
+        return list(self._nodes)
+
+    def close(self):
+        pass
+
+
+def _start_backend(name, config, progress):
+    if name == "model":
+        return _ModelBackend(config)
+    if name == "amaranth":
+        from nicoll.sim.amaranth_backend import AmaranthCluster
+        return AmaranthCluster(config)
+    if name == "verilator":
+        from nicoll.sim.verilator_backend import VerilatorCluster
+        return VerilatorCluster(config, progress=progress)
+    raise NicollError(f"unknown backend {name!r}; choose one of {', '.join(map(repr, BACKENDS))}")
+
+
+class Cluster:
+    """N nodes of one backend, each opened as a :class:`~nicoll.Device`.
+
+    :param nodes: number of nodes, 1 .. ``max_nodes``.
+    :param backend: ``"model"`` (Python device model), ``"amaranth"`` (the gateware in the
+        Amaranth simulator) or ``"verilator"`` (its Verilog under Verilator and cocotb).
+    :param data_width: width of the network streams and memory beats (64, 128, 256, 512).
+    :param max_nodes: the largest cluster the gateware is built for; None (the default) for
+        the larger of 8 and ``nodes``.
+    :param mem_size: bytes of device memory per node (a power of two).
+    :param alu_capabilities: the (op, dtype) pairs the reduction ALU is built with, e.g.
+        ``[("sum", "float32"), ("max", "int32")]``; ``"all"`` for every pair MPI defines;
+        None (the default) for the backend's default: every pair on the model,
+        :data:`~nicoll.config.DEFAULT_SIM_ALU_CAPABILITIES` (sum on float32) on the
+        simulators, whose build time and speed grow with every float unit.  A reduction on a
+        pair the build lacks is refused with a message naming this option.
+    :param repack_units: repack units of node 0 (seed 003), which serve
+        ``alltoall``/``alltoallv`` with algorithm ``"aggregate"``; 0 builds none.
+    :param progress: callable taking a one-line status message while a backend builds and
+        starts (the command line shows it); None for silence.
+    """
+
+    def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
+                 mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
+                 progress=None):
+        if backend not in BACKENDS:
+            raise NicollError(f"unknown backend {backend!r}; choose one of "
+                              f"{', '.join(map(repr, BACKENDS))}")
+        max_nodes, alu_capabilities = build_defaults(backend, nodes, max_nodes, alu_capabilities)
+        self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
+                                    mem_size=mem_size, alu_capabilities=alu_capabilities,
+                                    repack_units=repack_units)
+        self.backend = backend
+        self._backend = _start_backend(backend, self.config, progress)
+        try:
+            self._devices = [Device(t, rank=rank)
+                             for rank, t in enumerate(self._backend.transports())]
+        except BaseException:
+            self._backend.close()
+            raise
+        self._closed = False
+        self._barrier = ClusterBarrier(self._devices, backend)
+        self._collectives = CollectiveRunner(self._devices, self.config, self._barrier, backend)
+        self._last_start = None
+        #: :class:`CallStats` of the last call; None before the first.
+        self.last = None
+        #: The :class:`~nicoll.schedule.Plan` the last collective ran (its ``algorithm`` says
+        #: what "auto" chose); None before the first.
+        self.last_plan = None
+
+    @property
+    def nodes(self):
+        return self.config.nodes
+
+    @property
+    def data_width(self):
+        return self.config.data_width
+
+    @property
+    def devices(self):
+        self._check_open()
+        return list(self._devices)
+
+    def device(self, rank):
+        """The :class:`~nicoll.Device` of node ``rank``."""
+        self._check_open()
+        if not isinstance(rank, int) or not 0 <= rank < self.nodes:
+            raise NicollError(f"rank must be an int between 0 and {self.nodes - 1}, not {rank!r}")
+        return self._devices[rank]
+
+    @contextlib.contextmanager
+    def trace(self):
+        """Record what every node's ports and ALU do during the block's calls (Verilator only)::
+
+            with cl.trace() as trace:
+                cl.allreduce(xs)
+            trace.lanes[3]["reduce"]    # [(first, end), ...] cycles from the collective's start
+
+        See :class:`ActivityTrace`.  The lanes are ports of the simulation's top, outside the
+        NIC cores, sampled by the simulator's harness: a trace changes no cycle count.
+        """
+        self._check_open()
+        if self.backend != "verilator":
+            raise NicollError(f"an activity trace is taken from the Verilator simulation's "
+                              f"signals; this cluster runs on the {self.backend!r} backend")
+        trace = ActivityTrace()
+        self._last_start = None
+        self._backend.request("trace_start", 0)
+        try:
+            yield trace
+        finally:
+            raw = self._backend.request("trace_stop", 0)
+            start = self._last_start or 0
+            trace.start = self._last_start
+            trace.lanes = {rank: {lane: [(a - start, b - start) for a, b in raw[rank][lane]]
+                                  for lane in TRACE_LANES}
+                           for rank in range(self.nodes)}
+
+    # -- barrier (seed 004) ---------------------------------------------------------------
+
+    def configure_barrier(self, tree=None):
+        """Program the barrier tree into every node and start a region at barrier 0.
+
+        :param tree: a :class:`~nicoll.hw.tree.BarrierTree`, a parent list (``None`` for the
+            root), or None for the binary tree rooted at rank 0.
+        :raises NicollError: not a tree, the wrong number of ranks, more children than the
+            build's slots, or a configuration a unit reports wrong.
+        """
+        self._check_open()
+        self._barrier.configure(tree)
+
+    @property
+    def barrier_tree(self):
+        """The :class:`~nicoll.hw.tree.BarrierTree` in use (None until the first barrier)."""
+        return self._barrier.tree
+
+    def barrier(self, arrive=None, mode="normal", m=None, c=None, estimate=None):
+        """One barrier through the network (seed 004).
+
+        :param arrive: per rank, the cycle (counted from the call's start) at which it
+            finishes its work and signals done; None: all at once.
+        :param mode: ``"normal"`` (release when all finished), ``"ac"`` (release early when m
+            ranks finished and/or c cycles passed since the first, aborting the unfinished
+            ones; give m, c or both) or ``"collect"`` (release when all finished; record s,
+            mt, e, with mt for m if given).
+        :param estimate: the value sent to every aborted rank (default 0).
+        :returns: :class:`BarrierResult`; :attr:`last` holds the cycles.
+        :raises NicollError: bad arguments, or errors the barrier units report (by their
+            register names) — before anything is started where they concern the arguments.
+        """
+        self._check_open()
+        result, self.last = self._barrier.run(arrive, mode, m, c, estimate)
+        return result
+
+    # -- collectives (seeds 000, 001, 002) ------------------------------------------------
+
+    def allreduce(self, xs, op="sum", algorithm="auto", **options):
+        """Every rank gets the reduction of every rank's array.
+
+        :param xs: one numpy array per rank, all of one shape and dtype.
+        :param op: ``"sum"``, ``"prod"``, ``"min"``, ``"max"``, ``"band"``, ``"bor"``,
+            ``"bxor"``, ``"land"``, ``"lor"`` or ``"lxor"``.
+        :param algorithm: ``"recursive_halving"`` (seed 000), ``"ring"``, ``"tree"``
+            (seed 002), ``"prt"``, or ``"auto"`` (recursive halving).
+        :param options: ``slices``, ``segments``, ``shape`` of
+            :func:`nicoll.schedule.allreduce`.
+        :returns: one array per rank, of the inputs' shape.
+        :raises NicollError: bad input (before anything is posted), or device errors by
+            their register names.
+        """
+        xs = self._arrays("allreduce", xs)
+        self._collectives.check_call("allreduce", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.allreduce(self.nodes, xs[0].size, xs[0].dtype, op, algorithm, **options)
+        return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def reduce(self, xs, op="sum", root=0, algorithm="auto", **options):
+        """Rank ``root`` gets the reduction of every rank's array; the others get None.
+        Arguments as :meth:`allreduce`."""
+        xs = self._arrays("reduce", xs)
+        self._collectives.check_call("reduce", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.reduce(self.nodes, xs[0].size, xs[0].dtype, op, root, algorithm,
+                                **options)
+        return [None if y is None else y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def reduce_scatter(self, xs, op="sum", counts=None, algorithm="auto", **options):
+        """Rank r gets chunk r of the reduction of the ranks' arrays (taken flat).
+
+        :param counts: elements of each rank's chunk (zeros allowed), adding up to the
+            arrays' size; None: the sizes of ``numpy.array_split``.
+        :returns: one 1-D array per rank.  Other arguments as :meth:`allreduce`.
+        """
+        xs = self._arrays("reduce_scatter", xs)
+        self._collectives.check_call("reduce_scatter", algorithm, options, op, xs[0].dtype)
+        plan = _schedule.reduce_scatter(self.nodes, xs[0].size, xs[0].dtype, op, counts,
+                                        algorithm, **options)
+        return self._run(plan, xs)
+
+    def allgather(self, xs, algorithm="auto", **options):
+        """Every rank gets the ranks' arrays concatenated in rank order (``numpy.concatenate``).
+
+        :param xs: one numpy array per rank, all of one shape and dtype (any fixed-size type).
+        :param algorithm: as :meth:`allreduce`.
+        """
+        xs = self._arrays("allgather", xs)
+        self._collectives.check_call("allgather", algorithm, options)
+        plan = _schedule.allgather(self.nodes, xs[0].size, xs[0].dtype, algorithm, **options)
+        shape = xs[0].shape
+        shape = (self.nodes * shape[0],) + shape[1:] if shape else (self.nodes,)
+        return [y.reshape(shape) for y in self._run(plan, xs)]
+
+    def alltoall(self, xs, algorithm="auto", *, scratch_blocks=None, subgroup=None, **options):
+        """Rank i's array (taken flat) is cut into N equal blocks; block j goes to rank j,
+        where it is block i.
+
+        :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
+            input's place with ``scratch_blocks`` blocks of scratch, default 1),
+            ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``
+            (pairwise).
+        :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
+            the repack planner's choice.
+        :param options: ``segments`` of :func:`nicoll.schedule.alltoall`.
+        :returns: one array per rank, of the inputs' shape.
+        """
+        xs = self._arrays("alltoall", xs)
+        self._collectives.check_call("alltoall", algorithm, options)
+        size = xs[0].size
+        if size % self.nodes:
+            raise NicollError(f"alltoall cuts each array into {self.nodes} equal blocks; "
+                              f"{size} elements do not divide by {self.nodes}")
+        if scratch_blocks is not None:
+            options["scratch_blocks"] = scratch_blocks
+        check_subgroup(algorithm, subgroup)
+        if algorithm == "aggregate":
+            if options:
+                raise NicollError(f"alltoall 'aggregate' takes no options, not "
+                                  f"{', '.join(map(repr, options))}")
+            raw = [np.ascontiguousarray(x).reshape(-1).view(np.uint8) for x in xs]
+            step = size // self.nodes * xs[0].dtype.itemsize
+            blocks = [[r[j * step:(j + 1) * step] for j in range(self.nodes)] for r in raw]
+            out = self._run_aggregate("alltoall", blocks, subgroup)
+            return [np.concatenate(row).view(xs[0].dtype).reshape(xs[0].shape) for row in out]
+        plan = _schedule.alltoall(self.nodes, size // self.nodes, xs[0].dtype, algorithm,
+                                  **options)
+        return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
+
+    def alltoallv(self, blocks, algorithm="auto", *, subgroup=None, **options):
+        """``blocks[i][j]`` (a 1-D array, possibly empty) goes from rank i to rank j.
+
+        :param algorithm: ``"pairwise"``, ``"aggregate"`` (seed 003: through the repack units
+            of node 0) or ``"auto"``: aggregate when the repack plan's cost model favours it
+            for these block sizes (:func:`nicoll.repack_plan.plan_subgroups`, ``method``
+            "repack") and the build has units whose buffers hold it, else pairwise.
+        :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
+            the repack planner's choice.
+        :param options: ``segments`` of :func:`nicoll.schedule.alltoallv`.
+        :returns: ``out`` with ``out[j][i]`` the block rank i sent to rank j.
+        """
+        self._check_open()
+        n = self.nodes
+        self._collectives.check_blocks(blocks)
+        self._collectives.check_call("alltoallv", algorithm, options)
+        check_subgroup(algorithm, subgroup)
+        dtype = blocks[0][0].dtype
+        sizes = [[blocks[i][j].size for j in range(n)] for i in range(n)]
+        if algorithm == "auto" and not options and self._collectives.aggregate_plan(
+                [[s * dtype.itemsize for s in row] for row in sizes], quiet=True):
+            algorithm = "aggregate"
+        if algorithm == "aggregate":
+            if options:
+                raise NicollError(f"alltoallv 'aggregate' takes no options, not "
+                                  f"{', '.join(map(repr, options))}")
+            raw = [[np.ascontiguousarray(b).view(np.uint8) for b in row] for row in blocks]
+            out = self._run_aggregate("alltoallv", raw, subgroup)
+            return [[block.view(dtype) for block in row] for row in out]
+        plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
+        inputs = [np.concatenate([np.ascontiguousarray(b) for b in row]) for row in blocks]
+        outputs = self._run(plan, inputs)
+        out = []
+        for j, y in enumerate(outputs):
+            bounds = np.cumsum([0] + [sizes[i][j] for i in range(n)])
+            out.append([y[bounds[i]:bounds[i + 1]] for i in range(n)])
+        return out
+
+    # -- posting a collective -------------------------------------------------------------
+
+    def _arrays(self, what, xs):
+        """Check one numpy array per rank, all of one shape and dtype."""
+        self._check_open()
+        return self._collectives.check_arrays(what, xs)
+
+    def _run(self, plan, inputs):
+        """Post a compiled plan on every node, run it and return each rank's output (1-D)."""
+        self.last_plan = plan
+        outputs, self.last, self._last_start = self._collectives.run(plan, inputs)
+        return outputs
+
+    def _run_aggregate(self, what, blocks, subgroup=None):
+        """Exchange ``blocks[i][j]`` (uint8 arrays) through node 0's repack units; returns
+        ``out[j][i]`` (uint8 arrays)."""
+        lengths = [[len(b) for b in row] for row in blocks]
+        self.last_plan = self._collectives.lay_out_aggregate(what, blocks, lengths, subgroup)
+        out, self.last, self._last_start = self._collectives.run_aggregate(self.last_plan, lengths)
+        return out
+
+    def _check_open(self):
+        if self._closed:
+            raise NicollError("this cluster is closed")
+
+    def close(self):
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            self._backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._closed else "open"
+        return (f"<nicoll.Cluster {self.nodes} nodes on {self.backend}, "
+                f"data_width {self.data_width}, {state}>")

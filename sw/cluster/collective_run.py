@@ -1,0 +1,348 @@
+"""The machinery of a cluster's collectives (seeds 000-003).
+
+:class:`CollectiveRunner` checks a call's arguments (one array per rank, the blocks of
+``alltoallv``, the algorithm and its options, the op and type the build's ALU must compute)
+before anything is posted; runs a compiled plan on every node (each rank's input into its
+device memory, its schedule into its engine's queue, every engine armed for one common start
+cycle, the wait, the outputs read back, the engines' counters recorded); and runs an
+aggregate exchange through node 0's repack units (seed 003).  Both wait for the engines in
+one loop, within a cycle budget made from the call's figures (``_BUDGET_*``).
+"""
+
+import numpy as np
+
+from .. import schedule as _schedule
+from ..engine import ERROR_NAMES, error_text
+from ..errors import NicollError
+from .results import AggregatePlan, CallStats
+from .timing import ARM_ACCESSES, poll_pause, start_cycle
+
+__all__ = ["CollectiveRunner", "check_subgroup"]
+
+#: A collective's cycle budget, from its plan: a fixed allowance, then per step of any rank (a
+#: clear-to-send round trip through the switch and the ALU pipeline), per beat any rank sends
+#: (as if the switch carried one beat at a time for the whole cluster), and per barrier step
+#: (notices up and down the barrier tree).
+_BUDGET_BASE = 2000
+_BUDGET_PER_STEP = 400
+_BUDGET_PER_BEAT = 4
+_BUDGET_PER_BARRIER = 2000
+#: Options each collective passes on to its schedule compiler (nicoll.schedule).
+_OPTIONS = {
+    "allreduce": ("slices", "segments", "shape"),
+    "reduce": ("slices", "segments", "shape"),
+    "reduce_scatter": ("slices", "segments", "shape"),
+    "allgather": ("slices", "segments", "shape"),
+    "alltoall": ("scratch_blocks", "segments"),
+    "alltoallv": ("segments",),
+}
+
+
+def check_subgroup(algorithm, subgroup):
+    """Refuse a subgroup for an algorithm other than "aggregate", or one not a positive int."""
+    if subgroup is None:
+        return
+    if algorithm != "aggregate":
+        raise NicollError(f"subgroup sets the repack sub-matrix size of algorithm 'aggregate', "
+                          f"not of {algorithm!r}")
+    if not isinstance(subgroup, int) or isinstance(subgroup, bool) or subgroup < 1:
+        raise NicollError(f"subgroup must be a positive int, not {subgroup!r}")
+
+
+class CollectiveRunner:
+    """Collectives on ``devices`` (one Device per rank) of a cluster of ``config``
+    (:class:`~nicoll.config.ClusterConfig`) on the named backend; barrier steps go through
+    ``barrier`` (its :class:`~nicoll.cluster.barrier_run.ClusterBarrier`)."""
+
+    def __init__(self, devices, config, barrier, backend):
+        self._devices = devices
+        self._barrier = barrier
+        self._backend = backend
+        self.nodes = config.nodes
+        self.data_width = config.data_width
+        self._alu_pairs = None
+
+    # -- argument checks -------------------------------------------------------------------
+
+    def check_arrays(self, what, xs):
+        """Check one numpy array per rank, all of one shape and dtype."""
+        n = self.nodes
+        if isinstance(xs, (np.ndarray, str, bytes)) or not hasattr(xs, "__len__"):
+            raise NicollError(f"{what} takes a list of {n} numpy arrays, one per rank, "
+                              f"not {type(xs).__name__}")
+        xs = list(xs)
+        if len(xs) != n:
+            raise NicollError(f"{what} takes one array per rank: {n} arrays, not {len(xs)}")
+        for r, x in enumerate(xs):
+            if not isinstance(x, np.ndarray):
+                raise NicollError(f"{what}: input {r} must be a numpy array, "
+                                  f"not {type(x).__name__}")
+            if x.dtype != xs[0].dtype:
+                raise NicollError(f"{what}: input {r} is {x.dtype} but input 0 is "
+                                  f"{xs[0].dtype}; every rank must give the same dtype")
+            if x.shape != xs[0].shape:
+                raise NicollError(f"{what}: input {r} has shape {x.shape} but input 0 has "
+                                  f"{xs[0].shape}; every rank must give the same shape")
+        return xs
+
+    def check_blocks(self, blocks):
+        """Check alltoallv's N×N blocks: 1-D numpy arrays, all of one dtype."""
+        n = self.nodes
+        if isinstance(blocks, (np.ndarray, str, bytes)) or not hasattr(blocks, "__len__"):
+            raise NicollError(f"alltoallv takes an {n}×{n} list of lists of 1-D numpy arrays, "
+                              f"not {type(blocks).__name__}")
+        if len(blocks) != n:
+            raise NicollError(f"alltoallv takes one row of blocks per rank: {n} rows, "
+                              f"not {len(blocks)}")
+        for i, row in enumerate(blocks):
+            if isinstance(row, (np.ndarray, str, bytes)) or not hasattr(row, "__len__"):
+                raise NicollError(f"blocks[{i}] must be a list of {n} 1-D numpy arrays, "
+                                  f"not {type(row).__name__}")
+            if len(row) != n:
+                raise NicollError(f"blocks[{i}] must hold one block per rank ({n}), "
+                                  f"not {len(row)}")
+            for j, block in enumerate(row):
+                if not isinstance(block, np.ndarray):
+                    raise NicollError(f"blocks[{i}][{j}] must be a numpy array, "
+                                      f"not {type(block).__name__}")
+                if block.ndim != 1:
+                    raise NicollError(f"blocks[{i}][{j}] must be 1-D, not of shape {block.shape}")
+                if block.dtype != blocks[0][0].dtype:
+                    raise NicollError(f"blocks[{i}][{j}] is {block.dtype} but blocks[0][0] is "
+                                      f"{blocks[0][0].dtype}: every block must have one dtype")
+
+    def check_call(self, what, algorithm, options, op=None, dtype=None):
+        """The algorithm, the options and (for reductions) the op and type of a call."""
+        if what in ("alltoall", "alltoallv"):
+            known = (_schedule.ALLTOALL_ALGORITHMS if what == "alltoall"
+                     else ("pairwise",)) + ("aggregate",)
+        else:
+            known = _schedule.REDUCTION_ALGORITHMS
+        if not isinstance(algorithm, str) or algorithm not in known + ("auto",):
+            raise NicollError(f"unknown {what} algorithm {algorithm!r}; algorithms are "
+                              f"{', '.join(map(repr, known))} and 'auto'")
+        for name in options:
+            if name not in _OPTIONS[what]:
+                raise NicollError(f"{what} has no option {name!r}; its options are "
+                                  f"{', '.join(_OPTIONS[what])}")
+        if op is not None:
+            self._check_pair(op, dtype)
+
+    def _check_pair(self, op, dtype):
+        """Refuse a reduction the build's ALU lacks, naming the option that adds it."""
+        from ..ops import check_op_dtype
+        op, dtype = check_op_dtype(op, dtype)
+        if self._alu_pairs is None:
+            self._alu_pairs = self._devices[0].alu_capabilities()
+        if (op, dtype) not in self._alu_pairs:
+            built = sorted((d.numpy_name, o.mpi_name) for o, d in self._alu_pairs)
+            listed = ", ".join(f"({o!r}, {d!r})" for d, o in built) or "none"
+            raise NicollError(
+                f"op {op.mpi_name!r} on {dtype.numpy_name} is not in this build's ALU, which "
+                f"computes {listed}; open the cluster with alu_capabilities=[..., "
+                f"({op.mpi_name!r}, {dtype.numpy_name!r})] (or alu_capabilities='all') to add it")
+
+    # -- a compiled plan (seeds 000, 001, 002) ---------------------------------------------
+
+    def run(self, plan, inputs):
+        """Post a compiled plan on every node and run it; returns each rank's output (1-D),
+        the call's :class:`CallStats` and its start cycle."""
+        devices = self._devices
+        # Everything the nodes would refuse is refused here, before anything is posted.
+        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
+            if schedule.buffer_bytes > dev.mem_size:
+                raise NicollError(f"{plan.collective} ({plan.algorithm}) needs a "
+                                  f"{schedule.buffer_bytes}-byte buffer on rank {r}; its device "
+                                  f"memory holds {dev.mem_size} bytes")
+            if len(schedule.steps) > dev.engine.depth:
+                raise NicollError(f"{plan.collective} ({plan.algorithm}) takes "
+                                  f"{len(schedule.steps)} steps on rank {r}; the engine's queue "
+                                  f"holds {dev.engine.depth}")
+        barriers = sum(step.barrier for step in plan.schedules[0].steps)
+        if barriers:
+            # Barrier steps (seed 001, S23) run through the barrier units: they need the tree,
+            # and the root must release only when every rank is done.
+            if self._barrier.tree is None:
+                self._barrier.configure()
+            devices[self._barrier.tree.root].barrier.set_mode("normal")
+
+        for x, schedule, dev in zip(inputs, plan.schedules, devices):
+            raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+            for piece in schedule.load:
+                dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
+            dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
+        clock = devices[0]
+        start = start_cycle(clock, ARM_ACCESSES, self.nodes)
+        for dev in devices:
+            dev.engine.arm(start)
+        armed_by = clock.cycles()
+        if armed_by >= start:
+            raise NicollError(f"arming the engines took until cycle {armed_by}, past the "
+                              f"start {start}; the backend's bus is slower than measured")
+        budget = self._budget(plan)
+        self._wait(clock, start, budget)
+        # Every rank is looked at, even when the wait saw them all done: an engine that is
+        # done with an error bit set fails the call too.
+        problems, failed = self._problems(at_step=True)
+        if failed:
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) failed on the engines: "
+                              + "; ".join(problems))
+        if problems:
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) did not finish on every "
+                              f"rank within {budget} cycles of its start: " + "; ".join(problems))
+        self._barrier.advance(barriers)
+
+        outputs = []
+        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
+            count = plan.output_counts[r]
+            if count is None:
+                outputs.append(None)
+                continue
+            raw = bytearray(count * plan.dtype.itemsize)
+            for piece in schedule.result:
+                raw[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
+            outputs.append(np.frombuffer(raw, dtype=plan.dtype))
+        return outputs, self._stats(start), start
+
+    def _budget(self, plan):
+        """Cycles the plan may take from its start (see _BUDGET_*)."""
+        width = self.data_width // 8
+        steps = sum(len(s.steps) for s in plan.schedules)
+        beats = sum(-(-step.send.length // width) for s in plan.schedules for step in s.steps
+                    if step.send is not None)
+        barriers = sum(step.barrier for step in plan.schedules[0].steps)
+        return (_BUDGET_BASE + _BUDGET_PER_STEP * steps + _BUDGET_PER_BEAT * beats
+                + _BUDGET_PER_BARRIER * barriers)
+
+    # -- aggregate exchanges (seed 003) ----------------------------------------------------
+
+    def aggregate_plan(self, lengths, quiet=False, subgroup=None):
+        """The repack plan of node 0's units for an N×N matrix of block byte lengths; with
+        ``quiet``, None instead of an error when the units cannot take it or the cost model
+        prefers direct exchange."""
+        from ..repack_plan import plan_subgroups
+        from nicoll.hw.repack import MAX_BLOCK_BYTES
+        repack = self._devices[0].repack
+        n = self.nodes
+        problem = None
+        if not repack.units:
+            problem = "this build has no repack units (repack block CAPS.units = 0)"
+        elif n > repack.max_ranks:
+            problem = f"the repack units take at most {repack.max_ranks} ranks, not {n}"
+        elif max(max(row) for row in lengths) > MAX_BLOCK_BYTES:
+            problem = (f"a block of {max(max(row) for row in lengths)} bytes; a repack "
+                       f"message's blocks hold at most {MAX_BLOCK_BYTES} bytes")
+        plan = None
+        if problem is None:
+            try:
+                plan = plan_subgroups(n, lengths, subgroup, data_width=self.data_width,
+                                      max_group=repack.max_group, capacity_bytes=repack.capacity,
+                                      units=repack.units)
+            except NicollError as exc:
+                problem = str(exc)
+        if problem is None and not quiet:
+            return plan
+        if quiet:
+            return plan if problem is None and plan.method == "repack" else None
+        raise NicollError(f"algorithm 'aggregate' cannot run this exchange: {problem}")
+
+    def lay_out_aggregate(self, what, blocks, lengths, subgroup=None):
+        """The :class:`AggregatePlan` of exchanging ``blocks[i][j]`` (uint8 arrays, of byte
+        ``lengths``) through node 0's repack units, once every rank's memory holds its part."""
+        from ..aggregate import layout
+        plan = self.aggregate_plan(lengths, subgroup=subgroup)
+        layouts = layout(plan, blocks)
+        for r, (lay, dev) in enumerate(zip(layouts, self._devices)):
+            if lay.end > dev.mem_size:
+                raise NicollError(f"{what} (aggregate) needs {lay.end} bytes of device memory "
+                                  f"on rank {r}; it holds {dev.mem_size}")
+        return AggregatePlan(collective=what, repack=plan, layouts=tuple(layouts))
+
+    def run_aggregate(self, aggregate, lengths):
+        """Run the exchange of an :class:`AggregatePlan`; returns ``out[j][i]`` (uint8 arrays),
+        the call's :class:`CallStats` and its start cycle."""
+        from ..aggregate import aggregate_command, read_messages
+        what, plan, layouts = aggregate.collective, aggregate.repack, aggregate.layouts
+        n = self.nodes
+        devices = self._devices
+        hub = devices[0]
+        for lay, dev in zip(layouts, devices):
+            dev.mem_load(0, lay.image)
+            dev.mem_load(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
+            dev.engine.clear()
+            dev.engine.push(aggregate_command(lay, 0))
+            dev.engine.check()
+        hub.repack.lists(plan)
+        clock = devices[0]
+        start = start_cycle(clock, ARM_ACCESSES + hub.repack.START_ACCESSES, n)
+        width = self.data_width // 8
+        beats = sum(-(-len(lay.image) // width) + -(-lay.receives * lay.recv_slot // width)
+                    for lay in layouts)
+        budget = (_BUDGET_BASE + _BUDGET_PER_STEP * n * (plan.sends_per_rank
+                                                         + plan.receives_per_rank)
+                  + _BUDGET_PER_BEAT * beats)
+        # The control tree's waits start now: the first registration comes at the start.
+        hub.repack.start(n, plan.budget(lengths), start - clock.cycles() + budget)
+        for dev in devices:
+            dev.engine.arm(start)
+        if clock.cycles() >= start:
+            raise NicollError(f"arming the engines took until cycle {clock.cycles()}, past "
+                              f"the start {start}; the backend's bus is slower than measured")
+        if not self._wait(clock, start, budget):
+            control = hub.repack.status()
+            problems, _ = self._problems(at_step=False)
+            code = control["code"]
+            raise NicollError(f"{what} (aggregate) did not finish within {budget} cycles of its "
+                              f"start: " + "; ".join(problems) + f"; the repack control tree "
+                              f"{'runs' if control['busy'] else 'ended'} with status "
+                              f"{getattr(code, 'name', code)}")
+        received = [read_messages(dev, lay) for dev, lay in zip(devices, layouts)]
+        out = plan.gather_results(received)
+        return out, self._stats(start), start
+
+    # -- the wait and the figures ----------------------------------------------------------
+
+    def _wait(self, clock, start, budget):
+        """Wait until every engine is done, polling one at a time; True if they all are,
+        False once one stops with an error or ``budget`` cycles have passed since ``start``."""
+        pending = list(range(self.nodes))
+        while pending:
+            status = self._devices[pending[0]].engine.status()
+            if status.done:
+                pending.pop(0)
+                continue
+            elapsed = clock.cycles() - start
+            if status.error or elapsed > budget:
+                return False
+            clock.idle(poll_pause(elapsed))
+        return True
+
+    def _problems(self, at_step):
+        """What each rank whose engine is not done without errors is at (``at_step``: with the
+        step it is at), and whether any reports an error."""
+        problems, failed = [], False
+        for rank, dev in enumerate(self._devices):
+            status, errors = dev.engine.status(), dev.engine.errors()
+            if status.done and not errors:
+                continue
+            names = [name for name in ERROR_NAMES if name in errors]
+            failed |= bool(names)
+            where = f" at step {status.step} of {status.queued}" if at_step else ""
+            problems.append(f"rank {rank} stopped{where} with {error_text(names)}" if names
+                            else f"rank {rank} waits{where}")
+        return problems, failed
+
+    def _stats(self, start):
+        """The call's :class:`CallStats` from the engines' counters."""
+        devices = self._devices
+        counters = [dev.engine.counters() for dev in devices]
+        cycles = rank_cycles = None
+        if self._backend != "model":
+            rank_cycles = [dev.engine.finished_at() - start for dev in devices]
+            cycles = max(rank_cycles)
+        return CallStats(cycles=cycles, rank_cycles=rank_cycles,
+                         bytes_sent=[c["bytes_sent"] for c in counters],
+                         bytes_received=[c["bytes_received"] for c in counters],
+                         packets=[c["packets_sent"] for c in counters],
+                         packets_received=[c["packets_received"] for c in counters],
+                         alu_beats=[c["alu_beats"] for c in counters])
