@@ -38,6 +38,9 @@ node the engine block of the register map, with the semantics of the register de
   lacks (its OPS_* register bit clear), or codes naming no op or type, set ``alu`` there; so
   does a reducing region that is not element-aligned (the ALU combines whole elements).
   A receiver with an error stops and writes nothing; its sender's half is finished.
+- An aggregate command (seed 003) registers with the repack units' control tree of node
+  ``send_to`` and finishes when their exchange has run: the repack blocks are a
+  :class:`~nicoll.repack_model.RepackHubModel`, which this model holds and calls.
 
 Time: transfers have **zero latency**.  Everything that can happen once a node starts happens
 in its start cycle.  An engine waiting at a barrier moves when the barrier is released: at
@@ -60,23 +63,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nicoll.hw.engine import COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH, StepAction
-from nicoll.hw.core import (DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP,
-                               DEFAULT_REPACK_UNITS)
+from nicoll.hw.core import DEFAULT_REPACK_UNITS
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_bytes_needed
-from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
-from .engine import COUNTER_NAMES, ERROR_NAMES, unpack
+from .engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
 from . import regions
 from .errors import NicollError
 from .ops import combine, numpy_dtype
-from .repack_plan import pack_message, unpack_message
+from .repack_model import RepackHubModel
 
 __all__ = ["EngineNetworkModel", "MODEL_ALU_LATENCY", "push_refusals"]
 
 #: CAPS.alu_latency of the model: its reductions take no time.
 MODEL_ALU_LATENCY = 0
-_U32 = (1 << 32) - 1
 _U64 = (1 << 64) - 1
 _ACTIONS = {a.value for a in StepAction}
 
@@ -125,9 +124,6 @@ class EngineNetworkModel:
                  packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
                  repack_nodes=None):
         self.clock = clock
-        self.repack_units = repack_units
-        self.repack_nodes = None if repack_nodes is None else frozenset(repack_nodes)
-        self._hubs = {}         # node id -> _Hub
         self.max_nodes = max_nodes
         self.depth = depth
         self.packet_beats = packet_beats
@@ -136,6 +132,9 @@ class EngineNetworkModel:
         self._memory = {}       # node id -> numpy view of the node's memory
         self._running = set()
         self._armed = set()
+        self._repack = RepackHubModel(nodes=self._nodes, engines=self._engines, memory=self._memory,
+                                      fail=self._fail, max_nodes=max_nodes,
+                                      repack_units=repack_units, repack_nodes=repack_nodes)
         clock.listen(self._tick)
 
     # -- attaching nodes ------------------------------------------------------------------
@@ -167,7 +166,7 @@ class EngineNetworkModel:
             values[name, "count"] = lambda name=name: e.counts[name] & _U32
         for (register, field_name), source in values.items():
             node.drive("engine", register, field_name, source)
-        self._attach_hub(node, node_id)
+        self._repack.attach(node, node_id)
 
     # -- register writes ------------------------------------------------------------------
 
@@ -274,7 +273,7 @@ class EngineNetworkModel:
                 moved = True
             if c["aggregate"]:
                 if not e.sent:
-                    moved |= self._try_exchange(c["send_to"])
+                    moved |= self._repack.try_exchange(c["send_to"])
                 if not e.busy or not e.sent:
                     break
             elif c["barrier"]:
@@ -297,7 +296,7 @@ class EngineNetworkModel:
         e = self._engines[node_id]
         e.entered = True
         if c["aggregate"]:
-            self._register(node_id, c)
+            self._repack.register(node_id, c)
             return
         if c["barrier"]:
             # The node's barrier unit: done for the barrier it is in, then wait for its release.
@@ -384,161 +383,6 @@ class EngineNetworkModel:
             result = combine(op, received, local)
         return np.ascontiguousarray(result).view(np.uint8)
 
-    # -- repack units (seed 003) ------------------------------------------------------------
-
-    def _attach_hub(self, node, node_id):
-        """The repack block of ``node``: its control tree, whose exchanges run at zero
-        latency once every rank has registered."""
-        has_units = self.repack_nodes is None or node_id in self.repack_nodes
-        hub = self._hubs[node_id] = _Hub(units=self.repack_units if has_units else 0)
-        node.on_write("repack", "CONTROL", lambda: self._hub_control(node_id))
-        has = bool(hub.units)
-        values = {
-            ("CAPS", "units"): lambda: hub.units,
-            ("CAPS", "max_group"): lambda: DEFAULT_REPACK_MAX_GROUP * has,
-            ("CAPACITY", "bytes"): lambda: DEFAULT_REPACK_CAPACITY * has,
-            ("LIMITS", "max_ranks"): lambda: max(2, min(self.max_nodes, REPACK_MAX_RANKS)) * has,
-            ("LIMITS", "packet_beats"): lambda: DEFAULT_HUB_PACKET_BEATS * has,
-            ("STATUS", "busy"): lambda: int(hub.busy),
-            ("STATUS", "pending"): lambda: 0,
-            ("STATUS", "code"): lambda: hub.code,
-            ("STATUS", "last_error"): lambda: hub.last_error,
-            ("ERRORS", "count"): lambda: hub.errors & _U32,
-            ("CYCLES", "count"): lambda: 0,
-            ("OPS", "count"): lambda: hub.ops & _U32,
-            ("DROPPED", "count"): lambda: hub.dropped & _U32,
-        }
-        for (register, field_name), source in values.items():
-            node.drive("repack", register, field_name, source)
-
-    def _hub_control(self, node_id):
-        node, hub = self._nodes[node_id], self._hubs[node_id]
-        if not hub.units:
-            return
-        field = lambda register, name: node.field("repack", register, name)   # noqa: E731
-        for which, lists in (("write_src", hub.src), ("write_dst", hub.dst)):
-            if field("CONTROL", which) and not hub.busy:
-                index = field("ORDER", "index")
-                if index < REPACK_MAX_RANKS:
-                    lists[index] = (field("ORDER", "rank"), field("CONTROL", "end"))
-                else:
-                    hub.fail(RepackError.BAD_CONFIG)
-        if field("CONTROL", "start") and not hub.busy:
-            self._hub_start(node_id, field("N", "n"), field("BUDGET", "bytes"))
-
-    def _hub_start(self, node_id, n, budget):
-        hub = self._hubs[node_id]
-        max_ranks = max(2, min(self.max_nodes, REPACK_MAX_RANKS))
-        groups = []
-        for lists in (hub.src, hub.dst):
-            cut, group = [], []
-            for index in range(n):
-                rank, end = lists.get(index, (None, 0))
-                group.append(rank)
-                if end or index == n - 1:
-                    cut.append(group)
-                    group = []
-            groups.append(cut)
-        flat = [[r for g in cut for r in g] for cut in groups]
-        if (not 1 <= n <= max_ranks or any(sorted(f) != list(range(n)) for f in flat)
-                or any(len(g) > DEFAULT_REPACK_MAX_GROUP for cut in groups for g in cut)):
-            hub.finish(RepackError.BAD_CONFIG)
-            return
-        dh = max(len(g) for g in groups[0])
-        width = self._nodes[node_id].data_width
-        if buffer_bytes_needed(budget, dh, width) > DEFAULT_REPACK_CAPACITY:
-            hub.finish(RepackError.CAPACITY)
-            return
-        hub.busy, hub.n, hub.budget, hub.registered = True, n, budget, set()
-        hub.src_groups, hub.dst_groups = groups
-
-    def _register(self, node_id, c):
-        """An aggregate command's registration with the control tree on node ``send_to``."""
-        e = self._engines[node_id]
-        e.counts["PACKETS_SENT"] += 1
-        hub = self._hubs.get(c["send_to"])
-        if hub is None or not hub.busy:
-            if hub is not None:
-                hub.dropped += 1
-            return
-        if node_id >= hub.n:
-            hub.fail(RepackError.OUTSIDE_GROUP)
-        elif node_id in hub.registered:
-            hub.fail(RepackError.DUPLICATE)
-        else:
-            hub.registered.add(node_id)
-
-    def _try_exchange(self, hub_id):
-        """Run hub ``hub_id``'s exchange if every rank has registered and waits at it."""
-        hub = self._hubs.get(hub_id)
-        if hub is None or not hub.busy or len(hub.registered) != hub.n:
-            return False
-        ranks = range(hub.n)
-        commands = {}
-        for r in ranks:
-            e = self._engines.get(r)
-            if e is None or not e.busy or not e.entered or not e.command["aggregate"]:
-                return False
-            commands[r] = e.command
-        width = self._nodes[hub_id].data_width
-        q, p = len(hub.dst_groups), len(hub.src_groups)
-        for r, c in commands.items():
-            if c["send_tag"] != q or c["recv_tag"] != p:
-                self._fail(r, "protocol")
-                hub.finish(RepackError.TIMEOUT)
-                return True
-        code = RepackError.OK
-        for a, group_s in enumerate(hub.src_groups):
-            for b, group_d in enumerate(hub.dst_groups):
-                tag = a << 8 | b
-                blocks = {}
-                for s in group_s:
-                    c, e = commands[s], self._engines[s]
-                    slot = c["send"]["offset"] + b * c["send"]["stride"]
-                    memory = self._memory[s]
-                    length = int.from_bytes(bytes(memory[slot:slot + 4]), "little")
-                    beat = width // 8
-                    if not 0 < length <= c["send"]["stride"] - beat:
-                        self._fail(s, "region")
-                        hub.finish(RepackError.TIMEOUT)
-                        return True
-                    raw = bytes(memory[slot + beat:slot + beat + length])
-                    e.counts["BYTES_SENT"] += length
-                    e.counts["PACKETS_SENT"] += 1
-                    e.counts["PACKETS_RECEIVED"] += 2           # SEND and TAKEN
-                    try:
-                        message = unpack_message(raw, width)
-                    except NicollError:
-                        message = None
-                    if (message is None or message.rank != s or message.tag != tag
-                            or len(message.blocks) != len(group_d)):
-                        if code == RepackError.OK:
-                            code = RepackError.LENGTH
-                        hub.fail(RepackError.LENGTH)
-                        blocks = None
-                        break
-                    blocks[s] = message.blocks
-                if blocks is None:
-                    continue
-                for k, d in enumerate(group_d):
-                    out = pack_message(d, tag, [blocks[s][k] for s in group_s], width)
-                    c, e = commands[d], self._engines[d]
-                    if len(out) > c["recv"]["stride"]:
-                        self._fail(d, "length")
-                        continue
-                    at = c["recv"]["offset"] + a * c["recv"]["stride"]
-                    self._memory[d][at:at + len(out)] = np.frombuffer(out, dtype=np.uint8)
-                    beats = -(-len(out) // (width // 8))
-                    e.counts["BYTES_RECEIVED"] += len(out)
-                    e.counts["PACKETS_RECEIVED"] += 1 + -(-beats // DEFAULT_HUB_PACKET_BEATS)
-        for r in ranks:
-            e = self._engines[r]
-            e.counts["PACKETS_RECEIVED"] += 1                    # DONE
-            if code == RepackError.OK and e.busy:
-                e.sent = e.received = True
-        hub.finish(code, counted=True)
-        return True
-
     # -- memory ---------------------------------------------------------------------------
 
     def _read(self, node_id, region):
@@ -546,35 +390,6 @@ class EngineNetworkModel:
 
     def _write(self, node_id, region, data):
         self._memory[node_id][regions.byte_addresses(**region)] = data
-
-
-@dataclass
-class _Hub:
-    """The repack block of one node: rank lists and the running exchange."""
-    units: int
-    src: dict = field(default_factory=dict)        # index -> (rank, end)
-    dst: dict = field(default_factory=dict)
-    busy: bool = False
-    n: int = 0
-    budget: int = 0
-    registered: set = field(default_factory=set)
-    src_groups: list = field(default_factory=list)
-    dst_groups: list = field(default_factory=list)
-    code: int = 0
-    last_error: int = 0
-    errors: int = 0
-    ops: int = 0
-    dropped: int = 0
-
-    def fail(self, code):
-        self.errors += 1
-        self.last_error = code.value
-
-    def finish(self, code, *, counted=False):
-        if code != RepackError.OK and not counted:
-            self.fail(code)
-        self.busy, self.code = False, code.value
-        self.ops += 1
 
 
 def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):

@@ -78,7 +78,7 @@ def test_model_default_build_computes_every_pair_and_refusals_name_the_option():
 
 
 def test_cluster_make_options_follow_nicoll_sim_opt(monkeypatch):
-    from nicoll.sim.verilator_backend import CLUSTER_MAKE_OPTIONS, cluster_make_options
+    from nicoll.sim.verilator_build import CLUSTER_MAKE_OPTIONS, cluster_make_options
     monkeypatch.delenv("NICOLL_SIM_OPT", raising=False)
     assert cluster_make_options() == CLUSTER_MAKE_OPTIONS
     monkeypatch.setenv("NICOLL_SIM_OPT", "-O2")

@@ -15,7 +15,8 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from nicoll.hw.synth import flow as synth_mod
+from nicoll.hw.synth import flow as flow_mod
+from nicoll.hw.synth import harness as harness_mod
 from nicoll.hw.synth import (BOARDS, Endpoint, HarnessCost, NextpnrReport, SynthesisError,
                              SynthHarness, SynthResult, parse_nextpnr_report, synthesize)
 
@@ -295,7 +296,7 @@ def test_count_harness_cells():
             "rst_sync": _cell("TRELLIS_FF", CLK=[1], DI=[31], Q=[30]),
         },
     }}}
-    cost = synth_mod._count_harness_cells(netlist, "top", input_bits=2, output_bits=2)
+    cost = harness_mod._count_harness_cells(netlist, "top", input_bits=2, output_bits=2)
     # FF: chain0, chain1, capture, fold, last, rst_sync; LUT4: chain1_logic, fold_logic,
     # inverter, rst_inv.
     assert cost == HarnessCost(input_bits=2, output_bits=2, ff=6, lut4=4)
@@ -453,11 +454,11 @@ def test_synthesize_small(tmp_path, monkeypatch):
 
 def _plan_key(factory, seed, build_dir):
     """The yosys key of ``factory``'s build plan for the Versa board (elaboration only)."""
-    harness, platform = synth_mod._harness_platform(factory, BOARDS["versa_ecp5"])
+    harness, platform = harness_mod._harness_platform(factory, BOARDS["versa_ecp5"])
     plan = platform.build(harness, name="echo", build_dir=str(build_dir), do_build=False,
                           do_program=False, nextpnr_opts=f"--seed {seed}",
-                          **synth_mod._yosys_overrides(True))
-    return synth_mod._yosys_key(plan)
+                          **flow_mod._yosys_overrides(True))
+    return flow_mod._yosys_key(plan)
 
 
 @pytest.mark.skipif(not HAVE_TOOLS, reason="amaranth-boards not installed")
@@ -472,7 +473,7 @@ def test_netlist_key_names_the_design_not_the_seed(tmp_path):
 @pytest.mark.skipif(not HAVE_TOOLS, reason="YoWASP yosys/nextpnr-ecp5 not installed")
 def test_synthesis_error_names_stage(tmp_path, monkeypatch):
     # A nextpnr option it rejects makes the run fail after yosys.
-    real_build = synth_mod._Board.platform
+    real_build = harness_mod._Board.platform
 
     def platform_with_bad_option(board):
         platform = real_build(board)
@@ -483,7 +484,7 @@ def test_synthesis_error_names_stage(tmp_path, monkeypatch):
         platform.build = bad_build
         return platform
 
-    monkeypatch.setattr(synth_mod._Board, "platform", platform_with_bad_option)
+    monkeypatch.setattr(harness_mod._Board, "platform", platform_with_bad_option)
     with pytest.raises(SynthesisError, match=r"^Synthesis of 'echo' failed in nextpnr"):
         synthesize(Echo, name="echo", build_dir=tmp_path)
 

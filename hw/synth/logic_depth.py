@@ -261,8 +261,8 @@ def measure_logic_depth(component_factory, *, name, board="versa_ecp5", build_di
     """Run yosys alone on ``component_factory()`` in the synthesis harness of
     :func:`~nicoll.hw.synth.synthesize` and return :func:`netlist_depth` of its netlist."""
     from ..toolchain import tool_env
-    from .flow import (SynthesisError, _check_board, _log_tail, _harness_platform,
-                        _yosys_overrides, extract_plan)
+    from .flow import SynthesisError, _log_tail, _yosys_overrides, extract_plan
+    from .harness import _check_board, _harness_platform
 
     board_info = _check_board(board)
     build_dir = Path(build_dir).resolve()
