@@ -267,12 +267,36 @@ class EngineDriver:
 
     # -- the queue ------------------------------------------------------------------------
 
+    #: Cycles the pushes made may take to be judged (:meth:`wait_pushes`): the gateware
+    #: checks a push in registered steps a few cycles behind its CONTROL write; the rest is
+    #: room for the reads that poll.
+    PUSH_BUDGET = 1000
+
     def push(self, fields):
         """Append one command (a COMMAND_LAYOUT field dict) to the queue.  The engine checks
-        it; a refused command sets an ERRORS bit (see :meth:`check`) and is not queued."""
+        it; a refused command sets an ERRORS bit (see :meth:`check`) and is not queued.  The
+        verdict shows some cycles after the push on the gateware (at once on the model):
+        :meth:`wait_pushes` waits for it."""
         for register, word in zip(self._words, pack(fields)):
             register.write(word)
         self._regs.CONTROL.write_fields(push=1)
+
+    def wait_pushes(self, queued):
+        """Wait until every push made is judged: STATUS.queued reaches ``queued`` (the
+        commands expected in the queue once all are taken) or an ERRORS bit is set.
+
+        :raises NicollError: neither within :data:`PUSH_BUDGET` cycles.
+        """
+        start = self._cycles.read()
+        while True:
+            status = self._regs.STATUS.read_fields()
+            if status["queued"] >= queued or status["error"]:
+                return
+            waited = self._cycles.read() - start
+            if waited > self.PUSH_BUDGET:
+                raise NicollError(f"engine of node {self.node_id} judged its pushes in no "
+                                  f"{self.PUSH_BUDGET} cycles: {status['queued']} of {queued} "
+                                  f"commands queued and no error after {waited} cycles")
 
     def load(self, schedule, op=None, dtype=None):
         """Empty the queue (CONTROL.clear), set REDUCTION and push every step of ``schedule``.
@@ -310,6 +334,7 @@ class EngineDriver:
         self._regs.REDUCTION.write_fields(op=op_code, dtype=dtype_code)
         for fields in commands:
             self.push(fields)
+        self.wait_pushes(len(commands))
         self.check()
 
     # -- running --------------------------------------------------------------------------

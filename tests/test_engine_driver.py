@@ -21,7 +21,7 @@ from nicoll.hw.ops import DType, ReduceOp
 from nicoll.ops import combine
 from nicoll.schedule import Piece, Region, Schedule, Step
 
-from conftest import CLUSTER_KWARGS
+from conftest import CLUSTER_KWARGS, NODES, cluster_kwargs
 
 MEM_SIZE = CLUSTER_KWARGS["mem_size"]
 MAX_NODES = CLUSTER_KWARGS["max_nodes"]
@@ -190,9 +190,10 @@ def test_build_parameters(cl):
 GOOD = Step(send_to=1, send=Region(0, 64), recv_from=2, recv=Region(64, 64))
 
 
-def _with(**changes):
-    """GOOD's command fields with some fields changed (nested dicts merged)."""
-    fields = eng.lower(GOOD, data_width=256, itemsize=4, max_packet_beats=256)
+def _with(data_width=256, **changes):
+    """GOOD's command fields for a build of ``data_width`` with some fields changed (nested
+    dicts merged)."""
+    fields = eng.lower(GOOD, data_width=data_width, itemsize=4, max_packet_beats=256)
     for name, value in changes.items():
         if isinstance(value, dict):
             fields[name] = {**fields[name], **value}
@@ -201,46 +202,85 @@ def _with(**changes):
     return eng.pack(fields)
 
 
-def _action_3():
-    words = _with()
+def _action_3(data_width=256):
+    words = _with(data_width)
     value = _value(words) | 3 << COMMAND_LAYOUT["action"].offset
     return [(value >> (32 * k)) & 0xFFFF_FFFF for k in range(COMMAND_WORDS)]
 
 
-def _aggregate(send_tag):
+def _aggregate(send_tag, data_width=256):
     """An aggregate command that passes every check but its group count's (seed 003)."""
-    return _with(aggregate=1, send={"length": 4 * 64, "run": 0, "stride": 64},
+    return _with(data_width, aggregate=1, send={"length": 4 * 64, "run": 0, "stride": 64},
                  recv={"length": 4 * 64, "run": 0, "stride": 64}, send_tag=send_tag)
 
 
-REFUSALS = {
-    "recv outside memory": (lambda: _with(recv={"offset": MEM_SIZE - 32}), {"region"}),
-    "send past the end": (lambda: _with(send={"offset": MEM_SIZE, "length": 1}), {"region"}),
-    "run longer than stride": (lambda: _with(send={"run": 16, "stride": 8}), {"region"}),
-    "send_to >= MAX_NODES": (lambda: _with(send_to=MAX_NODES), {"peer"}),
-    "recv_from >= MAX_NODES": (lambda: _with(recv_from=MAX_NODES + 7), {"peer"}),
-    "reserved action": (_action_3, {"command"}),
-    "barrier that sends": (lambda: _with(barrier=1, has_recv=0), {"command"}),
-    "barrier that receives": (lambda: _with(barrier=1, has_send=0), {"command"}),
-    # More destination groups than nodes (the gateware's slot product covers
-    # ceil(log2(max_nodes)) bits of the group).
-    "aggregate groups past MAX_NODES": (lambda: _aggregate(send_tag=MAX_NODES + 1), {"command"}),
-    "every fault at once": (lambda: _with(barrier=1, send_to=MAX_NODES,
-                                          recv={"offset": MEM_SIZE}), {"command", "peer", "region"}),
-}
+def refusals(dev):
+    """``{case: (command words, the ERRORS bits a push of it sets)}`` for ``dev``'s build (its
+    memory, MAX_NODES and data width)."""
+    mem, nodes, width = dev.mem_size, dev.max_nodes, dev.data_width
+
+    def bad(**changes):
+        return _with(width, **changes)
+
+    return {
+        "recv outside memory": (bad(recv={"offset": mem - 32}), {"region"}),
+        "send past the end": (bad(send={"offset": mem, "length": 1}), {"region"}),
+        "run longer than stride": (bad(send={"run": 16, "stride": 8}), {"region"}),
+        "send_to >= MAX_NODES": (bad(send_to=nodes), {"peer"}),
+        "recv_from >= MAX_NODES": (bad(recv_from=nodes + 7), {"peer"}),
+        "reserved action": (_action_3(width), {"command"}),
+        "barrier that sends": (bad(barrier=1, has_recv=0), {"command"}),
+        "barrier that receives": (bad(barrier=1, has_send=0), {"command"}),
+        # More destination groups than nodes (the gateware's slot product covers
+        # ceil(log2(max_nodes)) bits of the group).
+        "aggregate groups past MAX_NODES": (_aggregate(nodes + 1, width), {"command"}),
+        "every fault at once": (bad(barrier=1, send_to=nodes, recv={"offset": mem}),
+                                {"command", "peer", "region"}),
+    }
 
 
-@pytest.mark.parametrize("case", REFUSALS)
-def test_a_refused_command_sets_its_error_and_is_not_queued(cl, case):
-    make, errors = REFUSALS[case]
-    dev = cl.device(0)
+#: The refusal table runs on every backend: the gateware's push checks and the model's
+#: through the same driver and registers.
+BACKENDS = [
+    pytest.param("model"),
+    pytest.param("amaranth", marks=pytest.mark.xdist_group("amaranth_driver")),
+    pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator")]),
+]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def any_cluster(request):
+    with nicoll.Cluster(nodes=NODES[request.param], backend=request.param,
+                        **cluster_kwargs(request.param)) as cl:
+        yield cl
+
+
+def test_the_refusal_table_covers_every_case_of_the_model(cl):
+    # The table's cases on the model's build, one of each ERRORS bit a push can set.
+    bits = set().union(*(errors for _, errors in refusals(cl.device(0)).values()))
+    assert bits == {"region", "peer", "command"}
+
+
+@pytest.mark.parametrize("case", ["recv outside memory", "send past the end",
+                                  "run longer than stride", "send_to >= MAX_NODES",
+                                  "recv_from >= MAX_NODES", "reserved action",
+                                  "barrier that sends", "barrier that receives",
+                                  "aggregate groups past MAX_NODES", "every fault at once"])
+def test_a_refused_command_sets_its_error_and_is_not_queued(any_cluster, case):
+    dev = any_cluster.device(0)
+    dev.engine.clear()
+    words, errors = refusals(dev)[case]
     _push(dev, GOOD)
-    _push_words(dev, make())
+    _push_words(dev, words)
+    # On the gateware the verdict comes a few cycles after the push (a read at once saw no
+    # bit on the Amaranth and Verilator clusters): the driver waits for it.
+    dev.engine.wait_pushes(2)
     assert dev.engine.errors() == errors
     status = dev.engine.status()
     assert status.queued == 1 and status.error and not status.busy
     with pytest.raises(NicollError, match=r"engine of node 0 reports .*" + sorted(errors)[0]):
         dev.engine.check()
+    dev.engine.clear()
 
 
 @pytest.mark.parametrize("half", ["send", "recv"])
@@ -517,6 +557,22 @@ def test_barrier_commands_wait_for_every_node(cl):
     _wait_done(cl, range(3))
     assert [dev.barrier.status().seq for dev in cl.devices] == [seq + 1] * 3
     cl.configure_barrier()          # leave barrier 0 to the other tests
+
+
+def test_load_reports_a_refusal_of_its_last_step(any_cluster):
+    """A schedule for more nodes than the build has: its last step names a peer past
+    MAX_NODES, which only the engine's push check refuses.  load raises with the bit on
+    every backend (on the gateware the verdict comes cycles after the push: load waits
+    for it, where a read at once found no bit)."""
+    dev = any_cluster.device(0)
+    nodes = dev.max_nodes + 1
+    steps = [Step(send_to=0, send=Region(0, 32), recv_from=0, recv=Region(32, 32)),
+             Step(send_to=nodes - 1, send=Region(0, 32))]
+    schedule = Schedule(rank=0, nodes=nodes, itemsize=4, buffer_bytes=64, steps=steps)
+    with pytest.raises(NicollError, match=r"engine of node 0 reports peer"):
+        dev.engine.load(schedule)
+    assert dev.engine.status().queued == 1
+    dev.engine.clear()
 
 
 def test_load_checks_before_it_pushes(cl):

@@ -271,6 +271,7 @@ class CollectiveRunner:
             dev.mem_load(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
             dev.engine.clear()
             dev.engine.push(aggregate_command(lay, 0))
+            dev.engine.wait_pushes(1)
             dev.engine.check()
         hub.repack.lists(plan)
         clock = devices[0]
