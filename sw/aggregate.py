@@ -8,7 +8,7 @@ engine command (an *aggregate* command, :data:`~nicoll.hw.engine.COMMAND_LAYOUT`
 
 - send slots: ``Q`` slots of ``send_slot`` bytes from address 0, one per destination subgroup
   b.  Slot b's first row holds the length of the message for b (32 bits, little-endian, rest
-  of the row zero); the message (:func:`~nicoll.repack_plan.pack_message`) follows on the
+  of the row zero); the message (:func:`~nicoll.repack_message.pack_message`) follows on the
   next row.  The engine sends it, on the control tree's SEND notice, as one packet to the
   unit the notice names;
 - receive slots: ``P`` slots of ``recv_slot`` bytes after them, one per source subgroup a.

@@ -23,7 +23,7 @@ from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
 from .engine import _U32
 from .errors import NicollError
-from .repack_plan import pack_message, unpack_message
+from .repack_message import pack_message, unpack_message
 
 __all__ = ["RepackHubModel"]
 

@@ -1,57 +1,42 @@
-"""Host side of the repack units (seed 003): subgroup planning, message packing, references.
+# Ref: seed 003 (CN111614581): an all-to-all as a transpose of the block matrix through repack
+#      units, over source and destination subgroups.
+"""Host side of the repack units (seed 003): subgroup planning.
 
 - :func:`plan_subgroups` chooses dh, dv and the subgroups of an all-to-all(-v) over N ranks
-  (defaults from N and the block size through the cost model below, every choice
-  overridable, arbitrary rank lists allowed) and says whether repacking or direct pairwise
-  exchange is the better method (:func:`direct_threshold`).
-- :func:`pack_message` / :func:`unpack_message` build and parse the exact bytes of a repack
-  message (``nicoll.hw.repack``, "Message format"); headers and length tables are packed with
-  the gateware's own layouts (:data:`~nicoll.hw.repack.HEADER_LAYOUT`,
-  :func:`~nicoll.hw.repack.length_table_layout`).  :func:`message_beats` and
-  :func:`beats_to_message` convert to and from stream beats.
-- :func:`reference_alltoallv` is the numpy reference of the whole exchange
-  (``out[j][i] = blocks[i][j]``); :meth:`RepackPlan.source_messages` and
-  :meth:`RepackPlan.destination_messages` are the exact messages into and out of the units;
-  :meth:`RepackPlan.gather_results` turns received messages back into per-rank block lists.
+  (defaults from N and the block size through the cost model of :mod:`nicoll.repack_cost`,
+  every choice overridable, arbitrary rank lists allowed) and says whether repacking or
+  direct pairwise exchange is the better method
+  (:func:`~nicoll.repack_cost.direct_threshold`).
+- :meth:`RepackPlan.source_messages` and :meth:`RepackPlan.destination_messages` are the
+  exact messages into and out of the units; :meth:`RepackPlan.gather_results` turns received
+  messages back into per-rank block lists.
 
-Cost model (cycles per rank; ``docs/repack.md`` derives it)
------------------------------------------------------------
-With ``α`` the cost of one message at a rank (posting it and handling its completion, in
-cycles), beats of ``B = data_width // 8`` bytes moving one per cycle, ``E = data_width // 16``
-length entries per table beat, blocks of ``a`` bytes, P source and Q destination subgroups,
-``M = max(P, Q)``, ``d = max(dh, dv)`` and U units:
+The rest of the host side, whose names this module gives too:
 
-- direct pairwise exchange: ``T_direct = (N-1)·α + (N-1)·max(1, ⌈a/B⌉)`` (N-1 messages each
-  way, sends and receives overlapping);
-- repack, rank side: ``T_rank = M·α + 2·(M·(1 + ⌈d/E⌉) + ⌈N·a/B⌉)`` (M messages each way, each
-  with a header and a length table; the bytes cross the network twice, to the unit and
-  from it, and the unit stores and forwards);
-- repack, unit side: ``T_unit = min(U, P·Q)·(3 + d + dh) + ⌈P·Q/U⌉·((dh+dv)·(1 + ⌈d/E⌉) +
-  2·dh·dv·⌈a/B⌉)`` (the units are started one after the other, each start costing a scan
-  step, the rank lists read, the configuration and dh SEND notices; then the busiest unit's
-  beats in and out);
-- repack, control tree: ``T_ctrl = P·Q·(3 + d + 2·dh + dv) + N`` (it assigns one sub-matrix
-  at a time and sends one notice per cycle: per sub-matrix the start above plus dh TAKEN and
-  dv DELIVERED notices; then N DONE notices);
-- before all of it a setup of ``4·N + P·Q`` cycles (three passes over the rank lists, the
-  pair table cleared, N registrations);
-- ``T_repack = 4·N + P·Q + max(T_rank, T_unit, T_ctrl)``.
+- :mod:`nicoll.repack_message`: :func:`pack_message` / :func:`unpack_message` build and parse
+  the exact bytes of a repack message; :func:`message_beats` and :func:`beats_to_message`
+  convert to and from stream beats.
+- :mod:`nicoll.repack_cost`: the cost model (:func:`cost_direct`, :func:`cost_repack`,
+  :func:`direct_threshold`).
+- :mod:`nicoll.repack_reference`: :func:`reference_alltoallv`, the numpy reference of the
+  whole exchange (``out[j][i] = blocks[i][j]``).
 
-Direct exchange wins once ``T_direct <= T_repack``; :func:`direct_threshold` returns the block
-size up to which repacking is strictly cheaper.
+The argument checks they share are in :mod:`nicoll.repack_checks`.
 """
 
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.lib import data
 
-from nicoll.hw.params import DATA_WIDTHS
-from nicoll.hw.repack import (HEADER_LAYOUT, MAX_BLOCK_BYTES, MAX_RANKS, OrderList,
-                              buffer_bytes_needed, length_table_layout, table_beats)
+from nicoll.hw.repack import MAX_BLOCK_BYTES, MAX_RANKS, OrderList, buffer_bytes_needed
 
 from .errors import NicollError
+from .repack_checks import _check_data_width, _check_matrix, _is_int
+from .repack_cost import DEFAULT_ALPHA, cost_direct, cost_repack, direct_threshold
+from .repack_message import (Message, _as_bytes, beats_to_message, message_beats, pack_message,
+                             unpack_message)
+from .repack_reference import reference_alltoallv
 
 __all__ = [
     "DEFAULT_ALPHA", "DEFAULT_MAX_GROUP", "RepackPlan", "Message", "plan_subgroups",
@@ -59,22 +44,8 @@ __all__ = [
     "message_beats", "beats_to_message", "reference_alltoallv", "submatrix_tag",
 ]
 
-#: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
-#: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
-DEFAULT_ALPHA = 100
 #: Default largest subgroup (the units' ``max_group``).
 DEFAULT_MAX_GROUP = 8
-
-
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _check_data_width(data_width):
-    if not _is_int(data_width) or int(data_width) not in DATA_WIDTHS:
-        raise NicollError(f"data_width must be one of {', '.join(map(str, DATA_WIDTHS))}, "
-                          f"not {data_width!r}")
-    return int(data_width)
 
 
 def _check_n(n):
@@ -88,191 +59,6 @@ def submatrix_tag(a, b):
     gives it."""
     return (a << 8) | b
 
-
-# ---- Cost model ---------------------------------------------------------------------------
-
-def cost_direct(n, block_bytes, data_width=64, alpha=DEFAULT_ALPHA):
-    """Cycles per rank of direct pairwise exchange (module docstring)."""
-    beat_bytes = _check_data_width(data_width) // 8
-    return (n - 1) * alpha + (n - 1) * max(1, -(-block_bytes // beat_bytes))
-
-
-def cost_repack(n, block_bytes, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
-    """Cycles per rank of a repacked exchange with dh×dv sub-matrices (module docstring)."""
-    width = _check_data_width(data_width)
-    beat_bytes = width // 8
-    p, q = -(-n // dh), -(-n // dv)
-    most = max(p, q)
-    head = 1 + table_beats(max(dh, dv), width)
-    rank_side = most * alpha + 2 * (most * head + -(-n * block_bytes // beat_bytes))
-    start = 3 + max(dh, dv) + dh
-    unit_side = (min(units, p * q) * start + -(-(p * q) // units) *
-                 ((dh + dv) * head + 2 * dh * dv * -(-block_bytes // beat_bytes)))
-    control = p * q * (start + dh + dv) + n
-    return 4 * n + p * q + max(rank_side, unit_side, control)
-
-
-def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
-    """The block size (bytes) up to which repacking beats direct exchange: the largest ``a``
-    such that ``cost_repack < cost_direct`` for every block size from 0 to ``a``; -1 if it
-    does not even at 0.  Above it use direct pairwise exchange."""
-    # Both costs step at beat boundaries, so the comparison can flip back and forth near the
-    # crossing; the threshold is the end of the first run, found by walking up from 0.
-    a = 0
-    while a <= MAX_BLOCK_BYTES and (cost_repack(n, a, dh, dv, data_width, units, alpha)
-                                    < cost_direct(n, a, data_width, alpha)):
-        a += 1
-    return a - 1
-
-
-# ---- Messages -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Message:
-    """A parsed repack message."""
-    rank: int
-    tag: int
-    blocks: tuple
-
-
-def _as_bytes(block):
-    if isinstance(block, (bytes, bytearray, memoryview)):
-        return bytes(block)
-    if isinstance(block, np.ndarray):
-        if block.ndim != 1:
-            raise NicollError(f"a block must be a 1-D array, not one of shape {block.shape}")
-        return np.ascontiguousarray(block).tobytes()
-    raise NicollError(f"a block must be bytes or a 1-D numpy array, not {type(block).__name__}")
-
-
-def pack_message(rank, tag, blocks, data_width):
-    """The bytes of one repack message: header beat, length table, packed block bytes.
-
-    Header and table beats are whole beats; the data is not padded (its final beat is
-    partial), so ``len(result)`` is the message length the stream's ``keep`` bits describe.
-    """
-    width = _check_data_width(data_width)
-    beat_bytes = width // 8
-    if not _is_int(rank) or not 0 <= rank < 1 << 16:
-        raise NicollError(f"rank must be an integer between 0 and 65535, not {rank!r}")
-    if not _is_int(tag) or not 0 <= tag < 1 << 16:
-        raise NicollError(f"tag must be an integer between 0 and 65535, not {tag!r}")
-    payload = [_as_bytes(b) for b in blocks]
-    if not 1 <= len(payload) <= 0xffff:
-        raise NicollError(f"a message holds 1 to 65535 blocks, not {len(payload)}")
-    for k, block in enumerate(payload):
-        if len(block) > MAX_BLOCK_BYTES:
-            raise NicollError(f"block {k} holds {len(block)} bytes, more than the "
-                              f"{MAX_BLOCK_BYTES} a length-table entry can say")
-    header = HEADER_LAYOUT.const({"rank": rank, "tag": tag, "count": len(payload)})
-    out = bytearray(header.as_value().value.to_bytes(beat_bytes, "little"))
-    table = length_table_layout(width)
-    per_beat = table.length
-    lengths = [len(b) for b in payload]
-    for start in range(0, len(lengths), per_beat):
-        chunk = lengths[start:start + per_beat]
-        chunk += [0] * (per_beat - len(chunk))
-        out += table.const(chunk).as_value().value.to_bytes(beat_bytes, "little")
-    for block in payload:
-        out += block
-    return bytes(out)
-
-
-def unpack_message(message, data_width):
-    """Parse the bytes of a repack message into a :class:`Message`; NicollError when they do
-    not follow the format (short header or table, non-zero padding, a length that disagrees
-    with the data)."""
-    width = _check_data_width(data_width)
-    beat_bytes = width // 8
-    message = bytes(message)
-    if len(message) < beat_bytes:
-        raise NicollError(f"a repack message starts with a {beat_bytes}-byte header beat; "
-                          f"got {len(message)} bytes")
-    head = int.from_bytes(message[:beat_bytes], "little")
-    if head >> HEADER_LAYOUT.size:
-        raise NicollError("the header beat has non-zero bytes past the header")
-    header = data.Const(HEADER_LAYOUT, head)
-    count = header.count
-    if count == 0:
-        raise NicollError("the header says the message holds no blocks")
-    table = length_table_layout(width)
-    n_table = table_beats(count, width)
-    start = beat_bytes * (1 + n_table)
-    if len(message) < start:
-        raise NicollError(f"the message ends inside its length table ({count} blocks need "
-                          f"{n_table} table beats)")
-    lengths = []
-    for t in range(n_table):
-        raw = int.from_bytes(message[beat_bytes * (1 + t):beat_bytes * (2 + t)], "little")
-        view = data.Const(table, raw)
-        lengths += [int(view[k]) for k in range(table.length)]
-    if any(lengths[count:]):
-        raise NicollError(f"the length table has non-zero entries past its {count} blocks")
-    lengths = lengths[:count]
-    if len(message) - start != sum(lengths):
-        raise NicollError(f"the length table says {sum(lengths)} data bytes, the message "
-                          f"holds {len(message) - start}")
-    blocks, pos = [], start
-    for length in lengths:
-        blocks.append(message[pos:pos + length])
-        pos += length
-    return Message(header.rank, header.tag, tuple(blocks))
-
-
-def message_beats(message, data_width, rank=None):
-    """Stream beats of a message: dicts with ``data``, ``keep``, ``last`` and ``rank`` (the
-    header's rank unless given), as :func:`~nicoll.hw.repack.message_beat_layout` lays them
-    out."""
-    beat_bytes = _check_data_width(data_width) // 8
-    if rank is None:
-        rank = int.from_bytes(message[:2], "little")
-    beats = []
-    for pos in range(0, len(message), beat_bytes):
-        chunk = message[pos:pos + beat_bytes]
-        beats.append({
-            "data": int.from_bytes(chunk, "little"),
-            "keep": (1 << len(chunk)) - 1,
-            "last": int(pos + beat_bytes >= len(message)),
-            "rank": rank,
-        })
-    return beats
-
-
-def beats_to_message(beats, data_width):
-    """The bytes of a message from its beats (the bytes ``keep`` selects; ``keep`` must be a
-    run of low bytes, as the units send it)."""
-    beat_bytes = _check_data_width(data_width) // 8
-    out = bytearray()
-    for beat in beats:
-        keep = int(beat["keep"])
-        size = keep.bit_length()
-        if keep != (1 << size) - 1:
-            raise NicollError(f"keep {keep:#x} is not a run of low bytes")
-        out += int(beat["data"]).to_bytes(beat_bytes, "little")[:size]
-    return bytes(out)
-
-
-# ---- References ---------------------------------------------------------------------------
-
-def _check_matrix(blocks):
-    n = len(blocks)
-    if n == 0:
-        raise NicollError("the block matrix is empty")
-    for i, row in enumerate(blocks):
-        if len(row) != n:
-            raise NicollError(f"the block matrix must be N×N: row {i} has {len(row)} blocks, "
-                              f"N = {n}")
-    return n
-
-
-def reference_alltoallv(blocks):
-    """The whole exchange in numpy: ``out[j][i] = blocks[i][j]`` (a transpose of the block
-    matrix; blocks are 1-D arrays, possibly empty)."""
-    n = _check_matrix(blocks)
-    return [[np.asarray(blocks[i][j]) for i in range(n)] for j in range(n)]
-
-
-# ---- Planning -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RepackPlan:
@@ -455,8 +241,8 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
     an all-to-all-v (numbers, or the blocks themselves).  ``dh`` / ``dv`` fix the subgroup
     sizes (the other defaults to the same); ``src_groups`` / ``dst_groups`` give arbitrary
     rank lists (each a partition of 0..n-1, subgroups of at most ``max_group`` ranks).  Left
-    out, the sizes are the d in 1..min(n, max_group) with the lowest modelled cost (module
-    docstring) whose sub-matrices fit ``capacity_bytes`` (when given), and the subgroups are
+    out, the sizes are the d in 1..min(n, max_group) with the lowest modelled cost
+    (:mod:`nicoll.repack_cost`) whose sub-matrices fit ``capacity_bytes`` (when given), and the subgroups are
     consecutive ranks, the last one partial when d does not divide n.
 
     ``method`` of the result is ``"repack"`` when the block size (the mean length, rounded

@@ -26,20 +26,11 @@ Semantics (the ones the engine implements)
 Counters per rank: bytes, pieces (segments) and messages sent and received over the
 network, bytes reduced, bytes copied locally (a step sending to its own rank), barriers.
 
-Cycle model
------------
-:class:`CostModel` is a first-order estimate for comparing schedules, not a measurement
-(measured cycles come from the hardware counters of a simulated cluster).  It assumes a
-non-blocking switch and full-duplex links; each piece costs ``message_cycles`` plus its
-bytes at ``link_bytes_per_cycle`` and starts when both ends are ready; a reduction costs its
-bytes at ``alu_bytes_per_cycle`` and runs on one ALU per rank; the exchange of piece j+1
-starts when piece j's exchange and piece j-1's reduction are done (so piece j's reduction
-overlaps it); a step with ``fence`` and a barrier wait for every reduction; a barrier costs
-``barrier_cycles`` after the last arrival.  ``python -m nicoll.schedule_exec`` prints the
-figures of ``docs/algorithms.md``.
+The cycle model that runs alongside is :mod:`nicoll.schedule_cost` (this module gives its
+:class:`~nicoll.schedule_cost.CostModel` too).  ``python -m nicoll.schedule_exec`` prints the
+figures of ``docs/algorithms.md`` (:mod:`nicoll.schedule_figures`).
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,24 +39,10 @@ from . import schedule as _schedule
 from .errors import NicollError
 from .ops import combine, resolve_op
 from .schedule import StepAction, Plan, Schedule, time_segments
+from .schedule_cost import CostModel
 
 __all__ = ["CostModel", "RankStats", "Stats", "Outcome", "execute", "run", "allreduce", "reduce",
-           "reduce_scatter", "allgather", "alltoall", "alltoallv", "figures"]
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """Assumed costs, in cycles of the engine clock (data_width 256: 32 bytes a cycle)."""
-    message_cycles: int = 64
-    link_bytes_per_cycle: int = 32
-    alu_bytes_per_cycle: int = 32
-    barrier_cycles: int = 100
-
-    def message(self, nbytes):
-        return self.message_cycles + math.ceil(nbytes / self.link_bytes_per_cycle)
-
-    def reduction(self, nbytes):
-        return math.ceil(nbytes / self.alu_bytes_per_cycle)
+           "reduce_scatter", "allgather", "alltoall", "alltoallv"]
 
 
 @dataclass(frozen=True)
@@ -483,56 +460,6 @@ def alltoallv(blocks, algorithm="pairwise", *, cost=None, **options):
     return Outcome(outputs, outcome.stats)
 
 
-# -- figures -----------------------------------------------------------------------------------
-
-def figures(nodes=8, nbytes=1 << 20, cost=None):
-    """The tables of docs/algorithms.md, from the counters and the cycle model (no data run)."""
-    cost = CostModel() if cost is None else cost
-    count = nbytes // 4
-    lines = [f"Model: {cost}", "",
-             f"allreduce and reduce, N = {nodes}, float32, L = {nbytes} bytes per rank; "
-             f"bound = 2(N-1)/N * L / {cost.link_bytes_per_cycle} cycles for allreduce",
-             "| collective | algorithm | max messages sent/rank | max bytes sent/rank (L) "
-             "| max bytes sent+received/rank (L) | fences | cycles (model) | bound/cycles |",
-             "|---|---|---|---|---|---|---|---|"]
-    bound = 2 * (nodes - 1) / nodes * nbytes / cost.link_bytes_per_cycle
-    for collective in ("allreduce", "reduce"):
-        for algorithm in _schedule.REDUCTION_ALGORITHMS:
-            compile_ = getattr(_schedule, collective)
-            plan = compile_(nodes, count, "float32", "sum", algorithm=algorithm)
-            stats = execute(plan, cost=cost)
-            fences = sum(step.fence for s in plan.schedules for step in s.steps)
-            moved = max(r.bytes_sent + r.bytes_received for r in stats.ranks)
-            efficiency = f"{bound / stats.cycles:.3f}" if collective == "allreduce" else "-"
-            lines.append(f"| {collective} | {algorithm} | {max(stats.messages_sent)} | "
-                         f"{max(stats.bytes_sent) / nbytes:.3f} | {moved / nbytes:.3f} | {fences} | "
-                         f"{stats.cycles} | {efficiency} |")
-    levels = nodes.bit_length() - 1
-    halving = [2 << (levels - 1 - i) for i in range(levels)]
-    lines += ["", "recursive halving allreduce: segments per distribution iteration (slices) "
-                  "and per collection step (segments)",
-              "| slices | segments | cycles (model) | bound/cycles | fences |", "|---|---|---|---|---|"]
-    for slices, segments in ((1, 1), (2, 2), (4, 2), (8, 2), (16, 2), (halving, 2)):
-        if nodes & (nodes - 1) and not isinstance(slices, int):
-            continue
-        plan = _schedule.allreduce(nodes, count, "float32", "sum", slices=slices, segments=segments)
-        cycles = execute(plan, cost=cost).cycles
-        lines.append(f"| {slices} | {segments} | {cycles} | {bound / cycles:.3f} | "
-                     f"{sum(step.fence for s in plan.schedules for step in s.steps)} |")
-    a2a_nodes, block = 16, 2
-    lines += ["", f"alltoall, N = {a2a_nodes}, 8-byte blocks (2 x float32)",
-              "| algorithm | messages sent/rank | bytes sent/rank | barriers | cycles (model) |",
-              "|---|---|---|---|---|"]
-    for algorithm, options in (("pairwise", {}), ("bruck", {}),
-                               ("inplace", {"scratch_blocks": 1}), ("inplace", {"scratch_blocks": 4}),
-                               ("inplace", {"scratch_blocks": 15})):
-        plan = _schedule.alltoall(a2a_nodes, block, "float32", algorithm, **options)
-        stats = execute(plan, cost=cost)
-        name = algorithm + (f" (m = {options['scratch_blocks']})" if options else "")
-        lines.append(f"| {name} | {max(stats.messages_sent)} | {max(stats.bytes_sent)} | "
-                     f"{stats.ranks[0].barriers} | {stats.cycles} |")
-    return "\n".join(lines)
-
-
 if __name__ == "__main__":
+    from .schedule_figures import figures
     print(figures())

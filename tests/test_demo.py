@@ -77,7 +77,7 @@ def test_synthesis_record_replaces_by_name_and_rewrites_the_table(tmp_path):
 
 
 def test_the_zoom_centres_on_the_longest_pause_in_reducing():
-    from nicoll.cli import _zoom_window
+    from nicoll.cli.demo import _zoom_window
     from nicoll.cluster import ActivityTrace
     trace = ActivityTrace(lanes={0: {"reduce": [(10, 500), (503, 900), (911, 2000),
                                                 (2011, 3000)], "send": [], "receive": []}})

@@ -21,6 +21,7 @@ from nicoll import NicollError
 from nicoll import reduction_order as order
 from nicoll import schedule as sc
 from nicoll import schedule_exec as ex
+from nicoll.schedule_figures import figures
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
 from nicoll.schedule import StepAction, Piece, Region, Schedule, Step
@@ -488,5 +489,5 @@ def test_names_are_exported():
 
 
 def test_figures_render():
-    text = ex.figures(nodes=4, nbytes=4096)
+    text = figures(nodes=4, nbytes=4096)
     assert "| allreduce | recursive_halving |" in text and "| bruck |" in text

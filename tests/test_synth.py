@@ -568,7 +568,7 @@ def test_seed_list_errors(text, message, capsys):
 
 
 def test_recorded_command_leaves_out_jobs_and_record():
-    from nicoll.cli import _recorded_argv
+    from nicoll.cli.synth import _recorded_argv
     argv = ["synth", "--seed", "1,2,3", "--jobs", "3", "--record", "--jobs=2", "--data-width", "64"]
     assert _recorded_argv(argv) == ["synth", "--seed", "1,2,3", "--data-width", "64"]
 
@@ -579,7 +579,7 @@ def test_seeds_run_in_parallel_and_come_back_in_seed_order(tmp_path):
     import threading
     from types import SimpleNamespace
     from rich.console import Console
-    from nicoll.cli import _synth_seeds
+    from nicoll.cli.synth import _synth_seeds
     meeting = threading.Barrier(2, timeout=10)
     folders = {}
 
