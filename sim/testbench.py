@@ -2,7 +2,7 @@
 
 from amaranth.sim import Simulator
 
-__all__ = ["PERIOD", "watchdog", "run_testbenches"]
+__all__ = ["PERIOD", "watchdog", "run_testbenches", "stream_put", "stream_get"]
 
 #: Clock period of unit-test simulations, in seconds (only cycle counts matter).
 PERIOD = 1e-8
@@ -25,3 +25,21 @@ def run_testbenches(dut, *testbenches, watchdog_cycles=100_000):
     for testbench in testbenches:
         sim.add_testbench(testbench)
     sim.run()
+
+
+async def stream_put(ctx, stream, payload):
+    """Offer ``payload`` on ``stream`` (an ``amaranth.lib.stream`` interface the testbench
+    drives) until the design takes it, then drop valid.  Back-to-back calls keep valid high
+    from one to the next (no clock edge passes between them), so a source loses no cycle."""
+    ctx.set(stream.payload, payload)
+    ctx.set(stream.valid, 1)
+    await ctx.tick().until(stream.ready)
+    ctx.set(stream.valid, 0)
+
+
+async def stream_get(ctx, stream):
+    """Take one payload from ``stream`` (ready high until valid), then drop ready."""
+    ctx.set(stream.ready, 1)
+    payload, = await ctx.tick().sample(stream.payload).until(stream.valid)
+    ctx.set(stream.ready, 0)
+    return payload

@@ -12,8 +12,8 @@ from amaranth.sim import Simulator
 
 from nicoll.hw.alu.fpadd import FloatAdder
 from nicoll.hw.alu.fpformat import BF16, FP16, FP32, FP64, FloatFormat
+from nicoll.sim.testbench import PERIOD
 
-PERIOD = 1e-8
 FORMATS = [FP16, BF16, FP32, FP64]
 IDS = [fmt.name for fmt in FORMATS]
 

@@ -9,13 +9,13 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from nicoll.hw.lib.skid import CheckedRing, OneEntrySlice, SkidBuffer
-
-PERIOD = 1e-8
+from nicoll.sim.testbench import PERIOD, stream_put, watchdog
 
 
 def simulate(dut, *testbenches, background=()):
     sim = Simulator(dut)
     sim.add_clock(PERIOD)
+    sim.add_testbench(watchdog(20_000), background=True)
     for tb in background:
         sim.add_testbench(tb, background=True)
     for tb in testbenches:
@@ -41,10 +41,7 @@ def test_order_and_loss(in_stall, out_stall, kind):
             while rng.random() < in_stall:
                 ctx.set(dut.i.valid, 0)
                 await ctx.tick()
-            ctx.set(dut.i.payload, item)
-            ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+            await stream_put(ctx, dut.i, item)
 
     async def sink(ctx):
         srng = random.Random(7)

@@ -7,14 +7,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from nicoll.hw.net.switch import Switch
+from nicoll.sim.testbench import PERIOD, watchdog
 
-PERIOD = 1e-8
-
-
-async def watchdog(ctx, cycles=50_000):
-    """Fail instead of hanging when a packet never arrives."""
-    await ctx.delay(cycles * PERIOD)
-    raise TimeoutError(f"testbench still running after {cycles} cycles")
 
 
 def make_packet(rng, src, seq, dest, beats, data_width):
@@ -86,7 +80,7 @@ class Harness:
 
         sim = Simulator(self.dut)
         sim.add_clock(PERIOD)
-        sim.add_testbench(watchdog, background=True)
+        sim.add_testbench(watchdog(50_000), background=True)
         for o in range(self.dut.ports):
             sim.add_testbench(self.sink(o), background=True)
         for i in range(self.dut.ports):

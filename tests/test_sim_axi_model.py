@@ -11,8 +11,7 @@ from nicoll.hw.bus.csr import CSRSlave
 from nicoll.hw.bus.devmem import DeviceMemory
 from nicoll.hw.regmap import BusResponse
 from nicoll.sim.axi_model import axi_bursts, axi_read, axi_write, axil_read, axil_write
-
-PERIOD = 1e-8
+from nicoll.sim.testbench import PERIOD
 
 
 @pytest.mark.parametrize("beat_bytes", [4, 8, 32, 64])
