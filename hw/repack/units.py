@@ -50,7 +50,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.builder import OneHotStates, carry_save_sum, share
 from ..net.packet import DEST_WIDTH
-from ..engine.bytestream import low_mask_count
+from ..engine.regions import low_mask_count
 from ..lib.memattrs import COLLISIONS_DONT_CARE
 from ..params import check_data_width, is_int
 from ..lib.skid import OneEntrySlice, SkidBuffer
