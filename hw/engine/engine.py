@@ -58,7 +58,7 @@ from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import carry_save, carry_save_sum, share
-from ..repack.units import RepackNoticeKind
+from ..repack.formats import RepackNoticeKind
 from ..params import check_data_width, is_int
 from ..lib.skid import CheckedRing, SkidBuffer
 
