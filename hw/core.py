@@ -25,7 +25,7 @@ from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEA
                      DEFAULT_QUEUE_DEPTH, ENGINE_ERROR_LAYOUT, Engine)
 from .net.packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
-from .repack.units import MAX_RANKS as _REPACK_MAX_RANKS
+from .repack.formats import MAX_RANKS as _REPACK_MAX_RANKS
 from .repack.hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
 from .params import check_data_width, is_int
 from .lib.skid import SkidBuffer

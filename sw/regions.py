@@ -1,5 +1,5 @@
 """Where a region's bytes are: the one arithmetic of the schedules, the device model and the
-tests, the walk the gateware's RegionWalker makes (:mod:`nicoll.hw.engine.bytestream`).
+tests, the walk the gateware's RegionWalker makes (:mod:`nicoll.hw.engine.walker`).
 
 A region is ``length`` bytes of a buffer taken ``run`` bytes at a time, run k starting at
 ``offset + k * stride``; the last run may be shorter.  With ``run`` 0 or at least ``length``

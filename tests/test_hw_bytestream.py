@@ -18,10 +18,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from nicoll.hw.engine import bytestream as bytestream_mod
-from nicoll.hw.engine.bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker,
-                                  beat_layout, chunk_layout, read_row_layout, region_checks,
-                                  write_row_layout)
+from nicoll.hw.engine import regions as regions_mod
+from nicoll.hw.engine.packer import RowPacker
+from nicoll.hw.engine.regions import (REGION_LAYOUT, beat_layout, chunk_layout, read_row_layout,
+                                      region_checks, write_row_layout)
+from nicoll.hw.engine.unpacker import RowUnpacker
+from nicoll.hw.engine.walker import RegionWalker
 from nicoll.sim.testbench import PERIOD, watchdog
 
 
@@ -268,7 +270,7 @@ def test_lanes_below_is_a_thermometer(count_bits, lanes):
     count = Signal(count_bits)
     mask = Signal(lanes)
     m = Module()
-    m.d.comb += mask.eq(bytestream_mod._lanes_below(count, lanes))
+    m.d.comb += mask.eq(regions_mod._lanes_below(count, lanes))
     seen = []
 
     async def bench(ctx):

@@ -133,7 +133,8 @@ DEPTH_BUDGETS_MHZ = {
 @pytest.mark.parametrize("block", sorted(DEPTH_BUDGETS_MHZ))
 def test_block_depth_budget(block, tmp_path):
     from nicoll.hw.barrier import BarrierUnit
-    from nicoll.hw.engine.bytestream import RowPacker, RowUnpacker
+    from nicoll.hw.engine.packer import RowPacker
+    from nicoll.hw.engine.unpacker import RowUnpacker
     from nicoll.hw.alu import ReductionALU
     from nicoll.hw.ops import DType, ReduceOp
     from nicoll.hw.repack import RepackControl, RepackUnit

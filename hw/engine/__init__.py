@@ -1,10 +1,10 @@
 """The collective engine (:mod:`.engine`, seeds 000 and 002): its command word
 (:mod:`.command`), its command queue with the push-time checks (:mod:`.queue`), and the region
 walkers, packer and unpacker that turn regions of device memory into packed byte streams
-(:mod:`.bytestream`).
+(:mod:`.regions` their layouts and checks, :mod:`.walker`, :mod:`.packer`, :mod:`.unpacker`).
 """
 
-from .bytestream import REGION_LAYOUT
+from .regions import REGION_LAYOUT
 from .command import (COMMAND_LAYOUT, COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
                       ENGINE_ERROR_LAYOUT, StepAction)
 from .engine import COUNTERS, Engine

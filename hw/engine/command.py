@@ -5,7 +5,7 @@ layouts) and the device model."""
 
 from amaranth.lib import data, enum
 
-from .bytestream import REGION_LAYOUT
+from .regions import REGION_LAYOUT
 
 __all__ = ["StepAction", "COMMAND_LAYOUT", "COMMAND_WORDS", "DEFAULT_QUEUE_DEPTH",
            "DEFAULT_PACKET_BEATS", "ENGINE_ERROR_LAYOUT", "walker_length_bits"]

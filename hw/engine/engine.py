@@ -47,8 +47,10 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .bytestream import (REGION_LAYOUT, RegionWalker, RowPacker, RowUnpacker, at_most,
-                         chunk_layout, region_checks, region_checks_layout)
+from .regions import REGION_LAYOUT, at_most, chunk_layout, region_checks, region_checks_layout
+from .walker import RegionWalker
+from .packer import RowPacker
+from .unpacker import RowUnpacker
 from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
                       ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
 from .queue import CommandQueue
@@ -56,7 +58,7 @@ from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import carry_save, carry_save_sum, share
-from ..repack.units import RepackNoticeKind
+from ..repack.formats import RepackNoticeKind
 from ..params import check_data_width, is_int
 from ..lib.skid import CheckedRing, SkidBuffer
 

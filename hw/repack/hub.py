@@ -30,8 +30,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..net.packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, header_beats,
                      packet_beat_layout, packet_header_layout, packet_stream)
-from .units import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackEngine, RepackError,
-                     message_beat_layout, message_stream)
+from .formats import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackError,
+                      message_beat_layout, message_stream)
+from .engine import RepackEngine
 from ..params import is_int
 from ..lib.skid import SkidBuffer
 

@@ -30,8 +30,9 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..repack.units import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, RANK_WIDTH, REGISTRATION_LAYOUT,
-                     START_LAYOUT, RepackEngine, RepackError)
+from ..repack.formats import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, RANK_WIDTH, REGISTRATION_LAYOUT,
+                              START_LAYOUT, RepackError)
+from ..repack.engine import RepackEngine
 
 
 __all__ = ["TOPLEVEL", "CONTROL_PORTS", "control_tdata_width", "RepackEngineTop",

@@ -231,7 +231,8 @@ def _synth_design(args, capabilities, pairs_text):
         factory = lambda: CSRSlave(addr_width=CSR_ADDR_WIDTH)         # noqa: E731
         parameters = {"register map": "nicoll.rdl"}
     elif args.block in ("packer", "unpacker"):
-        from nicoll.hw.engine.bytestream import RowPacker, RowUnpacker
+        from nicoll.hw.engine.packer import RowPacker
+        from nicoll.hw.engine.unpacker import RowUnpacker
         name = f"{args.block}_w{args.data_width}"
         unit = RowPacker if args.block == "packer" else RowUnpacker
         factory = lambda: unit(args.data_width)                         # noqa: E731
