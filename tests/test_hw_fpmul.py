@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Cat, ClockSignal, Const, Elaboratable, Module, Signal, Value
 
-from nicoll.hw.alu import fpmul as fpmul_mod
+from nicoll.hw.alu import limbs as limbs_mod
 from nicoll.hw.alu.fpformat import BF16, FP16, FP32, FP64, FloatFormat
 from nicoll.hw.alu.fpmul import FloatMultiplier
 from nicoll.sim.testbench import run_testbenches
@@ -29,9 +29,9 @@ E5M2 = FloatFormat(5, 2)
 
 def test_limb_product_widths_checked():
     with pytest.raises(ValueError, match=r"operand widths must be integers from 1 to 18, not 19"):
-        fpmul_mod.LimbProduct(16, 19)
+        limbs_mod.LimbProduct(16, 19)
     with pytest.raises(ValueError, match=r"operand widths must be integers from 1 to 18, not 0"):
-        fpmul_mod.LimbProduct(0, 16)
+        limbs_mod.LimbProduct(0, 16)
 
 
 def test_format_type_checked():
@@ -429,8 +429,8 @@ def ecp5_blocks(monkeypatch):
         made.append(model)
         return model
 
-    monkeypatch.setattr(fpmul_mod, "_is_ecp5", lambda platform: True)
-    monkeypatch.setattr(fpmul_mod, "Instance", instance)
+    monkeypatch.setattr(limbs_mod, "_is_ecp5", lambda platform: True)
+    monkeypatch.setattr(limbs_mod, "Instance", instance)
     yield made
 
 
@@ -451,5 +451,5 @@ def test_ecp5_multiplier_blocks(fmt, ecp5_blocks):
 
 def test_ecp5_detection():
     from amaranth_boards.versa_ecp5 import VersaECP5Platform
-    assert fpmul_mod._is_ecp5(VersaECP5Platform())
-    assert not fpmul_mod._is_ecp5(None)
+    assert limbs_mod._is_ecp5(VersaECP5Platform())
+    assert not limbs_mod._is_ecp5(None)

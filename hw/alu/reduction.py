@@ -46,12 +46,12 @@ from amaranth.lib.wiring import In, Out
 
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-from .fpmul import LimbProduct
-from ..ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp, op_supported_for
+from .capabilities import capability_masks, check_capabilities
+from .limbs import LimbProduct
+from ..ops import DType, FLOAT_TYPES, INTEGER_TYPES, ReduceOp
 from ..params import check_data_width
 
-__all__ = ["ReductionALU", "operand_layout", "result_layout", "all_capabilities",
-           "check_capabilities", "capability_masks", "alu_verilog", "LANE_BITS"]
+__all__ = ["ReductionALU", "operand_layout", "result_layout", "LANE_BITS"]
 
 LANE_BITS = 64
 
@@ -63,35 +63,6 @@ def operand_layout(data_width):
 
 def result_layout(data_width):
     return data.StructLayout({"data": data_width, "last": 1, "error": 1})
-
-
-def all_capabilities():
-    """Every (op, dtype) pair MPI defines: 10 ops on 8 integer types, 4 on 4 float types."""
-    return frozenset((op, dtype) for dtype in DType for op in ReduceOp
-                     if op_supported_for(op, dtype))
-
-
-def check_capabilities(capabilities):
-    """``capabilities`` as a frozenset of (ReduceOp, DType), checked; None means all."""
-    if capabilities is None:
-        return all_capabilities()
-    capabilities = frozenset(capabilities)
-    for pair in capabilities:
-        if (not isinstance(pair, tuple) or len(pair) != 2
-                or not isinstance(pair[0], ReduceOp) or not isinstance(pair[1], DType)):
-            raise TypeError(f"capabilities must hold (ReduceOp, DType) pairs, not {pair!r}")
-        if not op_supported_for(*pair):
-            raise ValueError(f"capability {pair!r} is undefined in MPI: floating-point types "
-                             f"take only sum, prod, min and max")
-    return capabilities
-
-
-def capability_masks(capabilities):
-    """Per DType, the mask of ops computed on it (bit k = ReduceOp k): the ALU block's
-    OPS_<TYPE> registers."""
-    capabilities = check_capabilities(capabilities)
-    return {dtype: sum(1 << op.value for op in ReduceOp if (op, dtype) in capabilities)
-            for dtype in DType}
 
 
 def _float_format(dtype):
@@ -539,51 +510,3 @@ class ReductionALU(wiring.Component):
             fifo.r_en.eq(self.result.ready),
         ]
         return m
-
-
-class _ALUVerilogTop(wiring.Component):
-    """The ALU with AXI4-Stream port names for a Verilog top (cocotbext-axi drives them).
-
-    ``s_axis_a``: tdata, tlast, tuser = op | dtype << 4 (the codes of nicoll.hw.ops);
-    ``s_axis_b``: tdata, tlast; ``m_axis_result``: tdata, tlast, tuser = error.
-    """
-
-    def __init__(self, data_width, capabilities):
-        self.alu = ReductionALU(data_width, capabilities=capabilities)
-        members = {}
-        for name, user in (("s_axis_a", 8), ("s_axis_b", 0)):
-            members[f"{name}_tdata"] = In(data_width)
-            members[f"{name}_tlast"] = In(1)
-            if user:
-                members[f"{name}_tuser"] = In(user)
-            members[f"{name}_tvalid"] = In(1)
-            members[f"{name}_tready"] = Out(1)
-        members.update({"m_axis_result_tdata": Out(data_width), "m_axis_result_tlast": Out(1),
-                        "m_axis_result_tuser": Out(1), "m_axis_result_tvalid": Out(1),
-                        "m_axis_result_tready": In(1)})
-        super().__init__(members)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.alu = alu = self.alu
-        for port, name in ((alu.a, "s_axis_a"), (alu.b, "s_axis_b")):
-            m.d.comb += [port.payload.data.eq(getattr(self, f"{name}_tdata")),
-                         port.payload.last.eq(getattr(self, f"{name}_tlast")),
-                         port.valid.eq(getattr(self, f"{name}_tvalid")),
-                         getattr(self, f"{name}_tready").eq(port.ready)]
-        m.d.comb += [alu.a.payload.op.eq(self.s_axis_a_tuser[:4]),
-                     alu.a.payload.dtype.eq(self.s_axis_a_tuser[4:]),
-                     self.m_axis_result_tdata.eq(alu.result.payload.data),
-                     self.m_axis_result_tlast.eq(alu.result.payload.last),
-                     self.m_axis_result_tuser.eq(alu.result.payload.error),
-                     self.m_axis_result_tvalid.eq(alu.result.valid),
-                     alu.result.ready.eq(self.m_axis_result_tready)]
-        return m
-
-
-def alu_verilog(data_width=256, capabilities=None):
-    """Verilog of a ReductionALU as module ``nicoll_alu`` with AXI4-Stream port names
-    (``s_axis_a_t*``, ``s_axis_b_t*``, ``m_axis_result_t*``); returns ``(text, latency)``."""
-    from ..sim.verilog import simulation_verilog
-    top = _ALUVerilogTop(data_width, capabilities)
-    return simulation_verilog(top, "nicoll_alu"), top.alu.latency

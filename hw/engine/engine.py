@@ -136,7 +136,7 @@ class Engine(wiring.Component):
 
     def __init__(self, *, data_width=256, max_nodes=64, mem_size=65536, alu_capabilities=None,
                  queue_depth=DEFAULT_QUEUE_DEPTH, packet_beats=DEFAULT_PACKET_BEATS):
-        from ..alu.reduction import check_capabilities
+        from ..alu.capabilities import check_capabilities
         from ..bus.devmem import MemoryReadSignature, MemoryWriteSignature
         from ..net.packet import DEST_WIDTH, packet_stream
         self.check_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,

@@ -22,7 +22,7 @@ from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Instance,
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..alu.reduction import check_capabilities
+from ..alu.capabilities import check_capabilities
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
                       check_core_params)
