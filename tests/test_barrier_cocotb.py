@@ -28,7 +28,7 @@ import os
 
 import pytest
 
-from nicoll.hw.sim.barrier_tree import TOPLEVEL, barrier_tree_verilog
+from nicoll.hw.sim.barrier_tree_verilog import TOPLEVEL, barrier_tree_verilog
 from nicoll.sim.benches.barrier import parse_tree
 from nicoll.sim.verilator_backend import build_design, run_bench
 from nicoll.hw.tree import BarrierTree
@@ -81,7 +81,7 @@ def build(name):
     os.environ["MAKEFLAGS"] = f"{saved or ''} {MAKE_OPT}".strip()
     try:
         return build_design(name=f"barrier_tree_{name}", key=key, toplevel=TOPLEVEL,
-                            roots=("nicoll.hw.sim.barrier_tree",),
+                            roots=("nicoll.hw.sim.barrier_tree_verilog",),
                             make_verilog=lambda: barrier_tree_verilog(units, links=links,
                                                                       **params))
     finally:

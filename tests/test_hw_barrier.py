@@ -35,7 +35,8 @@ from nicoll.hw.barrier import (
     AcSubMode, BarrierMode, BarrierUnit, BARRIER_ERROR_LAYOUT, NOTICE_LAYOUT, BarrierNoticeKind,
     notice_stream, tree_tables,
 )
-from nicoll.hw.sim.barrier_tree import BarrierTreeTop, barrier_tree_verilog
+from nicoll.hw.sim.barrier_tree import BarrierTreeTop
+from nicoll.hw.sim.barrier_tree_verilog import barrier_tree_verilog
 from nicoll.sim.testbench import run_testbenches
 from nicoll.hw.tree import BarrierTree
 

@@ -1,6 +1,7 @@
 """Gateware of simulations only, never of a NIC core: the N-node cluster (:mod:`.cluster`),
-the benches' tops for trees of barrier units (:mod:`.barrier_tree`) and the repack engine
-(:mod:`.repack_top`), and the Verilog they are simulated from (:mod:`.verilog`).
+the benches' tops for trees of barrier units (:mod:`.barrier_tree`, its Verilog in
+:mod:`.barrier_tree_verilog`) and the repack engine (:mod:`.repack_top`), and the Verilog
+they are simulated from (:mod:`.verilog`).
 """
 
 __all__ = []

@@ -49,8 +49,7 @@ from the units; see docs/barrier.md.  The control inputs (``mode``, ``ac_sub``, 
 ``watch_mask`` has ``seq == watch_seq``: a bench waits on its rising edge for a release to
 reach every node.  ``busy`` is 1 while any notice is on a ``tx`` or inside a link.
 
-:func:`barrier_tree_verilog` converts a top to Verilog as module ``nicoll_barrier_tree``
-(:data:`TOPLEVEL`) for the cocotb bench ``nicoll.sim.benches.barrier``.
+:mod:`.barrier_tree_verilog` converts a top to Verilog for the cocotb bench.
 """
 
 from amaranth.hdl import (
@@ -68,15 +67,8 @@ from ..barrier.unit import (
 from ..net.packet import DEST_WIDTH
 
 
-__all__ = [
-    "TOPLEVEL", "UNIT_MODULE", "MAX_UNITS", "FULL_LINKS_LIMIT", "MAX_LATENCY", "COUNT_WIDTH",
-    "BarrierTreeTop", "barrier_tree_verilog",
-]
+__all__ = ["MAX_UNITS", "FULL_LINKS_LIMIT", "MAX_LATENCY", "COUNT_WIDTH", "BarrierTreeTop"]
 
-#: Verilog module name of :func:`barrier_tree_verilog`.
-TOPLEVEL = "nicoll_barrier_tree"
-#: Verilog module name of the one unit module every unit instantiates there.
-UNIT_MODULE = "nicoll_barrier_unit"
 #: Most units one top holds.
 MAX_UNITS = 256
 #: Most units a full crossbar (``links=None``) joins: it grows with the square.
@@ -125,9 +117,9 @@ class BarrierTreeTop(wiring.Component):
     unit_module : str or None
         None: the units are submodules (Amaranth simulation, synthesis).  A name: each unit
         is an ``Instance`` of that Verilog module, whose source is ``unit_prototype``
-        converted under that name (what :func:`barrier_tree_verilog` does), so the Verilog
-        holds one unit module instantiated ``units`` times instead of ``units`` copies, and
-        Verilator compiles it once.
+        converted under that name (what :func:`~.barrier_tree_verilog.barrier_tree_verilog`
+        does), so the Verilog holds one unit module instantiated ``units`` times instead of
+        ``units`` copies, and Verilator compiles it once.
     """
 
     def __init__(self, units, *, max_children=2, max_nodes=None, latency=1, links=None,
@@ -500,13 +492,3 @@ class BarrierTreeTop(wiring.Component):
         if off_tree:
             m.d.bt += off.eq(off + sum(off_tree))
         m.d.comb += self.off_tree.eq(off)
-
-
-def barrier_tree_verilog(units, **kwargs):
-    """Verilog of a :class:`BarrierTreeTop` (same arguments) as module ``nicoll_barrier_tree``,
-    preceded by the one unit module (``nicoll_barrier_unit``) all its units instantiate."""
-    from .verilog import simulation_verilog
-    top = BarrierTreeTop(units, unit_module=UNIT_MODULE, **kwargs)
-    unit = simulation_verilog(top.unit_prototype, UNIT_MODULE, wait=False)
-    tree = simulation_verilog(top, TOPLEVEL, wait=False)
-    return unit.result() + "\n" + tree.result()
