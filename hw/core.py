@@ -15,7 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .regmap.generated import REGMAP
-from .alu.reduction import capability_masks, check_capabilities
+from .alu.capabilities import capability_masks, check_capabilities
 from .bus.axi import AXI4LiteSignature, AXI4Signature
 from .barrier.unit import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
 from .bus.csr import CSRSlave
