@@ -28,11 +28,6 @@ OPS = {
     "mem_dump": "(node, address, length) -> (data, response)",
     # Let the whole cluster run this many cycles with no host traffic (a wait between polls).
     "idle": "(node, cycles) -> None",
-    # Activity trace (Verilator only): start recording every node; stop and return
-    # {node: {lane: [(first cycle, end cycle), ...]}} (lanes: nicoll.cluster.TRACE_LANES,
-    # read from the cluster top's n<i>_activity ports; cycles of node 0's counter).
-    "trace_start": "(node) -> None",
-    "trace_stop": "(node) -> dict",
 }
 
 
@@ -96,6 +91,20 @@ class SimCluster(abc.ABC):
     """A running simulation of a whole cluster, answering requests."""
 
     nodes: int
+    #: Cycle counts are the simulation's (the engines' and barrier units' counters).
+    timed = True
+    #: Whether :meth:`trace_start` / :meth:`trace_stop` record the activity lanes.
+    traces = False
+
+    def trace_start(self):
+        """Start recording every node's activity lanes (nicoll.cluster.TRACE_LANES, read
+        from the cluster top's ``n<i>_activity`` ports)."""
+        raise NicollError(f"{type(self).__name__} records no activity trace")
+
+    def trace_stop(self):
+        """Stop recording; ``{node: {lane: [(first, end), ...]}}`` in cycles of node 0's
+        counter."""
+        raise NicollError(f"{type(self).__name__} records no activity trace")
 
     @abc.abstractmethod
     def request(self, op, node, *args):

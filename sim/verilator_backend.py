@@ -142,12 +142,15 @@ class VerilatorCluster(SimCluster):
         if op == "idle":
             self._call(op, node, args[0])
             return None
-        if op == "trace_start":
-            self._call(op, node)
-            return None
-        if op == "trace_stop":
-            return self._trace(self._call(op, node)[2])
         raise NicollError(f"the verilator simulation has no request {op!r}")
+
+    traces = True
+
+    def trace_start(self):
+        self._call("trace_start", 0)
+
+    def trace_stop(self):
+        return self._trace(self._call("trace_stop", 0)[2])
 
     def _trace(self, raw):
         from nicoll.cluster import TRACE_LANES

@@ -20,13 +20,14 @@ _SEQ_MASK = 0xFFFF
 
 
 class ClusterBarrier:
-    """The barrier units of ``devices`` (one Device per rank) on the named backend: the tree
-    they are programmed with (``tree``, None until configured) and the number of the next
-    barrier (``seq``)."""
+    """The barrier units of ``devices`` (one Device per rank): the tree they are programmed
+    with (``tree``, None until configured) and the number of the next barrier (``seq``).
+    ``timed``: the backend counts cycles (a simulator), so a barrier's release cycles are
+    measured; the device model's are not."""
 
-    def __init__(self, devices, backend):
+    def __init__(self, devices, *, timed):
         self._devices = devices
-        self._backend = backend
+        self._timed = timed
         self.nodes = len(devices)
         self.tree = None
         self.seq = 0
@@ -103,7 +104,7 @@ class ClusterBarrier:
         stamps = [None if v is None else v - start for v in root.get_ac_value()]
         for dev in self._devices:
             dev.barrier.check()
-        if self._backend == "model":
+        if not self._timed:
             stats = CallStats(cycles=None)
         else:
             released = [dev.barrier.released_at() - start for dev in self._devices]

@@ -27,6 +27,11 @@ __all__ = ["Cluster"]
 class _ModelBackend:
     """The device model: one ModelNode per rank, nothing to start or stop."""
 
+    #: The model has no cycle-level timing (``cl.last.cycles`` is None) and no signals to
+    #: trace.
+    timed = False
+    traces = False
+
     def __init__(self, config):
         from ..barrier_model import BarrierNetworkModel, ModelClock
         from ..engine_model import EngineNetworkModel
@@ -101,8 +106,10 @@ class Cluster:
             self._backend.close()
             raise
         self._closed = False
-        self._barrier = ClusterBarrier(self._devices, backend)
-        self._collectives = CollectiveRunner(self._devices, self.config, self._barrier, backend)
+        timed = self._backend.timed
+        self._barrier = ClusterBarrier(self._devices, timed=timed)
+        self._collectives = CollectiveRunner(self._devices, self.config, self._barrier,
+                                             timed=timed)
         self._last_start = None
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None
@@ -142,16 +149,16 @@ class Cluster:
         NIC cores, sampled by the simulator's harness: a trace changes no cycle count.
         """
         self._check_open()
-        if self.backend != "verilator":
+        if not self._backend.traces:
             raise NicollError(f"an activity trace is taken from the Verilator simulation's "
                               f"signals; this cluster runs on the {self.backend!r} backend")
         trace = ActivityTrace()
         self._last_start = None
-        self._backend.request("trace_start", 0)
+        self._backend.trace_start()
         try:
             yield trace
         finally:
-            raw = self._backend.request("trace_stop", 0)
+            raw = self._backend.trace_stop()
             start = self._last_start or 0
             trace.start = self._last_start
             trace.lanes = {rank: {lane: [(a - start, b - start) for a, b in raw[rank][lane]]

@@ -51,13 +51,14 @@ def check_subgroup(algorithm, subgroup):
 
 class CollectiveRunner:
     """Collectives on ``devices`` (one Device per rank) of a cluster of ``config``
-    (:class:`~nicoll.config.ClusterConfig`) on the named backend; barrier steps go through
-    ``barrier`` (its :class:`~nicoll.cluster.barrier_run.ClusterBarrier`)."""
+    (:class:`~nicoll.config.ClusterConfig`); barrier steps go through ``barrier`` (its
+    :class:`~nicoll.cluster.barrier_run.ClusterBarrier`).  ``timed``: the backend counts
+    cycles (a simulator), so a call's cycles are measured; the device model's are not."""
 
-    def __init__(self, devices, config, barrier, backend):
+    def __init__(self, devices, config, barrier, *, timed):
         self._devices = devices
         self._barrier = barrier
-        self._backend = backend
+        self._timed = timed
         self.nodes = config.nodes
         self.data_width = config.data_width
         self._alu_pairs = None
@@ -338,7 +339,7 @@ class CollectiveRunner:
         devices = self._devices
         counters = [dev.engine.counters() for dev in devices]
         cycles = rank_cycles = None
-        if self._backend != "model":
+        if self._timed:
             rank_cycles = [dev.engine.finished_at() - start for dev in devices]
             cycles = max(rank_cycles)
         return CallStats(cycles=cycles, rank_cycles=rank_cycles,
