@@ -32,7 +32,7 @@ from .lib.skid import SkidBuffer
 
 
 __all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
-           "DEFAULT_REPACK_MAX_GROUP", "DEFAULT_BARRIER_CHILDREN"]
+           "DEFAULT_REPACK_MAX_GROUP", "DEFAULT_BARRIER_CHILDREN", "repack_max_ranks"]
 
 
 #: Width of the register bus address: the register map needs fewer bits, the rest is room.
@@ -77,6 +77,13 @@ def check_core_params(*, data_width, max_nodes, mem_size, repack_units=DEFAULT_R
     if not 0 <= repack_units <= REPACK_UNITS_LIMIT:
         raise ValueError(f"repack_units must be between 0 and {REPACK_UNITS_LIMIT}, "
                          f"not {repack_units!r}")
+
+
+def repack_max_ranks(max_nodes):
+    """Ranks a core's repack control tree takes (register LIMITS.max_ranks): the build's
+    nodes, at least 2 (a group of one has nothing to exchange) and at most the control
+    tree's MAX_RANKS."""
+    return max(2, min(max_nodes, _REPACK_MAX_RANKS))
 
 
 def _check_barrier_children(barrier_children):
@@ -210,7 +217,7 @@ class NicCore(wiring.Component):
         built on first use; None in a build without repack units."""
         if self._hub is None and self._repack_units:
             self._hub = RepackHub(data_width=self._data_width,
-                                  max_ranks=max(2, min(self._max_nodes, _REPACK_MAX_RANKS)),
+                                  max_ranks=repack_max_ranks(self._max_nodes),
                                   units=self._repack_units, max_group=self._repack_max_group,
                                   capacity_bytes=self._repack_capacity,
                                   packet_beats=DEFAULT_HUB_PACKET_BEATS)

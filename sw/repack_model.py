@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nicoll.hw.core import DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP
+from nicoll.hw.core import DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP, repack_max_ranks
 from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_bytes_needed
 from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
@@ -90,7 +90,7 @@ class RepackHubModel:
             ("CAPS", "units"): lambda: hub.units,
             ("CAPS", "max_group"): lambda: DEFAULT_REPACK_MAX_GROUP * has,
             ("CAPACITY", "bytes"): lambda: DEFAULT_REPACK_CAPACITY * has,
-            ("LIMITS", "max_ranks"): lambda: max(2, min(self.max_nodes, REPACK_MAX_RANKS)) * has,
+            ("LIMITS", "max_ranks"): lambda: repack_max_ranks(self.max_nodes) * has,
             ("LIMITS", "packet_beats"): lambda: DEFAULT_HUB_PACKET_BEATS * has,
             ("STATUS", "busy"): lambda: int(hub.busy),
             ("STATUS", "pending"): lambda: 0,
@@ -121,7 +121,7 @@ class RepackHubModel:
 
     def _start(self, node_id, n, budget):
         hub = self._hubs[node_id]
-        max_ranks = max(2, min(self.max_nodes, REPACK_MAX_RANKS))
+        max_ranks = repack_max_ranks(self.max_nodes)
         groups = []
         for lists in (hub.src, hub.dst):
             cut, group = [], []

@@ -11,7 +11,7 @@ from nicoll.hw.tree import BarrierTree
 from ..barrier import MODES
 from ..errors import NicollError
 from .results import BarrierResult, CallStats
-from .timing import ARM_ACCESSES, poll_pause, start_cycle
+from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
 
 __all__ = ["ClusterBarrier"]
 
@@ -71,10 +71,7 @@ class ClusterBarrier:
         start = start_cycle(self._devices[self.tree.root], ARM_ACCESSES, self.nodes)
         for rank, dev in enumerate(self._devices):
             dev.barrier.done(seq, at=start + arrive[rank])
-        armed_by = root.cycles()
-        if armed_by >= start:
-            raise NicollError(f"arming the completions took until cycle {armed_by}, past the "
-                              f"start {start}; the backend's bus is slower than measured")
+        check_armed_in_time(root, start, "the completions")
 
         budget = (max(arrive) + (c if mode == "ac" and sub != "count" else 0)
                   + 2000 + 200 * self.nodes)

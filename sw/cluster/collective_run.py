@@ -15,7 +15,7 @@ from .. import schedule as _schedule
 from ..engine import ERROR_NAMES, error_text
 from ..errors import NicollError
 from .results import AggregatePlan, CallStats
-from .timing import ARM_ACCESSES, poll_pause, start_cycle
+from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
 
 __all__ = ["CollectiveRunner", "check_subgroup"]
 
@@ -176,10 +176,7 @@ class CollectiveRunner:
         start = start_cycle(clock, ARM_ACCESSES, self.nodes)
         for dev in devices:
             dev.engine.arm(start)
-        armed_by = clock.cycles()
-        if armed_by >= start:
-            raise NicollError(f"arming the engines took until cycle {armed_by}, past the "
-                              f"start {start}; the backend's bus is slower than measured")
+        check_armed_in_time(clock, start, "the engines")
         budget = self._budget(plan)
         self._wait(clock, start, budget)
         # Every rank is looked at, even when the wait saw them all done: an engine that is
@@ -287,9 +284,7 @@ class CollectiveRunner:
         hub.repack.start(n, plan.budget(lengths), start - clock.cycles() + budget)
         for dev in devices:
             dev.engine.arm(start)
-        if clock.cycles() >= start:
-            raise NicollError(f"arming the engines took until cycle {clock.cycles()}, past "
-                              f"the start {start}; the backend's bus is slower than measured")
+        check_armed_in_time(clock, start, "the engines")
         if not self._wait(clock, start, budget):
             control = hub.repack.status()
             problems, _ = self._problems(at_step=False)

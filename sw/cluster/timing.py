@@ -2,7 +2,9 @@
 before it comes, and the pause between two polls of a wait for the nodes.
 """
 
-__all__ = ["ARM_ACCESSES", "start_cycle", "poll_pause"]
+from ..errors import NicollError
+
+__all__ = ["ARM_ACCESSES", "start_cycle", "check_armed_in_time", "poll_pause"]
 
 #: Bus accesses that arm one node (a 64-bit cycle and a CONTROL write), for the common start.
 ARM_ACCESSES = 3
@@ -14,6 +16,16 @@ def start_cycle(clock, accesses, nodes):
     first = clock.cycles()
     per_read = clock.cycles() - first       # one 64-bit read: two bus accesses
     return first + per_read * (accesses * nodes + 4) + 64
+
+
+def check_armed_in_time(clock, start, what):
+    """Raise NicollError if arming ``what`` (the engines, the completions) took until the
+    common ``start`` cycle or past it, read on ``clock`` (a Device): a start already past
+    would fire late on some nodes and never on others."""
+    armed_by = clock.cycles()
+    if armed_by >= start:
+        raise NicollError(f"arming {what} took until cycle {armed_by}, past the start "
+                          f"{start}; the backend's bus is slower than measured")
 
 
 def poll_pause(elapsed):
