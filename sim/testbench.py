@@ -2,7 +2,7 @@
 
 from amaranth.sim import Simulator
 
-__all__ = ["PERIOD", "watchdog", "run_testbenches", "stream_put", "stream_get"]
+__all__ = ["PERIOD", "watchdog", "run_testbenches", "stream_put"]
 
 #: Clock period of unit-test simulations, in seconds (only cycle counts matter).
 PERIOD = 1e-8
@@ -36,10 +36,3 @@ async def stream_put(ctx, stream, payload):
     await ctx.tick().until(stream.ready)
     ctx.set(stream.valid, 0)
 
-
-async def stream_get(ctx, stream):
-    """Take one payload from ``stream`` (ready high until valid), then drop ready."""
-    ctx.set(stream.ready, 1)
-    payload, = await ctx.tick().sample(stream.payload).until(stream.valid)
-    ctx.set(stream.ready, 0)
-    return payload
