@@ -1,6 +1,7 @@
 """Configurations several test files share, so each Verilator cluster is built once."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,26 @@ SIM_ALU_CAPABILITIES = frozenset(
 #: --cycles 2000 --reads 100 --alu-pairs ...``.  The float units are checked on every pair by
 #: their own tests and the ALU benches, and the adder inside the cluster on Verilator.
 AMARANTH_ALU_CAPABILITIES = SIM_ALU_CAPABILITIES - {(ReduceOp.SUM, DType.FLOAT32)}
+
+#: The checkout, and each source folder with the package it is installed as
+#: (pyproject.toml's package-dir).
+REPO = Path(__file__).resolve().parent.parent
+SOURCE_PACKAGES = {"sw": "nicoll", "hw": "nicoll.hw", "sim": "nicoll.sim"}
+
+
+def source_files():
+    """Every Python source of the three packages, in a stable order."""
+    return [path for folder in SOURCE_PACKAGES for path in sorted((REPO / folder).rglob("*.py"))]
+
+
+def module_name(path):
+    """The dotted name ``path`` (a .py file under a source folder) is imported as."""
+    relative = path.relative_to(REPO)
+    parts = [SOURCE_PACKAGES[relative.parts[0]], *relative.parts[1:-1]]
+    if relative.stem != "__init__":
+        parts.append(relative.stem)
+    return ".".join(parts)
+
 
 #: The cluster keyword arguments (besides nodes and backend) of those tests.
 CLUSTER_KWARGS = dict(data_width=256, max_nodes=64, mem_size=1 << 16,

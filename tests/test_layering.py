@@ -7,22 +7,10 @@ from there.  Read from the source text, so an import inside a function counts to
 """
 
 import ast
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-#: Each source folder and the package it is installed as (pyproject.toml's package-dir).
-PACKAGES = {"sw": "nicoll", "hw": "nicoll.hw", "sim": "nicoll.sim"}
-
-
-def module_name(path):
-    """The dotted name ``path`` (a .py file under a source folder) is imported as."""
-    relative = path.relative_to(REPO)
-    parts = [PACKAGES[relative.parts[0]], *relative.parts[1:-1]]
-    if relative.stem != "__init__":
-        parts.append(relative.stem)
-    return ".".join(parts)
+from conftest import REPO, module_name, source_files
 
 
 def imported_modules(source, module, *, is_package=False):
@@ -53,7 +41,7 @@ def outside_hw(names):
 
 
 def hw_sources():
-    return sorted((REPO / "hw").rglob("*.py"))
+    return [path for path in source_files() if path.relative_to(REPO).parts[0] == "hw"]
 
 
 def test_the_scan_finds_the_imports_it_must_refuse():

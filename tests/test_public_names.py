@@ -5,27 +5,17 @@ One check over every module of the three packages, in place of a copy of each mo
 """
 
 import importlib
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-PACKAGES = {"sw": "nicoll", "hw": "nicoll.hw", "sim": "nicoll.sim"}
+from conftest import module_name, source_files
+
 #: Modules run as programs, whose names are not for import.
 PROGRAMS = {"nicoll.__main__"}
 
 
 def modules():
-    names = []
-    for folder, package in PACKAGES.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            parts = [package, *path.relative_to(REPO / folder).parts[:-1]]
-            if path.stem != "__init__":
-                parts.append(path.stem)
-            name = ".".join(parts)
-            if name not in PROGRAMS:
-                names.append(name)
-    return names
+    return [name for name in map(module_name, source_files()) if name not in PROGRAMS]
 
 
 def test_every_package_has_modules():
