@@ -67,7 +67,7 @@ from nicoll.hw.core import DEFAULT_REPACK_UNITS
 from nicoll.hw.ops import DType, ReduceOp
 
 from .engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
-from . import regions
+from . import region_bytes
 from .errors import NicollError
 from .ops import combine, numpy_dtype
 from .repack_model import RepackHubModel
@@ -349,14 +349,14 @@ class EngineNetworkModel:
                 self._fail(node_id, "alu")
                 return
             data = reduced
-            e.counts["ALU_BEATS"] += regions.rows(**region, width=self._nodes[node_id].data_width // 8)
+            e.counts["ALU_BEATS"] += region_bytes.rows(**region, width=self._nodes[node_id].data_width // 8)
         self._write(node_id, region, data)
         e.received = True
 
     def _past_memory(self, node_id, region):
         """Whether a queued region's runs pass the end of memory (a strided one can: the
         push checks only ``offset + length``); the gateware stops there with ``region``."""
-        return regions.end(**region) > len(self._memory[node_id])
+        return region_bytes.end(**region) > len(self._memory[node_id])
 
     def _reduce(self, node_id, r, data):
         """The bytes ``local ∘ received`` (or ``received ∘ local``), or None if the ALU refuses."""
@@ -371,7 +371,7 @@ class EngineNetworkModel:
         npdtype = numpy_dtype(dtype)
         size = npdtype.itemsize
         values = [region["offset"], region["length"]]
-        if regions.strided(**region):
+        if region_bytes.strided(**region):
             values += [region["run"], region["stride"]]
         if any(v % size for v in values):
             return None
@@ -386,10 +386,10 @@ class EngineNetworkModel:
     # -- memory ---------------------------------------------------------------------------
 
     def _read(self, node_id, region):
-        return self._memory[node_id][regions.byte_addresses(**region)].copy()
+        return self._memory[node_id][region_bytes.byte_addresses(**region)].copy()
 
     def _write(self, node_id, region, data):
-        self._memory[node_id][regions.byte_addresses(**region)] = data
+        self._memory[node_id][region_bytes.byte_addresses(**region)] = data
 
 
 def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):
@@ -424,7 +424,7 @@ def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):
             problems.add("peer")
         r = c[region]
         if (r["length"] == 0 or r["offset"] + r["length"] > mem_size
-                or (regions.strided(**r) and r["run"] > r["stride"])):
+                or (region_bytes.strided(**r) and r["run"] > r["stride"])):
             problems.add("region")
     return problems
 

@@ -20,7 +20,7 @@ import nicoll
 from nicoll import NicollError
 from nicoll.cluster import collective_run
 from nicoll import reduction_order as order
-from nicoll import regions
+from nicoll import region_bytes
 from nicoll import schedule as sc
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
@@ -276,7 +276,7 @@ def check_stats(cl, plan):
         assert last.packets_received[r] == len(sends) + sum(
             packets(senders[step.recv_from, r, step.recv_tag]) for step in recvs), f"rank {r}"
         assert last.alu_beats[r] == sum(
-            regions.rows(step.recv.offset, step.recv.length, step.recv.run, step.recv.stride,
+            region_bytes.rows(step.recv.offset, step.recv.length, step.recv.run, step.recv.stride,
                          width) for step in recvs if step.action.reduces), f"rank {r}"
     assert (last.cycles is None) == (cl.backend == "model")
     if last.cycles is not None:

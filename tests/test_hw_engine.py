@@ -18,7 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
 import nicoll.engine as eng
-from nicoll import regions
+from nicoll import region_bytes
 from nicoll.engine_model import push_refusals
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ENGINE_ERROR_LAYOUT, Engine,
                               StepAction)
@@ -153,7 +153,7 @@ def command(*, send=None, recv=None, action=COPY, tag=1, packet_beats=0, **field
 
 def addresses(r):
     """The byte addresses of a region (a command's field dict), in stream order."""
-    return [a for start, stop in regions.intervals(**r) for a in range(start, stop)]
+    return [a for start, stop in region_bytes.intervals(**r) for a in range(start, stop)]
 
 
 def ceil(a, b):
@@ -327,7 +327,7 @@ async def run_schedule(ctx, dut, model, cmds, *, op=ReduceOp.SUM, dtype=DType.IN
     packets = sum(data_packets(c, dut.beat) + 1 for c in cmds)
     assert got["bytes_sent"] == got["bytes_received"] == moved
     assert got["packets_sent"] + extra_packets == got["packets_received"] == packets + extra_packets
-    assert got["alu_beats"] == sum(regions.rows(**c["recv"], width=dut.beat) for c in cmds
+    assert got["alu_beats"] == sum(region_bytes.rows(**c["recv"], width=dut.beat) for c in cmds
                                    if c["action"] != COPY)
     assert got["busy_cycles"] == ctx.get(engine.finished_at) - ctx.get(engine.started_at) > 0
     return got

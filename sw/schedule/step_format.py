@@ -48,7 +48,7 @@ import numpy as np
 
 from nicoll.hw.engine import StepAction
 
-from .. import regions
+from .. import region_bytes
 from ..errors import NicollError
 
 __all__ = ["StepAction", "Region", "Step", "Piece", "Schedule", "Plan", "time_segments",
@@ -104,11 +104,11 @@ class Region:
     @property
     def end(self):
         """One past the region's last byte in the buffer."""
-        return regions.end(self.offset, self.length, self.run, self.stride)
+        return region_bytes.end(self.offset, self.length, self.run, self.stride)
 
     def intervals(self, start=0, stop=None):
         """Buffer byte ranges ``[(a, b), ...]`` (ascending) of stream bytes ``start .. stop``."""
-        return regions.intervals(self.offset, self.length, self.run, self.stride, start, stop)
+        return region_bytes.intervals(self.offset, self.length, self.run, self.stride, start, stop)
 
     def segment_bounds(self, segments, itemsize):
         """Stream byte ranges of the region's ``segments`` pieces (numpy.array_split sizes)."""

@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from nicoll import regions
+from nicoll import region_bytes
 
 
 def by_definition(offset, length, run, stride):
@@ -23,17 +23,17 @@ SHAPES = [(offset, length, run, stride)
 def test_every_function_agrees_with_the_definition():
     for shape in SHAPES:
         want = by_definition(*shape)
-        spans = regions.intervals(*shape)
+        spans = region_bytes.intervals(*shape)
         assert [a for lo, hi in spans for a in range(lo, hi)] == want, shape
-        assert regions.end(*shape) == (max(want) + 1 if want else shape[0]), shape
-        got = np.arange(64)[regions.byte_addresses(*shape)].tolist()
+        assert region_bytes.end(*shape) == (max(want) + 1 if want else shape[0]), shape
+        got = np.arange(64)[region_bytes.byte_addresses(*shape)].tolist()
         assert got == want, shape
         for width in (1, 4, 8):
             # A row counts once per run that touches it.
             _, length, run, _ = shape
             step = run if 0 < run < length else max(length, 1)
             per_run = [{a // width for a in want[k:k + step]} for k in range(0, length, step)]
-            assert regions.rows(*shape, width=width) == sum(map(len, per_run)), (shape, width)
+            assert region_bytes.rows(*shape, width=width) == sum(map(len, per_run)), (shape, width)
 
 
 def test_a_slice_of_the_stream():
@@ -41,10 +41,10 @@ def test_a_slice_of_the_stream():
     want = by_definition(*shape)
     for start in range(0, 21):
         for stop in range(start, 21):
-            spans = regions.intervals(*shape, start, stop)
+            spans = region_bytes.intervals(*shape, start, stop)
             assert [a for lo, hi in spans for a in range(lo, hi)] == want[start:stop]
 
 
 def test_strided():
-    assert regions.strided(0, 10, 3, 4)
-    assert not regions.strided(0, 10, 0, 4) and not regions.strided(0, 10, 10, 12)
+    assert region_bytes.strided(0, 10, 3, 4)
+    assert not region_bytes.strided(0, 10, 0, 4) and not region_bytes.strided(0, 10, 10, 12)
