@@ -54,6 +54,8 @@ from .unpacker import RowUnpacker
 from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
                       ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
 from .queue import CommandQueue
+from .rows import ROW_CHECKS, check_rows, row_outside, row_ring
+from .writer import RowWriter
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
@@ -217,7 +219,7 @@ class Engine(wiring.Component):
     def mirrors(self):
         """(flop, the expression it stands for) pairs of the engine and its command queue,
         which a test holds equal in every cycle (built by elaboration)."""
-        return self._mirrors + self._command_queue.mirrors
+        return self._mirrors + self._command_queue.mirrors + self._writer.mirrors
 
     @property
     def packet_beats(self):
@@ -241,7 +243,6 @@ class Engine(wiring.Component):
         self._mirrors = []
         self._queue(m, v)
         self._datapath(m, v)
-        self._write_pipeline(m, v)
         self._control(m, v)
         self._counters(m, v)
         self._cts_table(m, v)
@@ -253,8 +254,6 @@ class Engine(wiring.Component):
         self._cts_sender(m, v)
         self._parser(m, v)
         self._parser_fsm(m, v)
-        self._rx_rows(m, v)
-        self._alu_write(m, v)
         return m
 
     def _queue(self, m, v):
@@ -294,7 +293,7 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _datapath(self, m, v):
-        """The datapath blocks: walkers, packer, unpacker, slices, ALU, arbiter."""
+        """The datapath blocks: walkers, packer, unpacker, slices, the row writer, arbiter."""
         reset, width = v.reset, v.width
         # ---- Datapath blocks -------------------------------------------------------------
         # The walkers take each region with its checks made here, a cycle or more before
@@ -342,7 +341,22 @@ class Engine(wiring.Component):
         m.submodules.rx_beats = rx_beats = reset(
             SkidBuffer(unpacker.beats.payload.shape(), mux_output=True))
         wiring.connect(m, rx_beats.o, unpacker.beats)
-        m.submodules.alu = alu = reset(self.alu)
+        # Received rows to memory, through the ALU when they reduce, with the scoreboard the
+        # read stages check (hazard) and the control waits on (pipeline_empty).
+        m.submodules.writer = writer = RowWriter(
+            self.alu, data_width=width, row_bits=self.row_bits,
+            head_register=self._ring_head_register)
+        wiring.connect(m, unpacker.rows, writer.rows)
+        wiring.connect(m, writer.local_rd, wiring.flipped(self.local_rd))
+        wiring.connect(m, writer.wr, wiring.flipped(self.wr))
+        m.d.comb += [writer.clear.eq(self.clear), writer.stop.eq(v.any_error),
+                     writer.op.eq(self.op), writer.dtype.eq(self.dtype)]
+        with m.If(writer.region_error):
+            m.d.comb += v.raise_error.region.eq(1)      # a strided region ran off memory
+        with m.If(writer.alu_error):
+            m.d.comb += v.raise_error.alu.eq(1)
+        self._writer = writer
+        hazard, pipeline_empty, age_rows = writer.hazard, writer.empty, writer.age
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
         # The grant is a flop (a clear-to-send's or registration's valid would otherwise
         # chain through the choice into the data slice's enables: the 256-bit core's
@@ -355,107 +369,6 @@ class Engine(wiring.Component):
         m.submodules.tx_data = tx_data = reset(SkidBuffer(arbiter.i_1.payload.shape()))
         wiring.connect(m, tx_data.o, arbiter.i_1)
         data_out = tx_data.i
-        share(v, locals())
-
-    def _outside(self, row):
-        """Whether a chunk's or a write's ``row`` lies past the end of device memory (a
-        strided region ran off it)."""
-        return (row >> self.row_bits) != 0
-
-    #: Flags a row slice (CheckedRing) keeps beside each entry, besides the row's address.
-    _ROW_CHECKS = 2
-
-    def _row_ring(self, shape):
-        """A row slice (CheckedRing) for ``shape`` entries with :meth:`_check_rows`'s flags."""
-        return CheckedRing(shape, checks=self._ROW_CHECKS + self.row_bits,
-                           head_register=self._ring_head_register)
-
-    def _check_rows(self, m, ring, hazard):
-        """A row slice's flags, for the entry loading and for each entry held: bit 0 the
-        scoreboard (a write of an earlier receive still in flight), bit 1 the row outside
-        memory, then the row's address in memory.  The address rides with the flags so that
-        a block RAM's read address is the ring's flag register (or a 2:1 choice of two),
-        not the payload's multiplexer at the ring's head pointer: the routed 256-bit core's
-        path at seed 2 of fbf2cbb ran from the receive ring's head through that
-        multiplexer to the local read's block RAMs (8.33 ns, one hop of 3.5 ns)."""
-        def checks(row):
-            return Cat(hazard, self._outside(row), row[:self.row_bits])
-        m.d.comb += ring.block_new.eq(checks(ring.i.payload.row))
-        for k in range(2):
-            m.d.comb += ring.block_entry[k].eq(checks(ring.entries[k].row))
-
-    def _write_pipeline(self, m, v):
-        """The write pipeline to memory and its hazard scoreboard."""
-        beat_bytes, width = v.beat_bytes, v.width
-        # ---- Write pipeline and its scoreboard ---------------------------------------------
-        # Rows whose reduced value is on its way to memory: the beat read for the local
-        # operand (stage 1) and every beat inside the ALU.  A read of such a row waits.
-        # The ALU's result is always taken, so it comes a fixed `latency` cycles after its
-        # operands (tests/test_hw_alu.py::test_one_beat_per_clock_and_fixed_latency): the
-        # rows in it travel beside it in a delay line, and the row a result is written to
-        # is the line's last stage, a flop (no read of a FIFO at a moving head).  The result
-        # passes a register of the engine's first (`res_*`, _alu_write), so the line is a
-        # stage longer than the ALU.
-        depth = self.alu.latency + 1
-        pend_row = [Signal(self.row_bits, name=f"pend_row{k}") for k in range(depth)]
-        pend_valid = Signal(depth)
-        pend_mask = [Signal(beat_bytes, name=f"pend_mask{k}") for k in range(depth)]
-        s1_valid = Signal()
-        s1_row = Signal(self.row_bits)
-
-        # Writes to memory leave from flops (``self.wr`` is registered): the write port fans
-        # out to every block RAM and to the host port's write arbitration, so nothing may
-        # reach it combinationally.  A row in that register is not in memory yet: it counts
-        # in the scoreboard for one more cycle.
-        wr_addr = Signal(self.row_bits)
-        wr_data = Signal(width)
-        wr_en = Signal(beat_bytes)
-        # A write is issued (set beside wr_en): its mask may be empty, which only makes the
-        # scoreboard wait a cycle longer, and no OR over the mask precedes the flag.
-        wr_issue = Signal()
-        wr_pending = self.wr.issue      # self.wr holds a write landing this cycle
-        # The written data has no reset (the byte enables have): no load on the clear net.
-        wr_data_q = Signal(width, reset_less=True)
-        m.d.comb += self.wr.data.eq(wr_data_q)
-        m.d.sync += [self.wr.addr.eq(wr_addr), wr_data_q.eq(wr_data), self.wr.en.eq(wr_en),
-                     wr_pending.eq(wr_issue)]
-
-        # Only the rows of an earlier receive count.  A command's own reads never need to
-        # wait for its own receive: a region covers each byte once (a run is never longer
-        # than its stride) and a command's send and receive regions do not overlap, so the
-        # writes of one receive change no byte that a later row of the same receive, or the
-        # same command's send, reads (writes are byte-masked; the rest of the row read for
-        # the ALU is not written back).  `*_early` marks a slot holding such a row: set for
-        # every row in the pipeline at `age_rows`, the strobe of a send's or receive's
-        # start, and shifted with the rows; a row entering the pipeline is of the running
-        # receive.  After a start no row becomes early until the next one, so the early
-        # rows only drain, within the pipeline's latency.  A read waits while any is in
-        # flight, whatever its row: no row compare.  The compares (the read's row against
-        # each of the depth + 2 slots, then an OR) were the 64-bit engine's critical path
-        # alone and in the core's estimate (pipeline row -> the slices' flags, 7 levels,
-        # 6.53 ns routed), and 1 400 of its LUT4 at 64 bits; waiting for every early row
-        # instead of those of the same row costs a command at most the pipeline's latency
-        # once, at its start, and the demo's cycle counts did not move.
-        age_rows = Signal()
-        s1_early = Signal()
-        pend_early = Signal(depth)
-        wr_early = Signal()
-        hazard = Signal()               # an early row in flight: every read waits
-        m.d.comb += hazard.eq(Cat(s1_early, wr_early, pend_early).any())
-
-        # The row reads check the scoreboard a cycle ahead (CheckedRing): the flag a read
-        # stage acts on was computed against last cycle's rows.  Rows of an earlier receive
-        # only leave the scoreboard between those two moments, except at `age_rows`, when
-        # every row becomes one; no read of the new command is in either slice then (its
-        # send's first chunk reaches the transmit slice three cycles after the start at
-        # the earliest, its received rows follow a clear-to-send and a packet through the
-        # network), and none of the previous command's (it started when they were all
-        # taken).  So the flag errs on the safe side by at most a cycle.
-        rx_enter = Signal()
-        # No write in flight, from a flop: last cycle's rows, and none entering last cycle
-        # (rows only enter through rx_enter), so it is never true too early.
-        pipeline_empty = Signal(init=1)
-        m.d.sync += pipeline_empty.eq(~s1_valid & ~pend_valid.any() & ~wr_pending & ~rx_enter)
         share(v, locals())
 
     def _control(self, m, v):
@@ -543,7 +456,7 @@ class Engine(wiring.Component):
         starting = self._start_clears(m, finished, counted, self.now, self.started_at)
         m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
         # A send or a receive starts: every row in the write pipeline is an earlier
-        # receive's from now on (_write_pipeline).
+        # receive's from now on (RowWriter).
         m.d.comb += v.age_rows.eq(tx_start | rx_start | agg_rx_start)
         with m.If(self.clear):
             m.d.sync += [state.eq(IDLE), idx.eq(0), finished.eq(0), counted.eq(0),
@@ -708,6 +621,8 @@ class Engine(wiring.Component):
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
         with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
             m.d.comb += bump["packets_sent"].eq(1)
+        with m.If(v.writer.alu_beat):
+            m.d.comb += bump["alu_beats"].eq(1)
         share(v, locals())
 
     def _cts_table(self, m, v):
@@ -981,12 +896,13 @@ class Engine(wiring.Component):
         t_n = Signal(lane_bits + 1)
         t_last = Signal()
         # The walker's chunks into a two-entry slice whose entries carry their checks, made
-        # a cycle ahead, and their memory rows (_check_rows); its input ready is a flop, so
+        # a cycle ahead, and their memory rows (check_rows); its input ready is a flop, so
         # the walker's chunk decision does not chain into the issue.
         m.submodules.tx_checked = tx_checked = v.reset(
-            self._row_ring(tx_walker.chunks.payload.shape()))
+            row_ring(tx_walker.chunks.payload.shape(), row_bits=self.row_bits,
+                 head_register=self._ring_head_register))
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
-        self._check_rows(m, tx_checked, hazard)
+        check_rows(m, tx_checked, hazard, row_bits=self.row_bits)
         chunk = tx_checked.o.payload
         # Data stage: the row read into a register before the packer (read latency two, the
         # block RAM's output register where synthesis absorbs it): the read's clock-to-out
@@ -1009,7 +925,7 @@ class Engine(wiring.Component):
         # issue, with its checks, then drives only the slice's pointers and t_valid rather
         # than the enable of every block RAM of the read port.
         m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
-                     self.send_rd.addr.eq(tx_checked.o_blocked[self._ROW_CHECKS:]),
+                     self.send_rd.addr.eq(tx_checked.o_blocked[ROW_CHECKS:]),
                      self.send_rd.en.eq(t_advance)]
         with m.If(t_advance):
             m.d.sync += [t_valid.eq(t_issue & ~t_outside),
@@ -1245,10 +1161,14 @@ class Engine(wiring.Component):
         m.d.comb += [rx_chunks.i.valid.eq(rx_walker.chunks.valid),
                      rx_walker.chunks.ready.eq(rx_chunks.i.ready),
                      rx_chunks.i.payload.row.eq(Cat(walked.row[:self.row_bits],
-                                                    self._outside(walked.row))),
+                                                    row_outside(walked.row, self.row_bits))),
                      rx_chunks.i.payload.lo.eq(walked.lo), rx_chunks.i.payload.n.eq(walked.n),
                      rx_chunks.i.payload.last.eq(walked.last)]
         wiring.connect(m, rx_chunks.o, unpacker.chunks)
+        # The rows the unpacker makes go to the writer (_datapath), which ends the receive.
+        m.d.comb += v.writer.reduce.eq(rx_reduce)
+        with m.If(v.writer.ended):
+            m.d.sync += rx_busy.eq(0)
         share(v, locals())
 
     def _cts_sender(self, m, v):
@@ -1547,142 +1467,4 @@ class Engine(wiring.Component):
         with m.If(unpacker.overrun | unpacker.underrun):
             m.d.comb += raise_error.length.eq(1)
         m.d.comb += unpacker.clear.eq(self.clear)
-        share(v, locals())
-
-    def _rx_rows(self, m, v):
-        """Received rows: stored at once (copy) or read with the local row (reduce)."""
-        (
-            reset, unpacker, raise_error, beat_bytes, width, depth, s1_valid, alu, rx_reduce,
-            any_error, wr_addr, wr_data, wr_en, wr_issue, hazard, rx_enter, s1_row, rx_busy,
-            s1_early, age_rows,
-        ) = (getattr(v, name) for name in (
-            "reset", "unpacker", "raise_error", "beat_bytes", "width", "depth", "s1_valid",
-            "alu", "rx_reduce", "any_error", "wr_addr", "wr_data", "wr_en", "wr_issue", "hazard",
-            "rx_enter", "s1_row", "rx_busy", "s1_early", "age_rows",
-        ))
-        # Rows out of the unpacker into a two-entry slice whose entries carry their checks,
-        # made a cycle ahead, and their memory rows (_check_rows): stored at
-        # once (copy) or reduced with the local row.  The take reads the head's flags and
-        # loads only the slice's pointers, not its 256-bit entries (CheckedRing): the routed
-        # 256-bit core's critical path was that take as the enable of every payload flop of
-        # a one-entry slice (11.2 ns, 10.2 of it routing).
-        m.submodules.rx_checked = rx_checked = reset(self._row_ring(unpacker.rows.payload.shape()))
-        wiring.connect(m, unpacker.rows, rx_checked.i)
-        rows_in = rx_checked.o
-        row = rows_in.payload
-        m.d.comb += rx_enter.eq(rows_in.valid & rows_in.ready)
-        self._check_rows(m, rx_checked, hazard)
-        r_outside = rx_checked.o_blocked[1]
-        with m.If(rows_in.valid & r_outside):
-            m.d.comb += raise_error.region.eq(1)
-        s1_mask = Signal(beat_bytes)
-        s1_data = Signal(width, reset_less=True)      # meaningful only while s1_valid
-        alu_take = s1_valid & alu.a.ready     # the ALU takes both operands at once
-        # Always true with the engine's ALU (no output FIFO: its inputs are ready whenever
-        # valid); kept so the stage stays right with any ALU.
-        s1_advance = ~s1_valid | alu_take
-        # A copied row is written as it is taken (the write itself: _alu_write).
-        copy_take = rows_in.valid & ~r_outside & ~any_error
-        with m.If(~rx_reduce):
-            m.d.comb += rows_in.ready.eq(copy_take)
-        with m.Else():
-            take = (rows_in.valid & ~r_outside & ~any_error & s1_advance
-                    & ~rx_checked.o_blocked[0])
-            # The local row is read whenever s1 advances: a row read without a take is
-            # never used (s1_valid stays low), and the enable of every block RAM of the
-            # read port is then not the take.
-            m.d.comb += [rows_in.ready.eq(take),
-                         self.local_rd.addr.eq(rx_checked.o_blocked[self._ROW_CHECKS:]),
-                         self.local_rd.en.eq(s1_advance)]
-            # s1's payload loads whenever s1 advances (it means nothing without s1_valid),
-            # so its enable is not the take with its scoreboard and error terms.
-            with m.If(age_rows):
-                m.d.sync += s1_early.eq(s1_valid)
-            with m.If(s1_advance):
-                m.d.sync += [s1_valid.eq(take), s1_row.eq(row.row), s1_mask.eq(row.mask),
-                             s1_data.eq(row.data), s1_early.eq(take & age_rows)]
-        # The receive ends a cycle after its last row's take, from a flop: the take (the
-        # head's flags, the error flop, the ALU's readiness) was the reset of rx_busy, the
-        # 64-bit core's path at seed 2 of 05f119b (8.41 ns).  rx_busy high a cycle longer
-        # delays only decisions that wait for it to fall; no packet of a next receive can
-        # arrive in that cycle, as the next receive's clear-to-send is not yet sent.
-        rx_ended = Signal()
-        m.d.sync += rx_ended.eq(rows_in.valid & rows_in.ready & row.last & ~self.clear)
-        with m.If(rx_ended):
-            m.d.sync += rx_busy.eq(0)
-        share(v, locals())
-
-    def _alu_write(self, m, v):
-        """The ALU: operands in, results written back, the scoreboard kept."""
-        (
-            alu, s1_valid, s1_data, alu_take, bump, pend_row, s1_row,
-            pend_mask, s1_mask, depth, raise_error, wr_addr, wr_data, wr_en, wr_issue,
-            pend_valid, s1_early, pend_early, wr_early, age_rows,
-        ) = (getattr(v, name) for name in (
-            "alu", "s1_valid", "s1_data", "alu_take", "bump", "pend_row",
-            "s1_row", "pend_mask", "s1_mask", "depth", "raise_error", "wr_addr", "wr_data",
-            "wr_en", "wr_issue", "pend_valid", "s1_early", "pend_early", "wr_early", "age_rows",
-        ))
-        result = alu.result
-        # The result into a register before the write's choices: from the ALU's output
-        # flops across the block to the write port's 32 byte enables, the result's valid
-        # was the 256-bit engine's routed path at seed 1 of d271a41 (3 LUTs, 7.27 ns, 6.4
-        # of it wire).  A cycle of latency on each reduced row, not of throughput.
-        res_valid = Signal()
-        res_error = Signal()
-        res_data = Signal(len(result.payload.data), reset_less=True)
-        m.d.sync += [res_valid.eq(result.valid & ~self.clear), res_error.eq(result.payload.error),
-                     res_data.eq(result.payload.data)]
-        # The result's write decided in that register too: `res_write` (a valid result
-        # without an error) and its byte enables, zero unless it writes (the delay line's
-        # last mask as it will be next cycle).  Made there from the valid and error flags,
-        # the decision was two LUTs and three long wires in front of the write register's
-        # byte enables, the 256-bit engine's latest pin at seeds 1 and 2 of 75a8966 with
-        # the unpacker's beat slice multiplexed (res_valid -> the write's choice -> wr.en,
-        # 6.4-6.7 ns, 5.9 of it routing).  Tests hold both to their reference every cycle.
-        res_write = Signal()
-        res_en = Signal(len(s1_mask))
-        writes = result.valid & ~self.clear & ~result.payload.error
-        m.d.sync += [res_write.eq(writes),
-                     res_en.eq(Mux(writes, pend_mask[-2] if depth > 1 else s1_mask, 0))]
-        self._mirrors += [(res_write, res_valid & ~res_error),
-                         (res_en, Mux(res_valid & ~res_error, pend_mask[-1], 0))]
-        local = self.local_rd.data
-        # Operand order: the local row is always `a`.  Every op of the ALU gives the same
-        # bits either way (tests/test_hw_alu.py::test_every_op_is_commutative_bit_for_bit),
-        # so the block RAM's read goes to the ALU's operand registers with no multiplexer in
-        # between (the routed 64-bit core's seed-1 path at 7acef53, 7.21 ns); the action's
-        # order matters only where a NaN keeps a payload (the device model's numpy).
-        m.d.comb += [alu.a.valid.eq(s1_valid),
-                     alu.b.valid.eq(s1_valid),
-                     alu.a.payload.data.eq(local),
-                     alu.b.payload.data.eq(s1_data),
-                     alu.a.payload.op.eq(self.op), alu.a.payload.dtype.eq(self.dtype),
-                     alu.result.ready.eq(1)]
-        with m.If(alu_take):
-            m.d.comb += bump["alu_beats"].eq(1)
-        # The delay line: stage 0 takes the row the ALU takes, the last stage is the row of
-        # the result coming out.  Each stage's row counts as an earlier receive's (see
-        # _write_pipeline) when it was one a stage before, or at `age_rows`.
-        m.d.sync += [pend_valid.eq(Cat(alu_take, pend_valid[:-1])),
-                     pend_row[0].eq(s1_row), pend_mask[0].eq(s1_mask),
-                     pend_early.eq(Cat(alu_take & (s1_early | age_rows),
-                                       pend_early[:-1] | Mux(age_rows, pend_valid[:-1], 0))),
-                     wr_early.eq(wr_issue & ((res_valid & pend_early[-1]) | age_rows))]
-        for k in range(1, depth):
-            m.d.sync += [pend_row[k].eq(pend_row[k - 1]), pend_mask[k].eq(pend_mask[k - 1])]
-        with m.If(res_valid & res_error):
-            m.d.comb += raise_error.alu.eq(1)
-        # The write: a result's, else a copied row's as it is taken.  Address and data
-        # select by the result's flag alone (they count only where a byte is enabled), so
-        # no mode or take is in front of the 256-bit data; a result's enables are zero
-        # unless it writes, so the copy's are ORed in behind one select.
-        row = v.row
-        copy_write = ~v.rx_reduce & v.copy_take & ~res_write
-        m.d.comb += [wr_addr.eq(Mux(res_write, pend_row[-1], row.row)),
-                     wr_data.eq(Mux(res_write, res_data, row.data)),
-                     wr_en.eq(res_en | Mux(copy_write, row.mask, 0)),
-                     wr_issue.eq(res_write | copy_write)]
-        with m.If(self.clear):
-            m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), s1_early.eq(0), pend_early.eq(0)]
         share(v, locals())
