@@ -42,7 +42,7 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.utils import ceil_log2
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -56,13 +56,13 @@ from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
 from .queue import CommandQueue
 from .rows import ROW_CHECKS, check_rows, row_outside, row_ring
 from .writer import RowWriter
+from .parser import PacketParser
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
-from ..lib.builder import carry_save, carry_save_sum, share
-from ..repack.formats import RepackNoticeKind
+from ..lib.builder import carry_save_sum, share
 from ..params import check_data_width, is_int
-from ..lib.skid import CheckedRing, SkidBuffer
+from ..lib.skid import SkidBuffer
 
 __all__ = ["COUNTERS", "Engine"]
 
@@ -219,7 +219,8 @@ class Engine(wiring.Component):
     def mirrors(self):
         """(flop, the expression it stands for) pairs of the engine and its command queue,
         which a test holds equal in every cycle (built by elaboration)."""
-        return self._mirrors + self._command_queue.mirrors + self._writer.mirrors
+        return (self._mirrors + self._command_queue.mirrors + self._writer.mirrors
+                + self._parser_block.mirrors)
 
     @property
     def packet_beats(self):
@@ -253,7 +254,6 @@ class Engine(wiring.Component):
         self._rx_state(m, v)
         self._cts_sender(m, v)
         self._parser(m, v)
-        self._parser_fsm(m, v)
         return m
 
     def _queue(self, m, v):
@@ -356,6 +356,10 @@ class Engine(wiring.Component):
         with m.If(writer.alu_error):
             m.d.comb += v.raise_error.alu.eq(1)
         self._writer = writer
+        # Received packets classed and checked; a data packet's payload to the beat slice
+        # (joined in _parser, once the receive's state exists).
+        m.submodules.parser = parser = self._parser_block = PacketParser(
+            data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
         hazard, pipeline_empty, age_rows = writer.hazard, writer.empty, writer.age
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
         # The grant is a flop (a clear-to-send's or registration's valid would otherwise
@@ -1110,13 +1114,12 @@ class Engine(wiring.Component):
         rx_checks = Signal(region_checks_layout(self._data_width))
         cts_pending = Signal()
         agg_rx_start = v.agg_rx_start
-        got = Signal(packet_header_layout())
+        got = v.parser.header
         # An aggregate packet's slot offset, in parts the parser registers a cycle ahead: the
         # slot × stride product as two carry-save terms (a shifted stride per slot bit,
         # reduced three to two per LUT level: no carry chain, no multiplier in that cycle),
         # and the base; summed as the packet starts.
-        d_agg_terms = [Signal(32, name=f"d_agg_term{k}") for k in range(2)]
-        d_agg_base = Signal(33)
+        d_agg_terms, d_agg_base = list(v.parser.agg_terms), v.parser.agg_base
         m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
         # The walker's checks, as on the transmit side (_tx_wait): of cur.recv, made every
         # cycle, or of an aggregate packet's region.
@@ -1192,279 +1195,58 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _parser(self, m, v):
-        """The packet parser's header and its checks, registered a cycle ahead."""
+        """The packet parser (PacketParser, built in _datapath): its results into the
+        receive's state, the clear-to-send table, the aggregate sender and the counters."""
         (
-            hbeats, width, got, header_size, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, cur,
-            LOAD,
+            parser, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, rx_busy, cts_pending,
+            in_aggregate, cur, send_to_q, sends_fifo, raise_error, bump, cts_wr, cts_set_valid,
+            cts_set_peer, agg_done, agg_rx_start, agg_finals, rx_beats, unpacker, LOAD, DECODE,
         ) = (getattr(v, name) for name in (
-            "hbeats", "width", "got", "header_size", "rx_start", "state", "rx_bytes", "rx_left",
-            "rx_peer", "rx_tag", "cur", "LOAD",
+            "parser", "rx_start", "state", "rx_bytes", "rx_left", "rx_peer", "rx_tag", "rx_busy",
+            "cts_pending", "in_aggregate", "cur", "send_to_q", "sends_fifo", "raise_error",
+            "bump", "cts_wr", "cts_set_valid", "cts_set_peer", "agg_done", "agg_rx_start",
+            "agg_finals", "rx_beats", "unpacker", "LOAD", "DECODE",
         ))
-        DECODE = v.DECODE
-        # Packet parser: collect the header, then pass, or drop, the payload.
-        P_HEADER, P_DECIDE, P_PASS, P_DROP = range(4)
-        p_state = Signal(range(4))
-        collected = Signal(hbeats * width)
-        r_index = Signal(range(max(hbeats, 2)))
-        got_last = Signal()             # the header's last beat ended the packet
-        completes = Signal()
-        m.d.comb += got.eq(collected[:header_size])
-        beat = self.rx.payload
-
-        # Header checks a cycle ahead: the sums and compares P_DECIDE acts on are registered
-        # from the header as it stands once the beat arriving now is stored (in P_HEADER) or
-        # from the stored header (while P_DECIDE waits), so P_DECIDE itself only reads flops.
-        # They read receive state too; when that state was just rewritten (a command loaded
-        # or a receive started), P_DECIDE waits a cycle for checks made from the new state.
-        if hbeats == 1:
-            arriving = beat.data[:header_size]
-        else:
-            arriving = Cat(collected[:(hbeats - 1) * width], beat.data)[:header_size]
-        arriving = data.View(packet_header_layout(), arriving)
-        d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
-            "stale", "data_bad", "ends_message", "src_ok", "slot_over",
-            "notice", "agg_out", "clear", "data", "data_src", "data_tag", "data_at",
-            "data_at_hi")})
-        d_slot_end = Signal(33)         # addr + length of an aggregate packet
-        decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
-        d_after = Signal(32)            # rx_bytes and rx_left once the packet is accepted
-        d_left = Signal(32)
-        d_agg_terms, d_agg_base = v.d_agg_terms, v.d_agg_base
-        agg_stride_q = Signal(32)
-        # The slot (the packet's source group) as the product's own operand flops, loaded
-        # from the header in every cycle: equal to got's once the header is stored, so the
-        # product follows the stored header as before, from flops the placer can put by
-        # its logic (from `collected`, which the parser's compares also load, the route to
-        # the multiplier then used was 3.0 of the 64-bit core's 7.81 ns path at seed 2 of
-        # ff0ac7f).  A group is below max_nodes: slot_bits bits, the rest must be zero.
-        slot_bits = max(1, (self._max_nodes - 1).bit_length())
-        agg_slot_q = Signal(slot_bits)
-        agg_long = Signal()
-
-        # The command's fields the checks read, as copies loaded a cycle after `cur` (the
-        # queue's block-RAM output register, across the block from the parser): from `cur`,
-        # the hub compare and the tag compare were the 64-bit engine's late pins alone at
-        # seed 2 of f250adc (the queue -> 4 LUTs -> d_notice, 5.46 ns; d_agg_out, 5.20 ns).
-        # The checks made while a copy is a command behind are stale a cycle longer
-        # (d.stale covers DECODE too): only packets of an earlier command can be deciding
-        # then (this command's clear-to-send and registration leave after DISPATCH), and
-        # `mirrors` holds the copies to `cur` in every cycle P_DECIDE may act.
-        send_to_q = v.send_to_q
-        recv_tag_q = Signal.like(cur.recv_tag)
-        recv_offset_q = Signal.like(cur.recv.offset)
-        m.d.sync += [recv_tag_q.eq(cur.recv_tag), recv_offset_q.eq(cur.recv.offset)]
-        acting = (p_state == P_DECIDE) & ~d.stale
-        self._mirrors += [(Mux(acting, send_to_q, 0), Mux(acting, cur.send_to, 0)),
-                         (Mux(acting, recv_tag_q, 0), Mux(acting, cur.recv_tag, 0)),
-                         (Mux(acting, recv_offset_q, 0), Mux(acting, cur.recv.offset, 0))]
-
-        def header_checks(h, h_last):
-            """The registered checks, ``(flop, next value)``, for header ``h`` (``h_last``: its
-            last beat ends the packet)."""
-            from_hub = h.src == send_to_q
-            empty = h.length == 0
-            return [
-                (d_after, h.length + rx_bytes),
-                (d_left, rx_left - h.length),
-                # A data packet is bad with more bytes than the region, or as the message's
-                # final packet leaving it short, or filling it with more to come: after >
-                # total and after == total as compares of the length with what is left, so
-                # no compare follows the sum.
-                (d.data_bad, (h.length > rx_left) | (h.code[0] != (h.length == rx_left))),
-                (d.ends_message, h.length == rx_left),
-                # The packet's class, one flag each (the kinds exclude one another), with
-                # every header-only condition of its branch in P_DECIDE folded in; P_DECIDE
-                # adds only the live state (aggregate command running, receive busy,
-                # clear-to-send sent).
-                (d.notice, (h.kind == PacketKind.REPACK_NOTICE) & from_hub),
-                (d.agg_out, ((h.kind == PacketKind.REPACK_OUT) & from_hub & ~h_last & ~empty
-                             & (h.seq[8:16] < recv_tag_q) & (h.seq[8 + slot_bits:16] == 0))),
-                (d.clear, h.kind == PacketKind.CLEAR),
-                # A data packet of the receive, as three flags ANDed where they are read: as
-                # one, its three compares (64 bits) and the kind's were the 64-bit engine's
-                # late pin alone at every seed of b0d651b and d5065bf (the header ->
-                # d_data, 5.08-5.68 ns); as two, the first (with the source's compare) was
-                # a late pin of the 256-bit core at two seeds of 7286a74 (the rx port's
-                # register -> d_data, 7 LUTs, 7.93 ns).
-                (d.data, (h.kind == PacketKind.DATA) & ~h_last & ~empty),
-                (d.data_src, h.src == rx_peer),
-                (d.data_tag, h.seq == rx_tag),
-                # The packet's offset is the bytes received so far, as two flags ANDed where
-                # they are read: one 32-bit compare and the choice of header behind it were
-                # the 256-bit engine's late pins at every seed of 5a1ddfb (the received
-                # header -> d_data_at, 5.2-5.7 ns).
-                (d.data_at, h.addr[:16] == rx_bytes[:16]),
-                (d.data_at_hi, h.addr[16:] == rx_bytes[16:]),
-                (d.src_ok, h.src < self._max_nodes),
-                (d_slot_end, h.addr + h.length),
-                # Longer than the walker counts: a length error, with the slot's (below).
-                (agg_long, h.length[self._walker_length_bits:] != 0),
-                (agg_slot_q, h.seq[8:8 + slot_bits]),
-            ]
-
-        # Each check made twice, from the header as it stands once the beat arriving now is
-        # stored (P_HEADER) and from the stored header (while P_DECIDE waits), and chosen
-        # after: the state's decode selects a few results, not every bit of a header in
-        # front of the compares (the 256-bit engine's estimated paths, p_state -> the
-        # header's multiplexer -> a 32-bit compare -> d_data_bad, d_ends_message, d_data).
-        parsing_header = p_state == P_HEADER
-        m.d.sync += [flop.eq(Mux(parsing_header, new, stored))
-                     for (flop, new), (_, stored) in zip(header_checks(arriving, beat.last),
-                                                         header_checks(got, got_last))]
-        m.d.sync += [
-            d.stale.eq(rx_start | (state == LOAD) | (state == DECODE)),
-            # An aggregate packet's end in its slot, registered; compared with the stride a
-            # cycle later (no adder in front of the compare), so P_DECIDE waits its first
-            # cycle on an aggregate packet.  The stride is the multipliers' copy (below),
-            # current from DISPATCH, a cycle before AGGREGATE: from `cur`, the queue's
-            # block-RAM output, the compare was 5.74 ns at seed 3 of 447ddd7's 64-bit engine.
-            d.slot_over.eq((d_slot_end > agg_stride_q) | agg_long),
-            # Where an aggregate packet's bytes land: slot (source) × stride + offset +
-            # addr, the product's terms and the sum registered here, added into a register
-            # by _rx_state.  The sum is read a cycle after P_DECIDE takes the packet, which
-            # is two cycles after the header is stored at the earliest (P_DECIDE waits its
-            # first cycle on an aggregate packet), so the products are taken from the
-            # stored header, a cycle of slack; the stride is a copy of the command's,
-            # loaded a cycle after it, so the product's operands are flops that can sit
-            # beside it.  The operands came through a multiplexer of the arriving and the
-            # stored header (the 256-bit engine's path p_state -> d_agg_hi, 6.91 ns), then
-            # from `cur` across the block (the 64-bit engine's, cur -> MULT18X18D ->
-            # d_agg_hi, 7.09 ns, 3.07 of it the multiplier; the copy is valid long before
-            # an aggregate packet can arrive: the command enters the AGGREGATE state two
-            # cycles after it is loaded).  The product was two MULT18X18D, unregistered: the
-            # 256-bit engine's latest pin at seed 1 once the walkers counted in mem_size bits
-            # (agg_stride_q -> d_agg_lo, 5.74 ns, 2.54 of it the multiplier).
-            agg_stride_q.eq(cur.recv.stride),
-            *(term.eq(value) for term, value in zip(d_agg_terms, carry_save(
-                [Mux(agg_slot_q[k], agg_stride_q << k, 0) for k in range(slot_bits)], 32))),
-            d_agg_base.eq(recv_offset_q + got.addr),
-        ]
-        share(v, locals())
-
-    def _parser_fsm(self, m, v):
-        """The packet parser's state machine: collect, decide, pass or drop."""
-        (
-            p_state, r_index, hbeats, collected, width, beat, got_last, raise_error, bump, d,
-            in_aggregate, rx_busy, cts_pending, got, sends_fifo, agg_done, agg_rx_start, completes,
-            agg_finals, cts_wr, cts_set_valid, cts_set_peer, rx_bytes, d_after, rx_left, d_left, rx_beats,
-            unpacker, P_HEADER, P_DECIDE, P_PASS, P_DROP,
-        ) = (getattr(v, name) for name in (
-            "p_state", "r_index", "hbeats", "collected", "width", "beat", "got_last", "raise_error",
-            "bump", "d", "in_aggregate", "rx_busy", "cts_pending", "got", "sends_fifo", "agg_done",
-            "agg_rx_start", "completes", "agg_finals", "cts_wr", "cts_set_valid", "cts_set_peer",
-            "rx_bytes", "d_after", "rx_left", "d_left", "rx_beats", "unpacker", "P_HEADER", "P_DECIDE",
-            "P_PASS", "P_DROP",
-        ))
-        decide_first = v.decide_first
-        # The beat slice's payload whatever the state (its valid is P_PASS's): given in
-        # P_PASS alone, each of its 290 bits was ANDed with the state's decode, which then
-        # drove every entry's data input (the 256-bit engine's late pins at seed 1 of
-        # 5a1ddfb, p_state -> rx_beats.entry0, 5.76 ns, almost all of it routing).
-        m.d.comb += [rx_beats.i.payload.data.eq(beat.data),
-                     rx_beats.i.payload.keep.eq(beat.keep),
-                     rx_beats.i.payload.last.eq(beat.last & completes)]
-        # A data packet's accept moves the message's counts by an enable made of flops only:
-        # the classes exclude one another, so the decision's priority chain (the clear,
-        # notice and repack classes before it, with the live state they read) is not in
-        # front of these 64 enables.
-        data_accept = Signal()
-        m.d.comb += data_accept.eq(~self.clear & (p_state == P_DECIDE) & ~d.stale & d.data
-                                   & d.data_src & d.data_tag & d.data_at & d.data_at_hi
-                                   & rx_busy & ~cts_pending & ~d.data_bad)
-        with m.If(data_accept):
-            m.d.sync += [rx_bytes.eq(d_after), rx_left.eq(d_left)]
-        # A SEND notice's entry, offered in every cycle and written when the decision below
-        # sets w_en: given only under that decision, each data bit was ANDed with it, and the
+        got = parser.header
+        wiring.connect(m, wiring.flipped(self.rx), parser.rx)
+        wiring.connect(m, parser.beats, rx_beats.i)
+        m.d.comb += [parser.clear.eq(self.clear),
+                     parser.rx_bytes.eq(rx_bytes), parser.rx_left.eq(rx_left),
+                     parser.rx_peer.eq(rx_peer), parser.rx_tag.eq(rx_tag),
+                     parser.rx_busy.eq(rx_busy), parser.cts_pending.eq(cts_pending),
+                     parser.in_aggregate.eq(in_aggregate),
+                     parser.rewriting.eq(rx_start | (state == LOAD) | (state == DECODE)),
+                     parser.send_to.eq(send_to_q), parser.recv_tag.eq(cur.recv_tag),
+                     parser.recv_offset.eq(cur.recv.offset),
+                     parser.recv_stride.eq(cur.recv.stride),
+                     parser.notice_room.eq(sends_fifo.w_rdy)]
+        # The hub's copy is the transmit half's (_tx_wait); the parser's checks read it.
+        self._mirrors.append((Mux(parser.deciding, send_to_q, 0),
+                              Mux(parser.deciding, cur.send_to, 0)))
+        with m.If(parser.accept):
+            m.d.sync += [rx_bytes.eq(parser.after), rx_left.eq(parser.left)]
+        # A SEND notice's entry, offered in every cycle and written when the parser sets
+        # w_en: given only under that decision, each data bit was ANDed with it, and the
         # decision then reached the queue's LUT RAM inputs as well as its write enable (the
         # 64-bit engine's latest pin at seed 3 once its multipliers were gone: clear -> the
         # decision -> agg_sends_fifo.storage:WD, 6.05 ns).
-        m.d.comb += sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8], got.addr[:16]))
-        with m.If(self.clear):
-            m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
-        with m.Else():
-            with m.Switch(p_state):
-                with m.Case(P_HEADER):
-                    m.d.comb += self.rx.ready.eq(1)
-                    with m.If(self.rx.valid):
-                        with m.Switch(r_index):
-                            for k in range(hbeats):
-                                with m.Case(k):
-                                    m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
-                        with m.If(r_index == hbeats - 1):
-                            m.d.sync += [r_index.eq(0), got_last.eq(beat.last),
-                                         p_state.eq(P_DECIDE), decide_first.eq(1)]
-                        with m.Elif(beat.last):     # shorter than a header: dropped
-                            m.d.sync += r_index.eq(0)
-                            m.d.comb += raise_error.unexpected.eq(1)
-                        with m.Else():
-                            m.d.sync += r_index.eq(r_index + 1)
-                with m.Case(P_DECIDE):
-                    m.d.sync += decide_first.eq(0)
-                    m.d.comb += bump["packets_received"].eq(~d.stale)
-                    with m.If(d.stale):
-                        pass                        # the checks are being redone
-                    with m.Elif(d.clear):
-                        # First: the classes exclude one another, and a clear-to-send
-                        # depends on no live state, so its table write decodes from flops.
-                        with m.If(d.src_ok):
-                            # Written from flops a cycle later (see _cts_table).
-                            m.d.sync += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
-                                         cts_wr.en.eq(1), cts_set_valid.eq(1),
-                                         cts_set_peer.eq(got.src)]
-                        with m.Else():
-                            m.d.comb += raise_error.unexpected.eq(1)
-                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
-                    with m.Elif(d.notice & in_aggregate):
-                        # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per
-                        # destination group, so the queue never fills), TAKEN, DELIVERED
-                        # (nothing to do), DONE.
-                        with m.If(got.code == RepackNoticeKind.SEND.value):
-                            with m.If(sends_fifo.w_rdy):
-                                m.d.comb += sends_fifo.w_en.eq(1)
-                            with m.Else():
-                                m.d.comb += raise_error.protocol.eq(1)
-                        with m.If(got.code == RepackNoticeKind.DONE.value):
-                            m.d.sync += agg_done.eq(1)
-                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
-                    with m.Elif(d.agg_out & in_aggregate):
-                        with m.If(decide_first):
-                            # d.slot_over is computed from this packet from the next cycle.
-                            m.d.comb += bump["packets_received"].eq(0)
-                        with m.Elif(d.slot_over):
-                            m.d.comb += raise_error.length.eq(1)
-                            m.d.sync += p_state.eq(P_DROP)
-                        with m.Elif(~rx_busy):
-                            # The receive half starts from a flop a cycle later: this
-                            # decision does not fan out to the registers a start loads.
-                            m.d.comb += bump["bytes_received"].eq(got.length)
-                            m.d.sync += agg_rx_start.eq(1)
-                            m.d.sync += [completes.eq(1), p_state.eq(P_PASS)]
-                            with m.If(got.code[0]):
-                                m.d.sync += agg_finals.eq(agg_finals - 1)
-                        with m.Else():
-                            # Wait for the previous packet's bytes to be written.
-                            m.d.comb += bump["packets_received"].eq(0)
-                    with m.Elif(d.data & d.data_src & d.data_tag & d.data_at & d.data_at_hi
-                                & rx_busy & ~cts_pending):
-                        with m.If(d.data_bad):
-                            m.d.comb += raise_error.length.eq(1)
-                            m.d.sync += p_state.eq(P_DROP)
-                        with m.Else():
-                            m.d.comb += bump["bytes_received"].eq(got.length)
-                            m.d.sync += [completes.eq(d.ends_message), p_state.eq(P_PASS)]
-                    with m.Else():
-                        m.d.comb += raise_error.unexpected.eq(1)
-                        m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
-                with m.Case(P_PASS):
-                    m.d.comb += [rx_beats.i.valid.eq(self.rx.valid),
-                                 self.rx.ready.eq(rx_beats.i.ready)]
-                    with m.If(self.rx.valid & self.rx.ready & beat.last):
-                        m.d.sync += p_state.eq(P_HEADER)
-                with m.Case(P_DROP):
-                    m.d.comb += self.rx.ready.eq(1)
-                    with m.If(self.rx.valid & beat.last):
-                        m.d.sync += p_state.eq(P_HEADER)
+        m.d.comb += [sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8], got.addr[:16])),
+                     sends_fifo.w_en.eq(parser.notice_push),
+                     bump["packets_received"].eq(parser.packets_received),
+                     bump["bytes_received"].eq(parser.bytes_received)]
+        # A clear-to-send lands in the table from flops a cycle after the decision.
+        with m.If(parser.cts_valid):
+            m.d.sync += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
+                         cts_wr.en.eq(1), cts_set_valid.eq(1), cts_set_peer.eq(got.src)]
+        with m.If(parser.agg_done):
+            m.d.sync += agg_done.eq(1)
+        with m.If(parser.agg_start):
+            m.d.sync += agg_rx_start.eq(1)
+        with m.If(parser.agg_final):
+            m.d.sync += agg_finals.eq(agg_finals - 1)
+        for bit in ("unexpected", "protocol", "length"):
+            with m.If(getattr(parser.errors, bit)):
+                m.d.comb += getattr(raise_error, bit).eq(1)
         with m.If(unpacker.overrun | unpacker.underrun):
             m.d.comb += raise_error.length.eq(1)
         m.d.comb += unpacker.clear.eq(self.clear)
-        share(v, locals())
