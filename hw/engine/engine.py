@@ -57,6 +57,7 @@ from .queue import CommandQueue
 from .rows import ROW_CHECKS, check_rows, row_outside, row_ring
 from .writer import RowWriter
 from .parser import PacketParser
+from .packetizer import Packetizer
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
@@ -372,7 +373,11 @@ class Engine(wiring.Component):
         # (from both inputs' valid) would otherwise chain into the packer's ready.
         m.submodules.tx_data = tx_data = reset(SkidBuffer(arbiter.i_1.payload.shape()))
         wiring.connect(m, tx_data.o, arbiter.i_1)
-        data_out = tx_data.i
+        # The message's packed beats as packets (joined in _packetizer).
+        m.submodules.packetizer = packetizer = Packetizer(
+            data_width=width, packet_beats=self._packet_beats, length_bits=length_bits)
+        wiring.connect(m, tx_beats.o, packetizer.beats)
+        wiring.connect(m, packetizer.packets, tx_data.i)
         share(v, locals())
 
     def _control(self, m, v):
@@ -969,132 +974,26 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _packetizer(self, m, v):
-        """The packetizer: header beats, then the packed stream's payload beats."""
+        """The packetizer (Packetizer, built in _datapath): the transmit half's message into
+        packets; the half ends with the message's last beat."""
         (
-            hbeats, width, tx_packet, beat_bytes, tx_repack, tx_unit, tx_peer, tx_tag, tx_start,
-            agg_tx_start, agg_length, cur, data_out, tx_busy, tx_wait, bump, tx_beats,
+            packetizer, tx_packet, tx_repack, tx_unit, tx_peer, tx_tag, tx_start, agg_tx_start,
+            agg_length, cur, tx_busy, tx_wait, bump,
         ) = (getattr(v, name) for name in (
-            "hbeats", "width", "tx_packet", "beat_bytes", "tx_repack", "tx_unit", "tx_peer", "tx_tag",
-            "tx_start", "agg_tx_start", "agg_length", "cur", "data_out", "tx_busy", "tx_wait", "bump",
-            "tx_beats",
+            "packetizer", "tx_packet", "tx_repack", "tx_unit", "tx_peer", "tx_tag", "tx_start",
+            "agg_tx_start", "agg_length", "cur", "tx_busy", "tx_wait", "bump",
         ))
-        # Packetizer: a header, then up to tx_packet beats of the packed stream, until the
-        # message's last beat.
-        header = Signal(packet_header_layout())
-        header_bits = Signal(hbeats * width)
-        m.d.comb += header_bits.eq(header.as_value())
-        remaining = Signal(32)
-        offset = Signal(32)
-        in_header = Signal()
-        h_index = Signal(range(max(hbeats, 2)))
-        # Payload beats of the packet after the one on the output, and whether that one is
-        # the packet's last by count: flops, so a beat's `last` is not a compare.
-        p_left = Signal(16)
-        p_last = Signal()
-        # The packet's bytes and whether it is the message's last, as flops loaded with
-        # `remaining`: from the command at a start, and after a packet's end from
-        # `rem_after`, what remains after the current packet, registered a cycle after
-        # `remaining` or `packet_bytes` change (a packet's end is at least a header beat and
-        # a payload beat after either changes).
-        packet_bytes = Signal(32)
-        packet_final = Signal()
-        rem_after = Signal(32)
-        m.d.sync += rem_after.eq(remaining - packet_bytes)
-        # A packet's end (not the message's) loads the next packet's registers a cycle
-        # later, from `pkt_end_q`, a flop: the take of the last payload beat (the packer's
-        # valid, the slice's ready) was the enable of all of them, the 256-bit core's
-        # critical path at two seeds (9.0 and 11.1 ns, most of it the fan-out's routing).
-        # In that cycle the first header beat goes out, so the header shows the values being
-        # loaded: the offset from `offset_next` (a flop) and the length and last-packet flag
-        # from `rem_after` (a flop) and a compare.  `rem_after` and `offset_next` are
-        # current there: they are registered from values loaded at the previous packet's
-        # end, at least a payload beat before.
-        pkt_end_q = Signal()
-        offset_next = Signal(32)
-        m.d.sync += [pkt_end_q.eq(0), offset_next.eq(offset + packet_bytes)]
-        limit_next = tx_packet * beat_bytes
-        # Whether what remains after the packet fits the next one, a flop registered from
-        # `rem_after` a cycle after it: as a compare of `rem_after` read by the header it was
-        # a 32-bit carry chain in front of the header's length, the recorded 256-bit core's
-        # path (seed 2) (rem_after -> the arbiter's payload, 8 levels, 7.68 ns); as a flop
-        # of `remaining <= packet_bytes + limit_next` it was an adder and a compare in one
-        # cycle, the 64-bit core's path at seed 3 of 26dfd56 (7.48 ns).  It is current in
-        # time: `remaining` and `packet_bytes` load in a cycle t (a start or a packet's end),
-        # `rem_after` follows at t + 1 and `fits_next` at t + 2, and the packet's end is read
-        # no earlier than t + 3 (a header beat at t + 1, a payload beat at t + 2, `pkt_end_q`
-        # at t + 3); packets of one payload beat run at that spacing
-        # (tests/test_hw_engine.py::test_packet_headers).
-        fits_next = Signal()
-        m.d.sync += fits_next.eq(rem_after <= limit_next)
-        h_length = Mux(pkt_end_q, Mux(fits_next, rem_after, limit_next), packet_bytes)
-        h_final = Mux(pkt_end_q, fits_next, packet_final)
-        h_addr = Mux(pkt_end_q, offset_next, offset)
-
-        def load_packet(length, limit, fits=None):
-            fits = (length <= limit) if fits is None else fits
-            return [remaining.eq(length), packet_final.eq(fits),
-                    packet_bytes.eq(Mux(fits, length, limit))]
-
-        # A command's packet size in bytes and whether its message fits one packet, as
-        # flops: `cur` is loaded two cycles before DISPATCH can start a send (LOAD, then
-        # DECODE) and holds until the next LOAD, so both are current when the send starts.
-        # A pushed send's length is at most mem_size (its end is checked), so the compare
-        # takes the walkers' count bits, and a limit beyond them fits every send: a 32-bit
-        # compare from `cur` was the 64-bit engine's latest pin at seeds 2 and 3 once the
-        # walkers' routes were cut (queue -> cur -> cur_fits, 31 levels, 5.59-5.90 ns).
-        bits = self._walker_length_bits
-        cur_limit = Signal(32)
-        cur_limit_big = Signal()
-        cur_fits = Signal()
-        limit_now = Mux(cur.packet_beats == 0, self._packet_beats, cur.packet_beats) * beat_bytes
-        m.d.sync += [cur_limit.eq(limit_now), cur_limit_big.eq(limit_now[bits:] != 0),
-                     cur_fits.eq(cur_limit_big | (cur.send.length[:bits] <= cur_limit[:bits]))]
-
-        m.d.comb += [header.kind.eq(Mux(tx_repack, PacketKind.REPACK_IN, PacketKind.DATA)),
-                     header.arg.eq(tx_unit),
-                     header.code.eq(h_final),
-                     header.src.eq(self.node_id), header.dst.eq(tx_peer),
-                     header.seq.eq(tx_tag), header.length.eq(h_length),
-                     header.addr.eq(h_addr)]
-        with m.If(pkt_end_q):
-            m.d.sync += [*load_packet(rem_after, limit_next, fits_next), offset.eq(offset_next)]
-        with m.If(agg_tx_start):
-            m.d.sync += load_packet(agg_length, 0xFFFF * beat_bytes)
-        with m.Elif(tx_start):
-            m.d.sync += load_packet(cur.send.length, cur_limit, cur_fits)
-        with m.If(tx_start | agg_tx_start):
-            m.d.sync += [offset.eq(0), in_header.eq(1), h_index.eq(0)]
-        out = data_out.payload
-        m.d.comb += [out.dest.eq(tx_peer), out.control.eq(0)]
-        with m.If(in_header):
-            m.d.comb += [data_out.valid.eq(tx_busy & ~tx_wait),
-                         out.keep.eq((1 << beat_bytes) - 1), out.last.eq(0)]
-            with m.Switch(h_index):
-                for k in range(hbeats):
-                    with m.Case(k):
-                        m.d.comb += out.data.eq(header_bits[k * width:(k + 1) * width])
-            with m.If(data_out.valid & data_out.ready):
-                with m.If(h_index == hbeats - 1):
-                    m.d.sync += [in_header.eq(0), h_index.eq(0), p_left.eq(tx_packet - 1),
-                                 p_last.eq(tx_packet == 1)]
-                    m.d.comb += bump["bytes_sent"].eq(h_length)
-                with m.Else():
-                    m.d.sync += h_index.eq(h_index + 1)
-        with m.Else():
-            beats = tx_beats.o
-            end_of_packet = p_last | beats.payload.last
-            m.d.comb += [data_out.valid.eq(beats.valid & tx_busy),
-                         beats.ready.eq(data_out.ready & tx_busy),
-                         out.data.eq(beats.payload.data),
-                         out.keep.eq(beats.payload.keep),
-                         out.last.eq(end_of_packet)]
-            with m.If(data_out.valid & data_out.ready):
-                m.d.sync += [p_left.eq(p_left - 1), p_last.eq(p_left == 1)]
-                with m.If(end_of_packet):
-                    m.d.sync += [in_header.eq(1), pkt_end_q.eq(~beats.payload.last)]
-                    with m.If(beats.payload.last):
-                        m.d.sync += tx_busy.eq(0)
-        share(v, locals())
+        m.d.comb += [packetizer.start.eq(tx_start), packetizer.agg_start.eq(agg_tx_start),
+                     packetizer.send_length.eq(cur.send.length),
+                     packetizer.cmd_packet_beats.eq(cur.packet_beats),
+                     packetizer.agg_length.eq(agg_length),
+                     packetizer.busy.eq(tx_busy), packetizer.waiting.eq(tx_wait),
+                     packetizer.node_id.eq(self.node_id), packetizer.peer.eq(tx_peer),
+                     packetizer.tag.eq(tx_tag), packetizer.unit.eq(tx_unit),
+                     packetizer.repack.eq(tx_repack), packetizer.limit_beats.eq(tx_packet),
+                     bump["bytes_sent"].eq(packetizer.bytes_sent)]
+        with m.If(packetizer.ended):
+            m.d.sync += tx_busy.eq(0)
 
     def _rx_state(self, m, v):
         """The receive half's state, set by a receive or an aggregate packet."""
