@@ -1300,7 +1300,7 @@ def test_registered_sum_tree(count):
     register per sum; the total modulo 2**32 after ceil(log2(count)) cycles, and it holds
     while the terms do."""
     from amaranth.utils import ceil_log2
-    from nicoll.hw.engine.engine import _registered_sum_tree
+    from nicoll.hw.engine.aggregate import _registered_sum_tree
     from nicoll.sim.testbench import run_testbenches
     rng = random.Random(count)
     m = Module()

@@ -41,13 +41,11 @@ one reduced (or the reverse) wait for every earlier write instead.
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
-from amaranth.utils import ceil_log2
 from amaranth.lib import wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .regions import REGION_LAYOUT, at_most, chunk_layout, region_checks, region_checks_layout
+from .regions import REGION_LAYOUT, chunk_layout, region_checks, region_checks_layout
 from .walker import RegionWalker
 from .packer import RowPacker
 from .unpacker import RowUnpacker
@@ -58,6 +56,7 @@ from .rows import ROW_CHECKS, check_rows, row_outside, row_ring
 from .writer import RowWriter
 from .parser import PacketParser
 from .packetizer import Packetizer
+from .aggregate import AggregateSender
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
@@ -71,23 +70,6 @@ __all__ = ["COUNTERS", "Engine"]
 #: The counters the engine keeps (register names in lower case).
 COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", "alu_beats",
             "busy_cycles", "stall_cycles")
-
-
-def _registered_sum_tree(m, terms, out, *, name):
-    """Sum ``terms`` two at a time, a register per sum, the last into ``out`` (its width:
-    the sum modulo 2**len(out)); returns the number of register levels."""
-    level, depth = list(terms), 0
-    while len(level) > 1:
-        depth += 1
-        sums = []
-        for i in range(0, len(level), 2):
-            total = out if len(level) <= 2 else Signal(len(out), name=f"{name}{depth}_{i // 2}")
-            m.d.sync += total.eq(level[i] + level[i + 1] if i + 1 < len(level) else level[i])
-            sums.append(total)
-        level = sums
-    if depth == 0:
-        raise ValueError(f"Need at least two terms to sum, not {len(terms)}")
-    return depth
 
 
 class Engine(wiring.Component):
@@ -221,7 +203,7 @@ class Engine(wiring.Component):
         """(flop, the expression it stands for) pairs of the engine and its command queue,
         which a test holds equal in every cycle (built by elaboration)."""
         return (self._mirrors + self._command_queue.mirrors + self._writer.mirrors
-                + self._parser_block.mirrors)
+                + self._parser_block.mirrors + self._aggregate_block.mirrors)
 
     @property
     def packet_beats(self):
@@ -361,6 +343,9 @@ class Engine(wiring.Component):
         # (joined in _parser, once the receive's state exists).
         m.submodules.parser = parser = self._parser_block = PacketParser(
             data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
+        # The aggregate command's SEND notices to messages (joined in _aggregate).
+        m.submodules.aggregate = aggregate = self._aggregate_block = AggregateSender(
+            data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
         hazard, pipeline_empty, age_rows = writer.hazard, writer.empty, writer.age
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
         # The grant is a flop (a clear-to-send's or registration's valid would otherwise
@@ -406,14 +391,12 @@ class Engine(wiring.Component):
 
         tx_busy = Signal()
         rx_busy = Signal()
-        # Aggregate command: sends and final packets still due, DONE heard, registration due.
-        agg_sends = Signal(16)
-        agg_finals = Signal(16)
+        # Aggregate command: sends and final packets still due (AggregateSender), DONE heard,
+        # registration due.
+        agg_sends, agg_finals = v.aggregate.sends, v.aggregate.finals
+        agg_in_flight = v.aggregate.in_flight   # a SEND notice before its message's start
         agg_done = Signal()
         reg_pending = Signal()
-        agg_reading = Signal()          # reading the length word of a send slot
-        agg_in_flight = Signal()        # a SEND notice between the queue and its message's start
-        agg_len_valid = Signal()        # the length word is on send_rd.data
         tx_start = Signal()
         rx_start = Signal()
         barrier_moved = self._barrier_wait(m, state == DISPATCH, state == BARRIER)
@@ -667,126 +650,21 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _aggregate(self, m, v):
-        """The aggregate command's SEND notices, each to a REPACK_IN message."""
-        (
-            reset, state, tx_busy, agg_reading, agg_len_valid, agg_in_flight, any_error, cur,
-            raise_error, beat_bytes, agg_sends, AGGREGATE,
-        ) = (getattr(v, name) for name in (
-            "reset", "state", "tx_busy", "agg_reading", "agg_len_valid", "agg_in_flight", "any_error",
-            "cur", "raise_error", "beat_bytes", "agg_sends", "AGGREGATE",
-        ))
-        # ---- Aggregate command: the rank's side of the repack exchange (seed 003) ----------
-        # The send region holds send_tag slots of send.stride bytes; slot b starts with a row
-        # whose low 32 bits are the length of the message for destination group b, which
-        # follows on the next row.  Each SEND notice names a group: its message leaves as one
-        # REPACK_IN packet for the named unit.  The messages from source group a land in slot
-        # a of the receive region (recv.stride bytes each), packet by packet at their offsets.
-        m.submodules.agg_sends_fifo = sends_fifo = reset(
-            SyncFIFOBuffered(width=48, depth=max(self._max_nodes, 2)))
-        agg_tx_start = Signal()
-        agg_tag = Signal(16)
-        agg_unit = Signal(8)
-        agg_group = Signal(16)
-        agg_slot = Signal(32)
-        agg_length = Signal(32)
-        # The walker's checks of the message's region (_tx_wait), loaded with agg_length.
-        agg_send_checks = Signal(region_checks_layout(self._data_width))
-        # The message's start: a row after its slot's, where the length word is.
-        agg_send_offset = Signal(32)
-        m.d.comb += agg_send_offset.eq(agg_slot + beat_bytes)
-        # A SEND notice goes through registered steps, so no sum or compare shares a cycle
-        # with the next: its fields into flops (pop), the slot's offset as a tree of
-        # registered two-input sums (summing: the first sums in the cycle after the pop,
-        # the last into agg_slot), the length word read (reading), registered (len_valid),
-        # checked (checking), and the message started.  The offset is
-        # send.offset + group * stride, and the group is below send_tag, which the push
-        # check holds to max_nodes: the product is a sum of the stride shifted by the
-        # group's ceil(log2(max_nodes)) bits, each term a row of ANDs in front of a carry
-        # chain.  Two MULT18X18Ds made it before: with no register of their own, the
-        # multiplier's 3.07 ns and the routes to and from the DSP column were the 64-bit
-        # core's path at seed 1 of 93026b6 (agg_group -> MULT18X18D -> agg_product_hi,
-        # 7.11 ns) and at seed 2 of the fifteenth pass (7.57 ns).
-        # The stride's and the offset's copies beside the sums, loaded a cycle after `cur`
-        # (the command enters AGGREGATE two cycles after it is loaded, and a pop comes later
-        # still): read from `cur` across the block, the stride was the 64-bit core's path
-        # at seed 1 of be1c6fd (cur -> the multiplier -> agg_product_lo, 7.39 ns).
-        agg_send_stride = Signal(32)
-        agg_send_base = Signal(32)
-        m.d.sync += [agg_send_stride.eq(cur.send.stride), agg_send_base.eq(cur.send.offset)]
-        agg_terms = [agg_send_base] + [Mux(agg_group[b], (agg_send_stride << b)[:32], 0)
-                                       for b in range(max(1, ceil_log2(self._max_nodes)))]
-        # Free-running: the terms hold from a pop to the next, so each level holds its sums
-        # from a cycle later than the one before (the steps' flags say when).
-        agg_levels = _registered_sum_tree(m, agg_terms, agg_slot, name="agg_sum")
-        # The steps' flags: agg_summing[j] in the cycle the sums of level j + 1 are made.
-        agg_summing = Signal(agg_levels)
-        agg_checking = Signal()
-        agg_starting = Signal()
-        agg_fits = Signal()             # the length check's result, registered
-        agg_group_bad = Signal()        # the notice names a group this rank has no slot for
-        agg_room = Signal(33)           # the most bytes a slot's message may have
-        m.d.sync += agg_room.eq(cur.send.stride - beat_bytes)
-        # The room in the walkers' count bits, all ones for a room beyond them (a message
-        # read from device memory is shorter than that anyway), so the length's check
-        # (_tx_read) compares that many bits: at 32 bits from the device memory's read it
-        # was the 64-bit NicCore's latest pin at seeds 1 and 3 of 7ac16bd (devmem ->
-        # agg_fits, 6.73 and 7.14 ns).  Loaded a cycle after agg_room, long before an
-        # aggregate command reads a length (after its registration and a SEND notice).
-        bits = self._walker_length_bits
-        agg_room_sat = Signal(bits)
-        m.d.sync += agg_room_sat.eq(Mux(agg_room[bits:] != 0, (1 << bits) - 1, agg_room[:bits]))
-        # Whether a step is in flight, a flop set with the steps' next values (a pop, the
-        # levels that move on, the reading that follows the sums unless the group is bad,
-        # the three steps after it); `mirrors` holds it to the OR of the flags.  As that OR
-        # in front of the pop it was in front of the FIFO's level too, the 64-bit engine's
-        # latest pins alone at seeds 1 and 2 of b0d651b (agg_summing -> the pop ->
-        # agg_sends_fifo's level, 5.48 and 5.60 ns).
-        steps_now = (agg_summing.any() | agg_reading | agg_len_valid | agg_checking
-                     | agg_starting)
-        self._mirrors.append((agg_in_flight, steps_now))
-        in_aggregate = v.in_aggregate
-        # An aggregate's counts follow `cur` outside an aggregate and count down inside one,
-        # so they are current as DISPATCH enters AGGREGATE (`cur` is loaded two cycles
-        # before) and the DISPATCH decision, with the state decode behind it, is not the
-        # enable of their 32 flops (the 64-bit core's path at seed 1 of 05f119b: state ->
-        # agg_sends, 7.69 ns).  Both count down only while in_aggregate.
-        with m.If(~in_aggregate):
-            m.d.sync += [agg_sends.eq(cur.send_tag), v.agg_finals.eq(cur.recv_tag)]
-        pop = in_aggregate & sends_fifo.r_rdy & ~tx_busy & ~agg_in_flight & ~any_error
-        m.d.comb += sends_fifo.r_en.eq(pop)
-        # The steps are one-hot (a pop waits for agg_in_flight to fall), so each acts on its
-        # own flag, with no priority over the others: the start of a message is the AND of
-        # two flops (agg_starting, agg_fits), the enable of every register the transmit
-        # half loads, where a chain of the steps' flags behind the pop was in front of it
-        # (the 256-bit core's path at seed 1 of 05f119b: agg_addressing -> tx_repack,
-        # 8.45 ns).  A clear stops the steps; a start in the clear's cycle is overridden
-        # by the clear where it matters (tx_busy).
-        with m.If(pop):
-            group = sends_fifo.r_data[24:40]
-            m.d.sync += [agg_tag.eq(sends_fifo.r_data[:16]),
-                         agg_unit.eq(sends_fifo.r_data[16:24]), agg_group.eq(group),
-                         agg_group_bad.eq(group >= cur.send_tag)]
-        summed = agg_summing[-1]        # agg_slot (modulo 2**32) holds from the next cycle
-        m.d.sync += agg_in_flight.eq(~self.clear & (
-            pop | agg_summing[:-1].any() | (summed & ~agg_group_bad) | agg_reading
-            | agg_len_valid | agg_checking))
-        m.d.sync += [agg_summing.eq(Cat(pop, agg_summing[:-1])),
-                     agg_reading.eq(summed & ~agg_group_bad),
-                     agg_len_valid.eq(agg_reading), agg_checking.eq(agg_len_valid),
-                     agg_starting.eq(agg_checking)]
-        # The group's check, registered at the pop (not in front of the error register).
-        with m.If(summed & agg_group_bad):
+        """The aggregate command's SEND notices (AggregateSender, built in _datapath), each
+        to a REPACK_IN message of the transmit half."""
+        aggregate, cur, raise_error = v.aggregate, v.cur, v.raise_error
+        m.d.comb += [aggregate.clear.eq(self.clear), aggregate.in_aggregate.eq(v.in_aggregate),
+                     aggregate.send_offset.eq(cur.send.offset),
+                     aggregate.send_stride.eq(cur.send.stride),
+                     aggregate.send_tag.eq(cur.send_tag), aggregate.recv_tag.eq(cur.recv_tag),
+                     aggregate.tx_busy.eq(v.tx_busy), aggregate.stop.eq(v.any_error)]
+        with m.If(aggregate.protocol_error):
             m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
-        # agg_checking loads agg_length and agg_fits in _tx_read, from the data stage.
-        with m.If(agg_starting):
-            with m.If(~agg_fits):
-                m.d.comb += raise_error.region.eq(1)
-            with m.Else():
-                m.d.comb += agg_tx_start.eq(1)
-                m.d.sync += agg_sends.eq(agg_sends - 1)
-        with m.If(self.clear):
-            m.d.sync += [agg_summing.eq(0), agg_reading.eq(0),
-                         agg_len_valid.eq(0), agg_checking.eq(0), agg_starting.eq(0)]
+        with m.If(aggregate.region_error):
+            m.d.comb += raise_error.region.eq(1)
+        agg_tx_start, agg_tag, agg_unit = aggregate.start, aggregate.tag, aggregate.unit
+        agg_length, agg_slot, agg_reading = aggregate.length, aggregate.slot, aggregate.reading
+        agg_send_offset, agg_send_checks = aggregate.offset, aggregate.checks
         share(v, locals())
 
     def _tx_wait(self, m, v):
@@ -892,12 +770,10 @@ class Engine(wiring.Component):
     def _tx_read(self, m, v):
         """The transmit read stage: device memory rows into the packer."""
         (
-            lane_bits, tx_walker, packer, hazard, any_error, raise_error, agg_reading,
-            agg_slot, agg_checking, agg_length, agg_fits, beat_bytes,
+            lane_bits, tx_walker, packer, hazard, any_error, raise_error, agg_reading, agg_slot,
         ) = (getattr(v, name) for name in (
             "lane_bits", "tx_walker", "packer", "hazard", "any_error", "raise_error",
-            "agg_reading", "agg_slot", "agg_checking", "agg_length", "agg_fits",
-            "beat_bytes",
+            "agg_reading", "agg_slot",
         ))
         # Read stage: one row per clock into the packer, unless the row is still being written.
         t_valid = Signal()
@@ -943,29 +819,8 @@ class Engine(wiring.Component):
                          r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
         with m.If(agg_reading):
             m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
-        agg_send_region = Signal(REGION_LAYOUT)
-        m.d.comb += [agg_send_region.offset.eq(v.agg_send_offset),
-                     agg_send_region.length.eq(r_data[:32])]
-        with m.If(agg_checking):
-            # The length word comes from the data stage's register (r_data), which loaded
-            # the read at the end of agg_len_valid: the transmit half is idle from the pop on
-            # (tx_busy fell as the packer's last beat left its slice, so none of its stages
-            # holds a row and all advance every cycle), as agg_reading's override of the read's
-            # address requires too.  A register of its own on the read's output kept the
-            # block RAM from taking the data stage's register as its output register
-            # (nicoll.hw.synth.bram_outreg: each data output must reach one flop).
-            # A message must be non-empty, fit its slot and travel as one packet; the
-            # compares are registered, and the start (which loads the transmit half) reads
-            # only their flag.
-            length = r_data[:32]
-            bits = self._walker_length_bits
-            fits = (length != 0) & at_most(length, v.agg_room_sat)
-            if (1 << bits) - 1 > 0xFFFF * beat_bytes:
-                fits &= length <= 0xFFFF * beat_bytes
-            m.d.sync += [agg_length.eq(length), agg_fits.eq(fits)]
-            # The walker's checks of the message's region (one run of `length` bytes a
-            # row after the slot's start), loaded beside its length.
-            m.d.sync += region_checks(v.agg_send_checks, agg_send_region, self._data_width)
+        # The aggregate sender's length word, read while the transmit half is idle.
+        m.d.comb += v.aggregate.length_word.eq(r_data[:32])
         m.d.comb += [packer.rows.valid.eq(r_valid),
                      packer.rows.payload.data.eq(r_data),
                      packer.rows.payload.lo.eq(r_lo),
@@ -1098,13 +953,13 @@ class Engine(wiring.Component):
         receive's state, the clear-to-send table, the aggregate sender and the counters."""
         (
             parser, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, rx_busy, cts_pending,
-            in_aggregate, cur, send_to_q, sends_fifo, raise_error, bump, cts_wr, cts_set_valid,
-            cts_set_peer, agg_done, agg_rx_start, agg_finals, rx_beats, unpacker, LOAD, DECODE,
+            in_aggregate, cur, send_to_q, raise_error, bump, cts_wr, cts_set_valid,
+            cts_set_peer, agg_done, agg_rx_start, rx_beats, unpacker, LOAD, DECODE,
         ) = (getattr(v, name) for name in (
             "parser", "rx_start", "state", "rx_bytes", "rx_left", "rx_peer", "rx_tag", "rx_busy",
-            "cts_pending", "in_aggregate", "cur", "send_to_q", "sends_fifo", "raise_error",
+            "cts_pending", "in_aggregate", "cur", "send_to_q", "raise_error",
             "bump", "cts_wr", "cts_set_valid", "cts_set_peer", "agg_done", "agg_rx_start",
-            "agg_finals", "rx_beats", "unpacker", "LOAD", "DECODE",
+            "rx_beats", "unpacker", "LOAD", "DECODE",
         ))
         got = parser.header
         wiring.connect(m, wiring.flipped(self.rx), parser.rx)
@@ -1118,7 +973,7 @@ class Engine(wiring.Component):
                      parser.send_to.eq(send_to_q), parser.recv_tag.eq(cur.recv_tag),
                      parser.recv_offset.eq(cur.recv.offset),
                      parser.recv_stride.eq(cur.recv.stride),
-                     parser.notice_room.eq(sends_fifo.w_rdy)]
+                     parser.notice_room.eq(v.aggregate.notices.ready)]
         # The hub's copy is the transmit half's (_tx_wait); the parser's checks read it.
         self._mirrors.append((Mux(parser.deciding, send_to_q, 0),
                               Mux(parser.deciding, cur.send_to, 0)))
@@ -1129,8 +984,10 @@ class Engine(wiring.Component):
         # decision then reached the queue's LUT RAM inputs as well as its write enable (the
         # 64-bit engine's latest pin at seed 3 once its multipliers were gone: clear -> the
         # decision -> agg_sends_fifo.storage:WD, 6.05 ns).
-        m.d.comb += [sends_fifo.w_data.eq(Cat(got.seq, got.arg[:8], got.addr[:16])),
-                     sends_fifo.w_en.eq(parser.notice_push),
+        notices = v.aggregate.notices
+        m.d.comb += [notices.payload.eq(Cat(got.seq, got.arg[:8], got.addr[:16])),
+                     notices.valid.eq(parser.notice_push),
+                     v.aggregate.final.eq(parser.agg_final),
                      bump["packets_received"].eq(parser.packets_received),
                      bump["bytes_received"].eq(parser.bytes_received)]
         # A clear-to-send lands in the table from flops a cycle after the decision.
@@ -1141,8 +998,6 @@ class Engine(wiring.Component):
             m.d.sync += agg_done.eq(1)
         with m.If(parser.agg_start):
             m.d.sync += agg_rx_start.eq(1)
-        with m.If(parser.agg_final):
-            m.d.sync += agg_finals.eq(agg_finals - 1)
         for bit in ("unexpected", "protocol", "length"):
             with m.If(getattr(parser.errors, bit)):
                 m.d.comb += getattr(raise_error, bit).eq(1)
