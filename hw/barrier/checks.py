@@ -29,7 +29,8 @@ class ConfigChecks(wiring.Component):
     -------
     node_id : ``In(16)``
         This node's id, registered (the unit's ``node_id_q``).
-    parent_id : ``In(16)``; has_parent : ``In(1)``; child_id : ``In(ArrayLayout(16, max_children))``; child_valid : ``In(max_children)``
+    parent_id : ``In(16)``; has_parent : ``In(1)``
+    child_id : ``In(ArrayLayout(16, max_children))``; child_valid : ``In(max_children)``
         The unit's configuration ports.
     routed_any, routed_to, size, total
         :class:`~.route.RouteTable`'s members of those names.

@@ -39,7 +39,9 @@ class CompletionCounter(wiring.Component):
         :class:`~.execute.ExecuteStage`'s members of those names.
     start : ``In(1)``; seq : ``In(16)``
         The unit's start strobe and its sequence number.
-    m_minus, total_minus, ge_m_zero, eq_total_zero, c_le, c_minus_3, can_all_next, can_count_next, can_time_next
+    m_minus, total_minus, ge_m_zero, eq_total_zero, c_le, c_minus_3
+        :class:`~.checks.ConfigChecks`'s members of those names.
+    can_all_next, can_count_next, can_time_next
         :class:`~.checks.ConfigChecks`'s members of those names.
     vector : ``Out(max_nodes)``; own_done : ``Out(1)``; ones : ``Out(16)``
         The completion bit vector, this node's bit of it, its ones.

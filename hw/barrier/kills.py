@@ -30,7 +30,8 @@ class KillControl(wiring.Component):
     -------
     kill_rx, early, rel_now, d_new : ``In(1)``
         :class:`~.execute.ExecuteStage`'s members of those names.
-    own_done : ``In(1)``; vector : ``In(max_nodes)``; done_in : ``In(ArrayLayout(range(max_nodes + 1), max_children))``
+    own_done : ``In(1)``; vector : ``In(max_nodes)``
+    done_in : ``In(ArrayLayout(range(max_nodes + 1), max_children))``
         :class:`~.count.CompletionCounter`'s members of those names.
     size : ``In(ArrayLayout(range(max_nodes + 1), max_children))``; member : ``In(max_nodes)``
         :class:`~.route.RouteTable`'s members of those names.
@@ -50,7 +51,8 @@ class KillControl(wiring.Component):
         The children a release in this cycle sends a KILL.
     aborted : ``Out(1)``; abort_seq : ``Out(16)``; abort_estimate : ``Out(64)``
         The abort's status, as the unit's members of those names.
-    log_index : ``In(range(log_depth))``; log_seq : ``Out(16)``; log_ids : ``Out(max_nodes)``; log_count : ``Out(16)``; log_overflow : ``Out(1)``
+    log_index : ``In(range(log_depth))``; log_seq : ``Out(16)``; log_ids : ``Out(max_nodes)``
+    log_count : ``Out(16)``; log_overflow : ``Out(1)``
         The abort log, as the unit's members of those names.
     """
 
@@ -103,7 +105,7 @@ class KillControl(wiring.Component):
         kill_est = Signal(TIME_WIDTH)   # the estimate the next KILLs carry
         own_kill = (kill_rx | early) & ~self.own_done
         # Only a KILL received sets aborted_cur: the root's early decision releases the
-        # barrier in its own cycle, and the release clears aborted_cur (_leave, later,
+        # barrier in its own cycle, and the release clears aborted_cur (below, later,
         # wins), so the decision is not in front of this flop (the 64-bit core's path at
         # seed 1 of its ninth-pass commit: eq_total -> decide -> early -> aborted_cur, 5
         # LUTs, 7.52 ns).
@@ -113,7 +115,7 @@ class KillControl(wiring.Component):
         # noted a cycle later, from flops: the decision enables one flop here, not the 64 of
         # abort_estimate (that fan-out ended the 8-node unit's critical path) nor the
         # sequence number.  A start in the kill's cycle clears it, as it would have; a start
-        # or the host's done (_leave, later) in the cycle after wins over it, as it would
+        # or the host's done (below, later) in the cycle after wins over it, as it would
         # have over the status set a cycle earlier.
         est_q = Signal(TIME_WIDTH)
         seq_q = Signal(SEQ_WIDTH)
@@ -174,7 +176,7 @@ class KillControl(wiring.Component):
             with m.If(self.log_count >= self._log_depth):
                 m.d.sync += self.log_overflow.eq(1)
 
-        # Leaving a barrier.
+        # Leaving a barrier (after the sets above: the clears win).
         with m.If(self.rel_now):
             m.d.sync += [self.aborted_cur.eq(0), killed.eq(0)]
         with m.If(self.d_new):

@@ -254,15 +254,23 @@ class BarrierUnit(wiring.Component):
         m.d.sync += node_id.eq(self.node_id)
         config = {name: getattr(self, name) for name in ("parent_id", "has_parent", "child_id",
                                                          "child_valid")}
-
+        # The parts, in the order of the stages a notice goes through.
         m.submodules.route = route = RouteTable(n, k)
+        m.submodules.checks = checks = ConfigChecks(n, k)
+        m.submodules.decoder = decoder = NoticeDecoder(n, k, dst_checked=self._dst_checked)
+        m.submodules.execute = execute = ExecuteStage(k)
+        m.submodules.count = count = CompletionCounter(n, k)
+        m.submodules.queue = queue = CompletionQueue(n)
+        m.submodules.kills = kills = KillControl(n, k, log_depth=self._log_depth)
+        m.submodules.fanout = fanout = ReleaseFanout(k)
+        m.submodules.sender = sender = NoticeSender(n, k)
+        m.submodules.errors = errors = ErrorFlags()
+
         _feed(m, route, route_we=self.route_we, route_addr=self.route_addr,
               route_data=self.route_data, route_clear=self.route_clear,
               child_valid=self.child_valid, node_id=node_id)
         m.d.comb += [self.route_rdata.eq(route.route_rdata), self.total.eq(route.total)]
 
-        m.submodules.checks = checks = ConfigChecks(n, k)
-        m.submodules.errors = errors = ErrorFlags()
         _feed(m, checks, node_id=node_id, **config, routed_any=route.routed_any,
               routed_to=route.routed_to, size=route.size, total=route.total,
               cfg_write=errors.cfg_write, m=self.m, c=self.c, mode=self.mode,
@@ -270,19 +278,15 @@ class BarrierUnit(wiring.Component):
 
         # seq + 1, kept beside seq (the decode compares a notice's seq with both).
         seq_inc = Signal(SEQ_WIDTH, init=1)
-        m.submodules.decoder = decoder = NoticeDecoder(n, k, dst_checked=self._dst_checked)
         wiring.connect(m, wiring.flipped(self.rx), decoder.rx)
         if self._dst_checked:
             _feed(m, decoder, rx_to_me=self.rx_to_me, rx_from_parent=self.rx_from_parent,
                   rx_from_child=self.rx_from_child)
-        m.submodules.count = count = CompletionCounter(n, k)
         _feed(m, decoder, node_id=self.node_id, node_id_q=node_id, **config,
               routed_to=route.routed_to, shadow=checks.shadow, cfg_ok=checks.cfg_ok,
               seq=self.seq, seq_inc=seq_inc, vector=count.vector, done=self.done,
               done_seq=self.done_seq, start=self.start)
 
-        m.submodules.execute = execute = ExecuteStage(k)
-        m.submodules.kills = kills = KillControl(n, k, log_depth=self._log_depth)
         _feed(m, execute, x=decoder.x, nonzero=count.nonzero, decide=count.decide,
               time_hit=count.time_hit, ge_m=count.ge_m, eq_total=count.eq_total,
               can_all=checks.can_all, can_count=checks.can_count, can_time=checks.can_time,
@@ -300,8 +304,6 @@ class BarrierUnit(wiring.Component):
             "stamp_seq", "release_ones")]
         m.d.comb += self.finished.eq(count.own_done)
 
-        m.submodules.queue = queue = CompletionQueue(n)
-        m.submodules.sender = sender = NoticeSender(n, k)
         _feed(m, queue, c_count=execute.c_count, has_parent=self.has_parent,
               subject=decoder.x.subject, pop=sender.pop, rel_now=rel_now, start=self.start)
 
@@ -315,7 +317,6 @@ class BarrierUnit(wiring.Component):
             "aborted", "abort_seq", "abort_estimate", "log_seq", "log_ids", "log_count",
             "log_overflow")]
 
-        m.submodules.fanout = fanout = ReleaseFanout(k)
         _feed(m, fanout, rel_now=rel_now, rel_kill=kills.rel_kill,
               child_valid=self.child_valid, load=sender.load, start=self.start,
               start_seq=self.start_seq)
