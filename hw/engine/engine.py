@@ -42,20 +42,18 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .regions import REGION_LAYOUT, chunk_layout, region_checks, region_checks_layout
 from .walker import RegionWalker
-from .packer import RowPacker
 from .unpacker import RowUnpacker
 from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
                       ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
 from .queue import CommandQueue
-from .rows import ROW_CHECKS, check_rows, row_outside, row_ring
+from .rows import row_outside
 from .writer import RowWriter
 from .parser import PacketParser
-from .packetizer import Packetizer
+from .transmit import Transmitter
 from .aggregate import AggregateSender
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
@@ -203,7 +201,8 @@ class Engine(wiring.Component):
         """(flop, the expression it stands for) pairs of the engine and its command queue,
         which a test holds equal in every cycle (built by elaboration)."""
         return (self._mirrors + self._command_queue.mirrors + self._writer.mirrors
-                + self._parser_block.mirrors + self._aggregate_block.mirrors)
+                + self._parser_block.mirrors + self._aggregate_block.mirrors
+                + self._transmitter.mirrors)
 
     @property
     def packet_beats(self):
@@ -229,11 +228,8 @@ class Engine(wiring.Component):
         self._datapath(m, v)
         self._control(m, v)
         self._counters(m, v)
-        self._cts_table(m, v)
         self._aggregate(m, v)
-        self._tx_wait(m, v)
-        self._tx_read(m, v)
-        self._packetizer(m, v)
+        self._transmit(m, v)
         self._rx_state(m, v)
         self._cts_sender(m, v)
         self._parser(m, v)
@@ -291,16 +287,6 @@ class Engine(wiring.Component):
         # Ref: 32-bit counts were the 64-bit engine's latest pins at seed 3 of 447ddd7
         # (tx_walker.run_left, 5.87 ns, a 32-bit subtraction and 3 LUTs; rest_zero, 5.80).
         length_bits = self._walker_length_bits
-        m.submodules.tx_walker = tx_walker = reset(
-            RegionWalker(width, checked=True, length_bits=length_bits))
-        m.submodules.packer = packer = reset(RowPacker(width))
-        # The packer's beats reach the packetizer through a slice, so the packer's stall
-        # (`advance`, the enable of its ~1 000 pipeline flops at 256 bits) is one LUT from
-        # flops: from the packetizer's header flag and the data slice's room it was two, and
-        # the 256-bit engine's latest pin at seed 2 of 5a1ddfb (in_header -> the packer's
-        # stall -> its plan slice, 5.87 ns).
-        m.submodules.tx_beats = tx_beats = reset(SkidBuffer(packer.beats.payload.shape()))
-        wiring.connect(m, packer.beats, tx_beats.i)
         m.submodules.rx_walker = rx_walker = reset(
             RegionWalker(width, checked=True, length_bits=length_bits))
         # The received rows carry row_bits of address and one more bit, set for a row past
@@ -354,15 +340,13 @@ class Engine(wiring.Component):
         m.submodules.tx_arbiter = arbiter = reset(PacketArbiter(2, width, registered_grant=True))
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         wiring.connect(m, clear_tx.packets, arbiter.i_0)     # clear-to-send first
-        # The packetizer's beats reach the arbiter through a slice: the arbiter's grant
-        # (from both inputs' valid) would otherwise chain into the packer's ready.
-        m.submodules.tx_data = tx_data = reset(SkidBuffer(arbiter.i_1.payload.shape()))
-        wiring.connect(m, tx_data.o, arbiter.i_1)
-        # The message's packed beats as packets (joined in _packetizer).
-        m.submodules.packetizer = packetizer = Packetizer(
-            data_width=width, packet_beats=self._packet_beats, length_bits=length_bits)
-        wiring.connect(m, tx_beats.o, packetizer.beats)
-        wiring.connect(m, packetizer.packets, tx_data.i)
+        # A command's send, or an aggregate message, into packets (joined in _transmit).
+        m.submodules.transmitter = transmitter = self._transmitter = Transmitter(
+            data_width=width, max_nodes=self._max_nodes, row_bits=self.row_bits,
+            packet_beats=self._packet_beats, length_bits=length_bits,
+            head_register=self._ring_head_register)
+        wiring.connect(m, transmitter.packets, arbiter.i_1)
+        wiring.connect(m, transmitter.send_rd, wiring.flipped(self.send_rd))
         share(v, locals())
 
     def _control(self, m, v):
@@ -389,7 +373,7 @@ class Engine(wiring.Component):
         counters = {name: getattr(self, name) for name in COUNTERS}
         bump = {name: Signal(32, name=f"bump_{name}") for name in COUNTERS}
 
-        tx_busy = Signal()
+        tx_busy = v.transmitter.busy
         rx_busy = Signal()
         # Aggregate command: sends and final packets still due (AggregateSender), DONE heard,
         # registration due.
@@ -617,38 +601,6 @@ class Engine(wiring.Component):
             m.d.comb += bump["alu_beats"].eq(1)
         share(v, locals())
 
-    def _cts_table(self, m, v):
-        """The clear-to-send table: the peers that cleared this node to send."""
-        tx_peer = Signal(16)
-
-        # ---- Clear-to-send table ---------------------------------------------------------
-        cts_valid = Signal(self._max_nodes)
-        cts_tags = Memory(shape=16, depth=self._max_nodes, init=[])
-        m.submodules.cts_tags = cts_tags
-        cts_wr = cts_tags.write_port()
-        # Read at the peer of the command in `cur`, into a register (see _tx_wait).
-        cts_rd = cts_tags.read_port(domain="comb")
-        # Which node a clear-to-send arrives from, and which one the sender takes.
-        peer_bits = max(1, (self._max_nodes - 1).bit_length())
-        cts_set_valid = Signal()
-        cts_set_peer = Signal(peer_bits)
-        cts_take_valid = Signal()
-        cts_set = Signal(self._max_nodes)
-        cts_take = Signal(self._max_nodes)
-        # A clear-to-send lands in the table and its valid bit a cycle after the parser
-        # decides it, from flops (the parser's branch is set in _parser_fsm, later, and wins
-        # over this default): the tag check in _tx_wait compares the written tag from a
-        # flop, not from the parser's decision.
-        m.d.sync += [cts_wr.en.eq(0), cts_set_valid.eq(0)]
-        for k in range(self._max_nodes):
-            m.d.comb += [cts_set[k].eq(cts_set_valid & (cts_set_peer == k)),
-                         cts_take[k].eq(cts_take_valid & (tx_peer[:peer_bits] == k))]
-        with m.If(self.clear):
-            m.d.sync += cts_valid.eq(0)
-        with m.Else():
-            m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
-        share(v, locals())
-
     def _aggregate(self, m, v):
         """The aggregate command's SEND notices (AggregateSender, built in _datapath), each
         to a REPACK_IN message of the transmit half."""
@@ -667,188 +619,27 @@ class Engine(wiring.Component):
         agg_send_offset, agg_send_checks = aggregate.offset, aggregate.checks
         share(v, locals())
 
-    def _tx_wait(self, m, v):
-        """The transmit half's start and its wait for the clear-to-send."""
-        (
-            cts_rd, cts_wr, tx_peer, tx_busy, agg_tx_start, cur, agg_tag, agg_length, agg_unit, agg_slot,
-            beat_bytes, tx_start, cts_valid, peer_bits, any_error, raise_error, cts_take_valid, tx_walker,
-        ) = (getattr(v, name) for name in (
-            "cts_rd", "cts_wr", "tx_peer", "tx_busy", "agg_tx_start", "cur", "agg_tag", "agg_length",
-            "agg_unit",
-            "agg_slot", "beat_bytes", "tx_start", "cts_valid", "peer_bits", "any_error", "raise_error",
-            "cts_take_valid", "tx_walker",
-        ))
-        # ---- Transmit half ---------------------------------------------------------------
-        tx_tag = Signal(16)
-        tx_length = Signal(32)
-        tx_packet = Signal(16)
-        tx_region = Signal(REGION_LAYOUT)
-        tx_checks = Signal(region_checks_layout(self._data_width))
-        tx_wait = Signal()              # waiting for the clear-to-send
-        tx_walk = Signal()              # the walker has not taken the region yet
-        tx_repack = Signal()            # the message goes to a repack unit
-        tx_unit = Signal(8)
-        # Whether the table's tag for tx_peer matches tx_tag, kept in a flop (`tag_ok`): loaded
-        # as a send starts, and again whenever a clear-to-send writes that peer's entry (from
-        # the written tag), so it is current in every cycle the wait below reads it.  What a
-        # start loads comes from two stages that follow `cur` (loaded two cycles before
-        # DISPATCH can start a send, see _control): the entry at cur.send_to (`cur_entry`,
-        # a cycle after the table read), then its compare with cur.send_tag (`cur_tag_ok`);
-        # each stage takes a write of that entry in its cycle instead of the table's.  The
-        # table read and the compare were one path behind the queue's output register (the
-        # 64-bit core's critical path, 7.77 ns).
-        # The second stage and the start compare with copies of cur.send_to and cur.send_tag
-        # loaded a cycle after `cur` (current from the second stage on): `cur` is the queue's
-        # distributed RAM read at a registered address, and from there the forwarding's
-        # compare into `tag_ok` was the 64-bit core's routed path at seed 1 of 0470cfa
-        # (the queue -> the write's address compare -> tag_ok, 7 levels, 7.00 ns).  Tests
-        # check both against the compares with `cur` in every cycle a send starts (`mirrors`).
-        tag_ok = Signal()
-        table_bits = len(cts_wr.addr)
-        m.d.comb += cts_rd.addr.eq(cur.send_to)
-        writes_cur = Signal()
-        m.d.comb += writes_cur.eq(cts_wr.en & (cts_wr.addr == cur.send_to[:table_bits]))
-        send_to_q = Signal.like(cur.send_to)
-        send_tag_q = Signal.like(cur.send_tag)
-        m.d.sync += [send_to_q.eq(cur.send_to), send_tag_q.eq(cur.send_tag)]
-        writes_cur_q = cts_wr.en & (cts_wr.addr == send_to_q[:table_bits])
-        cur_entry = Signal(16)
-        cur_tag_ok = Signal()
-        cur_tag_ok_ref = Signal()       # the same from `cur` (the tests' mirror)
-        m.d.sync += [cur_entry.eq(Mux(writes_cur, cts_wr.data, cts_rd.data)),
-                     cur_tag_ok.eq(Mux(writes_cur_q, cts_wr.data == send_tag_q,
-                                       cur_entry == send_tag_q)),
-                     cur_tag_ok_ref.eq(Mux(writes_cur, cts_wr.data == cur.send_tag,
-                                           cur_entry == cur.send_tag))]
-        start_tag_ok = Mux(writes_cur_q, cts_wr.data == send_tag_q, cur_tag_ok)
-        start_tag_ref = Mux(writes_cur, cts_wr.data == cur.send_tag, cur_tag_ok_ref)
-        self._mirrors.append((tx_start & start_tag_ok, tx_start & start_tag_ref))
-        with m.If(tx_start):
-            m.d.sync += tag_ok.eq(start_tag_ok)
-        with m.Elif(cts_wr.en & (cts_wr.addr == tx_peer[:table_bits])):
-            m.d.sync += tag_ok.eq(cts_wr.data == tx_tag)
-        # The walker's checks of the region a start loads: of cur.send, made every cycle
-        # (cur holds from two cycles before DISPATCH can start a send), or of an aggregate
-        # message's region, made with its length check (_tx_read).
-        # From a copy of the region (loaded a cycle after cur), so the compares read flops
-        # beside them: from cur itself, beside the queue's block, they were late at every
-        # seed of the 64-bit core at 3089b59 (`whole`, `first_fits`, 6.9-7.2 ns).  The start
-        # comes two cycles after cur loads at the earliest, so the checks are current.
-        cur_send = Signal(REGION_LAYOUT)
-        cur_send_checks = Signal.like(tx_checks)
-        m.d.sync += cur_send.eq(cur.send)
-        m.d.sync += region_checks(cur_send_checks, cur_send, self._data_width)
-        with m.If(self.clear):
-            m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
-        with m.Elif(agg_tx_start):
-            m.d.sync += [tx_busy.eq(1), tx_wait.eq(0), tx_walk.eq(1), tx_peer.eq(cur.send_to),
-                         tx_tag.eq(agg_tag), tx_length.eq(agg_length), tx_repack.eq(1),
-                         tx_unit.eq(agg_unit), tx_region.offset.eq(v.agg_send_offset),
-                         tx_region.length.eq(agg_length), tx_region.run.eq(0),
-                         tx_region.stride.eq(0), tx_checks.eq(v.agg_send_checks),
-                         tx_packet.eq(0xFFFF)]
-        with m.Elif(tx_start):
-            m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to), tx_repack.eq(0),
-                         tx_tag.eq(cur.send_tag), tx_length.eq(cur.send.length),
-                         tx_region.eq(cur.send), tx_checks.eq(cur_send_checks),
-                         tx_packet.eq(Mux(cur.packet_beats == 0, self._packet_beats,
-                                          cur.packet_beats))]
-        peer_ready = cts_valid.bit_select(tx_peer[:peer_bits], 1)
-        with m.If(tx_wait & peer_ready & ~any_error):
-            with m.If(~tag_ok):
-                m.d.comb += raise_error.protocol.eq(1)
-            with m.Else():
-                m.d.comb += cts_take_valid.eq(1)
-                m.d.sync += [tx_wait.eq(0), tx_walk.eq(1)]
-        m.d.comb += [tx_walker.command.valid.eq(tx_walk),
-                     tx_walker.command.payload.region.eq(tx_region),
-                     tx_walker.command.payload.checks.eq(tx_checks)]
-        with m.If(tx_walker.command.valid & tx_walker.command.ready):
-            m.d.sync += tx_walk.eq(0)
-        share(v, locals())
-
-    def _tx_read(self, m, v):
-        """The transmit read stage: device memory rows into the packer."""
-        (
-            lane_bits, tx_walker, packer, hazard, any_error, raise_error, agg_reading, agg_slot,
-        ) = (getattr(v, name) for name in (
-            "lane_bits", "tx_walker", "packer", "hazard", "any_error", "raise_error",
-            "agg_reading", "agg_slot",
-        ))
-        # Read stage: one row per clock into the packer, unless the row is still being written.
-        t_valid = Signal()
-        t_lo = Signal(lane_bits)
-        t_n = Signal(lane_bits + 1)
-        t_last = Signal()
-        # The walker's chunks into a two-entry slice whose entries carry their checks, made
-        # a cycle ahead, and their memory rows (check_rows); its input ready is a flop, so
-        # the walker's chunk decision does not chain into the issue.
-        m.submodules.tx_checked = tx_checked = v.reset(
-            row_ring(tx_walker.chunks.payload.shape(), row_bits=self.row_bits,
-                 head_register=self._ring_head_register))
-        wiring.connect(m, tx_walker.chunks, tx_checked.i)
-        check_rows(m, tx_checked, hazard, row_bits=self.row_bits)
-        chunk = tx_checked.o.payload
-        # Data stage: the row read into a register before the packer (read latency two, the
-        # block RAM's output register where synthesis absorbs it): the read's clock-to-out
-        # drove the packer's input slice directly, the 64-bit core's path at seed 1 of
-        # 26dfd56 (the DP16KD's 4.26 ns clock-to-out, 7.79 ns in all).  The read stage and
-        # this one move together, whenever this one is empty or taken; the block RAM's
-        # enable is that advance, so a stalled read holds its row.
-        r_valid = Signal()
-        r_data = Signal(len(self.send_rd.data), reset_less=True)
-        r_lo = Signal(lane_bits)
-        r_n = Signal(lane_bits + 1)
-        r_last = Signal()
-        t_advance = ~r_valid | packer.rows.ready
-        t_outside = tx_checked.o_blocked[1]
-        t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~any_error
-        with m.If(tx_checked.o.valid & t_outside):
+    def _transmit(self, m, v):
+        """The transmit half (Transmitter, built in _datapath): a command's send, or an
+        aggregate message, once its clear-to-send arrived."""
+        transmitter, aggregate, raise_error = v.transmitter, v.aggregate, v.raise_error
+        m.d.comb += [transmitter.clear.eq(self.clear), transmitter.stop.eq(v.any_error),
+                     transmitter.hazard.eq(v.hazard), transmitter.node_id.eq(self.node_id),
+                     transmitter.command.eq(v.cur), transmitter.start.eq(v.tx_start),
+                     transmitter.agg_start.eq(aggregate.start),
+                     transmitter.agg_tag.eq(aggregate.tag),
+                     transmitter.agg_unit.eq(aggregate.unit),
+                     transmitter.agg_length.eq(aggregate.length),
+                     transmitter.agg_offset.eq(aggregate.offset),
+                     transmitter.agg_checks.eq(aggregate.checks),
+                     transmitter.agg_reading.eq(aggregate.reading),
+                     transmitter.agg_slot.eq(aggregate.slot),
+                     aggregate.length_word.eq(transmitter.length_word),
+                     v.bump["bytes_sent"].eq(transmitter.bytes_sent)]
+        with m.If(transmitter.protocol_error):
+            m.d.comb += raise_error.protocol.eq(1)      # a clear-to-send with another tag
+        with m.If(transmitter.region_error):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
-        # The row is read, and the stage's fields load, whenever the stage advances: what
-        # is read or loaded without an issue is never used (t_valid stays low), and the
-        # issue, with its checks, then drives only the slice's pointers and t_valid rather
-        # than the enable of every block RAM of the read port.
-        m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
-                     self.send_rd.addr.eq(tx_checked.o_blocked[ROW_CHECKS:]),
-                     self.send_rd.en.eq(t_advance)]
-        with m.If(t_advance):
-            m.d.sync += [t_valid.eq(t_issue & ~t_outside),
-                         t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last),
-                         r_valid.eq(t_valid), r_data.eq(self.send_rd.data),
-                         r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
-        with m.If(agg_reading):
-            m.d.comb += [self.send_rd.addr.eq(agg_slot[lane_bits:]), self.send_rd.en.eq(1)]
-        # The aggregate sender's length word, read while the transmit half is idle.
-        m.d.comb += v.aggregate.length_word.eq(r_data[:32])
-        m.d.comb += [packer.rows.valid.eq(r_valid),
-                     packer.rows.payload.data.eq(r_data),
-                     packer.rows.payload.lo.eq(r_lo),
-                     packer.rows.payload.n.eq(r_n),
-                     packer.rows.payload.last.eq(r_last)]
-        share(v, locals())
-
-    def _packetizer(self, m, v):
-        """The packetizer (Packetizer, built in _datapath): the transmit half's message into
-        packets; the half ends with the message's last beat."""
-        (
-            packetizer, tx_packet, tx_repack, tx_unit, tx_peer, tx_tag, tx_start, agg_tx_start,
-            agg_length, cur, tx_busy, tx_wait, bump,
-        ) = (getattr(v, name) for name in (
-            "packetizer", "tx_packet", "tx_repack", "tx_unit", "tx_peer", "tx_tag", "tx_start",
-            "agg_tx_start", "agg_length", "cur", "tx_busy", "tx_wait", "bump",
-        ))
-        m.d.comb += [packetizer.start.eq(tx_start), packetizer.agg_start.eq(agg_tx_start),
-                     packetizer.send_length.eq(cur.send.length),
-                     packetizer.cmd_packet_beats.eq(cur.packet_beats),
-                     packetizer.agg_length.eq(agg_length),
-                     packetizer.busy.eq(tx_busy), packetizer.waiting.eq(tx_wait),
-                     packetizer.node_id.eq(self.node_id), packetizer.peer.eq(tx_peer),
-                     packetizer.tag.eq(tx_tag), packetizer.unit.eq(tx_unit),
-                     packetizer.repack.eq(tx_repack), packetizer.limit_beats.eq(tx_packet),
-                     bump["bytes_sent"].eq(packetizer.bytes_sent)]
-        with m.If(packetizer.ended):
-            m.d.sync += tx_busy.eq(0)
 
     def _rx_state(self, m, v):
         """The receive half's state, set by a receive or an aggregate packet."""
@@ -953,15 +744,16 @@ class Engine(wiring.Component):
         receive's state, the clear-to-send table, the aggregate sender and the counters."""
         (
             parser, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, rx_busy, cts_pending,
-            in_aggregate, cur, send_to_q, raise_error, bump, cts_wr, cts_set_valid,
-            cts_set_peer, agg_done, agg_rx_start, rx_beats, unpacker, LOAD, DECODE,
+            in_aggregate, cur, raise_error, bump, agg_done, agg_rx_start, rx_beats, unpacker,
+            LOAD, DECODE,
         ) = (getattr(v, name) for name in (
             "parser", "rx_start", "state", "rx_bytes", "rx_left", "rx_peer", "rx_tag", "rx_busy",
-            "cts_pending", "in_aggregate", "cur", "send_to_q", "raise_error",
-            "bump", "cts_wr", "cts_set_valid", "cts_set_peer", "agg_done", "agg_rx_start",
+            "cts_pending", "in_aggregate", "cur", "raise_error",
+            "bump", "agg_done", "agg_rx_start",
             "rx_beats", "unpacker", "LOAD", "DECODE",
         ))
         got = parser.header
+        send_to_q = v.transmitter.send_to
         wiring.connect(m, wiring.flipped(self.rx), parser.rx)
         wiring.connect(m, parser.beats, rx_beats.i)
         m.d.comb += [parser.clear.eq(self.clear),
@@ -990,10 +782,10 @@ class Engine(wiring.Component):
                      v.aggregate.final.eq(parser.agg_final),
                      bump["packets_received"].eq(parser.packets_received),
                      bump["bytes_received"].eq(parser.bytes_received)]
-        # A clear-to-send lands in the table from flops a cycle after the decision.
-        with m.If(parser.cts_valid):
-            m.d.sync += [cts_wr.addr.eq(got.src), cts_wr.data.eq(got.seq),
-                         cts_wr.en.eq(1), cts_set_valid.eq(1), cts_set_peer.eq(got.src)]
+        # A clear-to-send lands in the transmitter's table from flops a cycle after the decision.
+        m.d.comb += [v.transmitter.cleared.eq(parser.cts_valid),
+                     v.transmitter.cleared_peer.eq(got.src),
+                     v.transmitter.cleared_tag.eq(got.seq)]
         with m.If(parser.agg_done):
             m.d.sync += agg_done.eq(1)
         with m.If(parser.agg_start):
