@@ -44,23 +44,17 @@ from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .regions import REGION_LAYOUT, chunk_layout, region_checks, region_checks_layout
-from .walker import RegionWalker
-from .unpacker import RowUnpacker
 from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
                       ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
 from .queue import CommandQueue
-from .rows import row_outside
-from .writer import RowWriter
-from .parser import PacketParser
+from .receive import Receiver
 from .transmit import Transmitter
 from .aggregate import AggregateSender
 from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
-from ..lib.builder import carry_save_sum, share
+from ..lib.builder import share
 from ..params import check_data_width, is_int
-from ..lib.skid import SkidBuffer
 
 __all__ = ["COUNTERS", "Engine"]
 
@@ -200,9 +194,8 @@ class Engine(wiring.Component):
     def mirrors(self):
         """(flop, the expression it stands for) pairs of the engine and its command queue,
         which a test holds equal in every cycle (built by elaboration)."""
-        return (self._mirrors + self._command_queue.mirrors + self._writer.mirrors
-                + self._parser_block.mirrors + self._aggregate_block.mirrors
-                + self._transmitter.mirrors)
+        return (self._mirrors + self._command_queue.mirrors + self._receiver.mirrors
+                + self._aggregate_block.mirrors + self._transmitter.mirrors)
 
     @property
     def packet_beats(self):
@@ -230,9 +223,8 @@ class Engine(wiring.Component):
         self._counters(m, v)
         self._aggregate(m, v)
         self._transmit(m, v)
-        self._rx_state(m, v)
+        self._receive(m, v)
         self._cts_sender(m, v)
-        self._parser(m, v)
         return m
 
     def _queue(self, m, v):
@@ -272,67 +264,31 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _datapath(self, m, v):
-        """The datapath blocks: walkers, packer, unpacker, slices, the row writer, arbiter."""
+        """The engine's blocks: the transmit and receive halves, the aggregate sender, the
+        clear-to-send sender and the arbiter of their packets."""
         reset, width = v.reset, v.width
-        # ---- Datapath blocks -------------------------------------------------------------
-        # The walkers take each region with its checks made here, a cycle or more before
-        # the region is offered (_tx_wait, _rx_state): made at the walker's input, from the
-        # region's flops, they were the 64-bit core's routed path at seed 1 of d271a41
-        # (tx_region.length -> the walker's input slice, 6 LUTs, 7.39 ns).
-        # The walkers count bytes in mem_size.bit_length() bits: a pushed region's length is
-        # at most mem_size (its end is checked) and so is a strided region's run (below its
-        # length); an aggregate packet's length is checked as the parser takes it
-        # (_parser, agg_long); a message sent from a slot fits the slot (_tx_read).  Their
-        # addresses keep 32 bits, so a stride past the memory still reaches the row checks.
+        # The halves' walkers count bytes in mem_size.bit_length() bits: a pushed region's
+        # length is at most mem_size (its end is checked) and so is a strided region's run
+        # (below its length); an aggregate packet's length is checked as the parser takes
+        # it (PacketParser, agg_long); a message sent from a slot fits the slot
+        # (AggregateSender).  Their addresses keep 32 bits, so a stride past the memory
+        # still reaches the row checks.
         # Ref: 32-bit counts were the 64-bit engine's latest pins at seed 3 of 447ddd7
         # (tx_walker.run_left, 5.87 ns, a 32-bit subtraction and 3 LUTs; rest_zero, 5.80).
         length_bits = self._walker_length_bits
-        m.submodules.rx_walker = rx_walker = reset(
-            RegionWalker(width, checked=True, length_bits=length_bits))
-        # The received rows carry row_bits of address and one more bit, set for a row past
-        # the end of memory (worked out as a chunk enters rx_chunks): the rows' slice then
-        # checks one bit where it ORed the address's high bits, with the unpacker's output
-        # register in front and its head choice behind (the 256-bit engine's late pins at
-        # every seed of 5a1ddfb, unpacker row -> 4 LUTs -> rx_checked's flags, 5.0-5.5 ns).
-        rx_row_bits = self.row_bits + 1
-        m.submodules.unpacker = unpacker = reset(
-            RowUnpacker(width, addr_width=rx_row_bits + v.lane_bits))
-        # Register slices where a walker's chunk decision (a 32-bit compare) or the packet
-        # parser's state would otherwise chain into the unpacker's ready logic (the transmit
-        # walker's chunks go into a CheckedRing, itself a slice: _tx_read).
-        m.submodules.rx_chunks = rx_chunks = reset(SkidBuffer(chunk_layout(width, rx_row_bits)))
-        # The beat slice keeps its entries in place (read through a 2:1 multiplexer): the
-        # unpacker's ready then loads its pointers only.  As a slice with an output
-        # register, that ready (the unpacker's held beat and slot count) enabled all of the
-        # output's beat flops and was the 256-bit engine's latest pin at every seed of
-        # c2dace3 (held_valid -> the slice's valid and 288 beat enables, 6.0-6.3 ns, 5.3
-        # of it routing).
-        m.submodules.rx_beats = rx_beats = reset(
-            SkidBuffer(unpacker.beats.payload.shape(), mux_output=True))
-        wiring.connect(m, rx_beats.o, unpacker.beats)
-        # Received rows to memory, through the ALU when they reduce, with the scoreboard the
-        # read stages check (hazard) and the control waits on (pipeline_empty).
-        m.submodules.writer = writer = RowWriter(
-            self.alu, data_width=width, row_bits=self.row_bits,
-            head_register=self._ring_head_register)
-        wiring.connect(m, unpacker.rows, writer.rows)
-        wiring.connect(m, writer.local_rd, wiring.flipped(self.local_rd))
-        wiring.connect(m, writer.wr, wiring.flipped(self.wr))
-        m.d.comb += [writer.clear.eq(self.clear), writer.stop.eq(v.any_error),
-                     writer.op.eq(self.op), writer.dtype.eq(self.dtype)]
-        with m.If(writer.region_error):
-            m.d.comb += v.raise_error.region.eq(1)      # a strided region ran off memory
-        with m.If(writer.alu_error):
-            m.d.comb += v.raise_error.alu.eq(1)
-        self._writer = writer
-        # Received packets classed and checked; a data packet's payload to the beat slice
-        # (joined in _parser, once the receive's state exists).
-        m.submodules.parser = parser = self._parser_block = PacketParser(
-            data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
+        # A command's receive, or an aggregate packet, into device memory (joined in
+        # _receive), with the write half's scoreboard the transmit read checks (hazard) and
+        # the control waits on (pipeline_empty).
+        m.submodules.receiver = receiver = self._receiver = Receiver(
+            self.alu, data_width=width, max_nodes=self._max_nodes, row_bits=self.row_bits,
+            length_bits=length_bits, head_register=self._ring_head_register)
+        wiring.connect(m, wiring.flipped(self.rx), receiver.rx)
+        wiring.connect(m, receiver.local_rd, wiring.flipped(self.local_rd))
+        wiring.connect(m, receiver.wr, wiring.flipped(self.wr))
+        hazard, pipeline_empty, age_rows = receiver.hazard, receiver.empty, receiver.age
         # The aggregate command's SEND notices to messages (joined in _aggregate).
         m.submodules.aggregate = aggregate = self._aggregate_block = AggregateSender(
             data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
-        hazard, pipeline_empty, age_rows = writer.hazard, writer.empty, writer.age
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
         # The grant is a flop (a clear-to-send's or registration's valid would otherwise
         # chain through the choice into the data slice's enables: the 256-bit core's
@@ -374,7 +330,7 @@ class Engine(wiring.Component):
         bump = {name: Signal(32, name=f"bump_{name}") for name in COUNTERS}
 
         tx_busy = v.transmitter.busy
-        rx_busy = Signal()
+        rx_busy = v.receiver.busy
         # Aggregate command: sends and final packets still due (AggregateSender), DONE heard,
         # registration due.
         agg_sends, agg_finals = v.aggregate.sends, v.aggregate.finals
@@ -395,7 +351,7 @@ class Engine(wiring.Component):
         aggregate_ok = Signal()
         # An aggregate packet's receive starts a cycle after the parser's decision (a
         # strobe, _rx_state): until then rx_busy is low, so the AGGREGATE check counts it.
-        agg_rx_start = Signal()
+        agg_rx_start = v.receiver.agg_started
         finish_ok = Signal()
         m.d.sync += [
             dispatch_ok.eq(((state == DECODE) | (state == DISPATCH)) & ~tx_busy & ~rx_busy
@@ -597,7 +553,7 @@ class Engine(wiring.Component):
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
         with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
             m.d.comb += bump["packets_sent"].eq(1)
-        with m.If(v.writer.alu_beat):
+        with m.If(v.receiver.alu_beat):
             m.d.comb += bump["alu_beats"].eq(1)
         share(v, locals())
 
@@ -641,91 +597,44 @@ class Engine(wiring.Component):
         with m.If(transmitter.region_error):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
 
-    def _rx_state(self, m, v):
-        """The receive half's state, set by a receive or an aggregate packet."""
-        (
-            rx_busy, cur, rx_start, rx_walker, rx_chunks, unpacker,
-        ) = (getattr(v, name) for name in (
-            "rx_busy", "cur", "rx_start", "rx_walker", "rx_chunks", "unpacker",
-        ))
-        # ---- Receive half ----------------------------------------------------------------
-        rx_peer = Signal(16)
-        rx_tag = Signal(16)
-        rx_bytes = Signal(32)           # bytes of the message accepted so far
-        rx_left = Signal(32)            # bytes of the message still to come
-        rx_reduce = Signal()
-        rx_walk = Signal()
-        rx_region = Signal(REGION_LAYOUT)
-        rx_checks = Signal(region_checks_layout(self._data_width))
-        cts_pending = Signal()
-        agg_rx_start = v.agg_rx_start
-        got = v.parser.header
-        # An aggregate packet's slot offset, in parts the parser registers a cycle ahead: the
-        # slot × stride product as two carry-save terms (a shifted stride per slot bit,
-        # reduced three to two per LUT level: no carry chain, no multiplier in that cycle),
-        # and the base; summed as the packet starts.
-        d_agg_terms, d_agg_base = list(v.parser.agg_terms), v.parser.agg_base
-        m.d.sync += agg_rx_start.eq(0)         # a strobe, set by the parser (_parser_fsm)
-        # The walker's checks, as on the transmit side (_tx_wait): of cur.recv, made every
-        # cycle, or of an aggregate packet's region.
-        cur_recv = Signal(REGION_LAYOUT)           # as cur_send (_tx_wait)
-        cur_recv_checks = Signal.like(rx_checks)
-        m.d.sync += cur_recv.eq(cur.recv)
-        m.d.sync += region_checks(cur_recv_checks, cur_recv, self._data_width)
-        # An aggregate packet's region: its offset's parts are registered every cycle from
-        # the stored header, which holds from a cycle before P_DECIDE takes the packet, and
-        # their sum registered from them, so the offset holds when the start (a cycle after
-        # the take) loads it.  The checks are made from that registered offset, in the
-        # start's cycle, and held while the walker's command waits; the command gives them
-        # in place of `rx_checks` for an aggregate packet (`rx_agg`, a flop).  Made from
-        # the sum's adders, they were the 256-bit engine's latest pin at both seeds of
-        # 679fafa (d_agg_base -> the sum -> first_room -> first_fits, 11 levels, 5.85 ns).
-        agg_offset = Signal(32)
-        agg_region = Signal(REGION_LAYOUT)
-        agg_checks = Signal.like(rx_checks)
-        rx_agg = Signal()                       # the receive is an aggregate packet's
-        m.d.sync += agg_offset.eq(carry_save_sum([d_agg_base, *d_agg_terms], 32))
-        m.d.comb += [agg_region.offset.eq(agg_offset), agg_region.length.eq(got.length)]
-        with m.If(~rx_walk):
-            m.d.sync += region_checks(agg_checks, agg_region, self._data_width)
-        with m.If(self.clear):
-            m.d.sync += [rx_busy.eq(0), rx_walk.eq(0), cts_pending.eq(0)]
-        with m.Elif(agg_rx_start):
-            # One REPACK_OUT packet: its bytes go to slot a at the packet's offset.
-            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), rx_reduce.eq(0), rx_agg.eq(1),
-                         rx_region.eq(agg_region)]
-        with m.Elif(rx_start):
-            m.d.sync += [rx_busy.eq(1), rx_walk.eq(1), cts_pending.eq(1), rx_agg.eq(0),
-                         rx_peer.eq(cur.recv_from), rx_tag.eq(cur.recv_tag),
-                         rx_left.eq(cur.recv.length), rx_bytes.eq(0),
-                         rx_region.eq(cur.recv), rx_checks.eq(cur_recv_checks),
-                         rx_reduce.eq(cur.action != StepAction.COPY)]
-        m.d.comb += [rx_walker.command.valid.eq(rx_walk),
-                     rx_walker.command.payload.region.eq(rx_region),
-                     rx_walker.command.payload.checks.eq(Mux(rx_agg, agg_checks, rx_checks))]
-        with m.If(rx_walker.command.valid & rx_walker.command.ready):
-            m.d.sync += rx_walk.eq(0)
-        walked = rx_walker.chunks.payload
-        m.d.comb += [rx_chunks.i.valid.eq(rx_walker.chunks.valid),
-                     rx_walker.chunks.ready.eq(rx_chunks.i.ready),
-                     rx_chunks.i.payload.row.eq(Cat(walked.row[:self.row_bits],
-                                                    row_outside(walked.row, self.row_bits))),
-                     rx_chunks.i.payload.lo.eq(walked.lo), rx_chunks.i.payload.n.eq(walked.n),
-                     rx_chunks.i.payload.last.eq(walked.last)]
-        wiring.connect(m, rx_chunks.o, unpacker.chunks)
-        # The rows the unpacker makes go to the writer (_datapath), which ends the receive.
-        m.d.comb += v.writer.reduce.eq(rx_reduce)
-        with m.If(v.writer.ended):
-            m.d.sync += rx_busy.eq(0)
-        share(v, locals())
+    def _receive(self, m, v):
+        """The receive half (Receiver, built in _datapath): a command's receive, or an
+        aggregate packet; its results into the clear-to-send table, the aggregate sender,
+        the counters and the errors."""
+        receiver, aggregate, raise_error, state = v.receiver, v.aggregate, v.raise_error, v.state
+        got = receiver.header
+        m.d.comb += [receiver.clear.eq(self.clear), receiver.stop.eq(v.any_error),
+                     receiver.op.eq(self.op), receiver.dtype.eq(self.dtype),
+                     receiver.command.eq(v.cur), receiver.start.eq(v.rx_start),
+                     receiver.loading.eq((state == v.LOAD) | (state == v.DECODE)),
+                     receiver.in_aggregate.eq(v.in_aggregate),
+                     receiver.send_to.eq(v.transmitter.send_to),
+                     receiver.notice_room.eq(aggregate.notices.ready)]
+        # A SEND notice's entry, offered in every cycle and written when the parser sets
+        # w_en: given only under that decision, each data bit was ANDed with it, and the
+        # decision then reached the queue's LUT RAM inputs as well as its write enable (the
+        # 64-bit engine's latest pin at seed 3 once its multipliers were gone: clear -> the
+        # decision -> agg_sends_fifo.storage:WD, 6.05 ns).
+        m.d.comb += [aggregate.notices.payload.eq(Cat(got.seq, got.arg[:8], got.addr[:16])),
+                     aggregate.notices.valid.eq(receiver.notice_push),
+                     aggregate.final.eq(receiver.agg_final),
+                     v.bump["packets_received"].eq(receiver.packets_received),
+                     v.bump["bytes_received"].eq(receiver.bytes_received)]
+        # A clear-to-send lands in the transmitter's table from flops a cycle after the
+        # parser's decision.
+        m.d.comb += [v.transmitter.cleared.eq(receiver.cleared),
+                     v.transmitter.cleared_peer.eq(got.src),
+                     v.transmitter.cleared_tag.eq(got.seq)]
+        with m.If(receiver.agg_done):
+            m.d.sync += v.agg_done.eq(1)
+        for bit in ("region", "alu", "unexpected", "protocol", "length"):
+            with m.If(getattr(receiver.errors, bit)):
+                m.d.comb += getattr(raise_error, bit).eq(1)
 
     def _cts_sender(self, m, v):
         """The clear-to-send (and registration) packets this node sends."""
-        (
-            clear_tx, cts_pending, reg_pending, cur, rx_peer, rx_tag,
-        ) = (getattr(v, name) for name in (
-            "clear_tx", "cts_pending", "reg_pending", "cur", "rx_peer", "rx_tag",
-        ))
+        clear_tx, reg_pending, cur, receiver = v.clear_tx, v.reg_pending, v.cur, v.receiver
+        cts_pending, rx_peer, rx_tag = receiver.cts_pending, receiver.peer, receiver.tag
         # The clear-to-send: the source may now stream the message.
         # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
         cts = clear_tx.header.payload
@@ -736,63 +645,6 @@ class Engine(wiring.Component):
         with m.If(self.clear):
             m.d.sync += reg_pending.eq(0)
         with m.Elif(clear_tx.header.valid & clear_tx.header.ready):
-            m.d.sync += [cts_pending.eq(0), reg_pending.eq(0)]
-        share(v, locals())
-
-    def _parser(self, m, v):
-        """The packet parser (PacketParser, built in _datapath): its results into the
-        receive's state, the clear-to-send table, the aggregate sender and the counters."""
-        (
-            parser, rx_start, state, rx_bytes, rx_left, rx_peer, rx_tag, rx_busy, cts_pending,
-            in_aggregate, cur, raise_error, bump, agg_done, agg_rx_start, rx_beats, unpacker,
-            LOAD, DECODE,
-        ) = (getattr(v, name) for name in (
-            "parser", "rx_start", "state", "rx_bytes", "rx_left", "rx_peer", "rx_tag", "rx_busy",
-            "cts_pending", "in_aggregate", "cur", "raise_error",
-            "bump", "agg_done", "agg_rx_start",
-            "rx_beats", "unpacker", "LOAD", "DECODE",
-        ))
-        got = parser.header
-        send_to_q = v.transmitter.send_to
-        wiring.connect(m, wiring.flipped(self.rx), parser.rx)
-        wiring.connect(m, parser.beats, rx_beats.i)
-        m.d.comb += [parser.clear.eq(self.clear),
-                     parser.rx_bytes.eq(rx_bytes), parser.rx_left.eq(rx_left),
-                     parser.rx_peer.eq(rx_peer), parser.rx_tag.eq(rx_tag),
-                     parser.rx_busy.eq(rx_busy), parser.cts_pending.eq(cts_pending),
-                     parser.in_aggregate.eq(in_aggregate),
-                     parser.rewriting.eq(rx_start | (state == LOAD) | (state == DECODE)),
-                     parser.send_to.eq(send_to_q), parser.recv_tag.eq(cur.recv_tag),
-                     parser.recv_offset.eq(cur.recv.offset),
-                     parser.recv_stride.eq(cur.recv.stride),
-                     parser.notice_room.eq(v.aggregate.notices.ready)]
-        # The hub's copy is the transmit half's (_tx_wait); the parser's checks read it.
-        self._mirrors.append((Mux(parser.deciding, send_to_q, 0),
-                              Mux(parser.deciding, cur.send_to, 0)))
-        with m.If(parser.accept):
-            m.d.sync += [rx_bytes.eq(parser.after), rx_left.eq(parser.left)]
-        # A SEND notice's entry, offered in every cycle and written when the parser sets
-        # w_en: given only under that decision, each data bit was ANDed with it, and the
-        # decision then reached the queue's LUT RAM inputs as well as its write enable (the
-        # 64-bit engine's latest pin at seed 3 once its multipliers were gone: clear -> the
-        # decision -> agg_sends_fifo.storage:WD, 6.05 ns).
-        notices = v.aggregate.notices
-        m.d.comb += [notices.payload.eq(Cat(got.seq, got.arg[:8], got.addr[:16])),
-                     notices.valid.eq(parser.notice_push),
-                     v.aggregate.final.eq(parser.agg_final),
-                     bump["packets_received"].eq(parser.packets_received),
-                     bump["bytes_received"].eq(parser.bytes_received)]
-        # A clear-to-send lands in the transmitter's table from flops a cycle after the decision.
-        m.d.comb += [v.transmitter.cleared.eq(parser.cts_valid),
-                     v.transmitter.cleared_peer.eq(got.src),
-                     v.transmitter.cleared_tag.eq(got.seq)]
-        with m.If(parser.agg_done):
-            m.d.sync += agg_done.eq(1)
-        with m.If(parser.agg_start):
-            m.d.sync += agg_rx_start.eq(1)
-        for bit in ("unexpected", "protocol", "length"):
-            with m.If(getattr(parser.errors, bit)):
-                m.d.comb += getattr(raise_error, bit).eq(1)
-        with m.If(unpacker.overrun | unpacker.underrun):
-            m.d.comb += raise_error.length.eq(1)
-        m.d.comb += unpacker.clear.eq(self.clear)
+            m.d.sync += reg_pending.eq(0)
+        # The receive's clear-to-send is due until it leaves.
+        m.d.comb += receiver.cts_sent.eq(clear_tx.header.valid & clear_tx.header.ready)
