@@ -45,12 +45,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .command import (COMMAND_LAYOUT, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH,
-                      ENGINE_ERROR_LAYOUT, StepAction, walker_length_bits)
+                      ENGINE_ERROR_LAYOUT, walker_length_bits)
 from .queue import CommandQueue
 from .receive import Receiver
+from .control import EngineControl
 from .transmit import Transmitter
 from .aggregate import AggregateSender
-from ..lib.deadline import Deadline
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import share
@@ -244,13 +244,10 @@ class Engine(wiring.Component):
         any_error = Signal()
         m.d.sync += any_error.eq(~self.clear & (any_error | raise_error.as_value().any()))
 
-        state = Signal(range(10))
-        IDLE, FETCH, LOAD, DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE = range(10)
-        # state == AGGREGATE as a flop, kept with the moves into and out of it (_control): the
-        # packet parser's decision reads it, and decoding the state there was on the
-        # engine's critical path.
-        in_aggregate = Signal()
-        running = (state != IDLE) & (state != DONE) & (state != STOPPED)
+        # The state machine (joined in _control): the queue refuses a push while it runs.
+        m.submodules.control = control = EngineControl()
+        running, in_aggregate, cur = control.running, control.in_aggregate, control.command
+        tx_start, rx_start = control.tx_start, control.rx_start
 
         m.submodules.command_queue = queue = self._command_queue = CommandQueue(
             data_width=self._data_width, max_nodes=self._max_nodes, mem_size=self._mem_size,
@@ -306,233 +303,44 @@ class Engine(wiring.Component):
         share(v, locals())
 
     def _control(self, m, v):
-        """The control state machine: arm, start, fetch, dispatch, barrier, finish."""
-        (
-            running, state, queue, queued, any_error, pipeline_empty, clear_tx, IDLE, FETCH, LOAD,
-            DISPATCH, BARRIER, FINISH, DONE, STOPPED, AGGREGATE, DECODE,
-        ) = (getattr(v, name) for name in (
-            "running", "state", "queue", "queued", "any_error", "pipeline_empty", "clear_tx", "IDLE",
-            "FETCH", "LOAD", "DISPATCH", "BARRIER", "FINISH", "DONE", "STOPPED", "AGGREGATE",
-            "DECODE",
-        ))
-        # ---- Control ---------------------------------------------------------------------
-        idx = Signal(16)                # the next command to fetch
-        finished = Signal(16)           # commands finished (STEP)
-        counted = Signal()              # the last data command dispatched is not yet counted
-        cur = Signal(COMMAND_LAYOUT)
-        # cur waits for every earlier write (cur is a flop, loaded in LOAD).
-        drain = (cur.fence | cur.barrier | cur.aggregate
-                 | (cur.has_recv & (cur.action == StepAction.COPY)))
-        armed = Signal()
-        m.d.comb += [self.armed.eq(armed), self.busy.eq(running), self.done.eq(state == DONE),
-                     self.step.eq(finished)]
+        """The state machine (EngineControl, built in _queue): what it waits on, and the
+        run's registers."""
+        control, queue, clear_tx = v.control, v.queue, v.clear_tx
+        transmitter, receiver, aggregate = v.transmitter, v.receiver, v.aggregate
+        m.d.comb += [control.clear.eq(self.clear), control.go.eq(self.go),
+                     control.arm.eq(self.arm), control.start_at.eq(self.start_at),
+                     control.now.eq(self.now), control.error.eq(v.any_error),
+                     control.queued.eq(queue.queued), control.queue_empty.eq(queue.empty),
+                     control.queue_checking.eq(queue.checking),
+                     control.queue_data.eq(queue.read_data),
+                     queue.read_addr.eq(control.queue_addr),
+                     control.tx_busy.eq(transmitter.busy), control.rx_busy.eq(receiver.busy),
+                     control.writes_empty.eq(v.pipeline_empty),
+                     control.agg_sends.eq(aggregate.sends),
+                     control.agg_finals.eq(aggregate.finals),
+                     control.agg_in_flight.eq(aggregate.in_flight),
+                     control.agg_started.eq(receiver.agg_started),
+                     control.agg_done_seen.eq(receiver.agg_done),
+                     control.sender_busy.eq(clear_tx.header.valid),
+                     control.tx_valid.eq(self.tx.valid),
+                     control.reg_sent.eq(clear_tx.header.valid & clear_tx.header.ready),
+                     control.barrier_seq.eq(self.barrier_seq),
+                     self.armed.eq(control.armed), self.busy.eq(control.running),
+                     self.done.eq(control.done), self.step.eq(control.step),
+                     self.started_at.eq(control.started_at),
+                     self.finished_at.eq(control.finished_at),
+                     self.barrier_done.eq(control.barrier_done),
+                     self.barrier_done_seq.eq(self.barrier_seq),
+                     # A send or a receive starts: every row in the write pipeline is an
+                     # earlier receive's from now on (RowWriter).
+                     v.age_rows.eq(v.tx_start | v.rx_start | receiver.agg_started)]
         counters = {name: getattr(self, name) for name in COUNTERS}
         bump = {name: Signal(32, name=f"bump_{name}") for name in COUNTERS}
-
-        tx_busy = v.transmitter.busy
-        rx_busy = v.receiver.busy
-        # Aggregate command: sends and final packets still due (AggregateSender), DONE heard,
-        # registration due.
-        agg_sends, agg_finals = v.aggregate.sends, v.aggregate.finals
-        agg_in_flight = v.aggregate.in_flight   # a SEND notice before its message's start
-        agg_done = Signal()
-        reg_pending = Signal()
-        tx_start = Signal()
-        rx_start = Signal()
-        barrier_moved = self._barrier_wait(m, state == DISPATCH, state == BARRIER)
-        # What DISPATCH, AGGREGATE and FINISH wait for, likewise registered from their own
-        # state's cycles (and DECODE's, before DISPATCH), so the decisions read one flop each
-        # and not a tree over the transmit arbiter, the scoreboard and 16-bit counts.  A flag
-        # is a cycle old when read; each is safe because what it waits on, once true in these
-        # states, stays true until the state acts: only DISPATCH starts a send or a receive
-        # (tx_busy rises two cycles later, before the next DECODE), rows enter the write
-        # pipeline only while rx_busy, and an aggregate's counts only fall.
-        dispatch_ok = Signal()
-        aggregate_ok = Signal()
-        # An aggregate packet's receive starts a cycle after the parser's decision (a
-        # strobe, _rx_state): until then rx_busy is low, so the AGGREGATE check counts it.
-        agg_rx_start = v.receiver.agg_started
-        finish_ok = Signal()
-        m.d.sync += [
-            dispatch_ok.eq(((state == DECODE) | (state == DISPATCH)) & ~tx_busy & ~rx_busy
-                           & (~drain | pipeline_empty)),
-            aggregate_ok.eq((state == AGGREGATE) & (agg_sends == 0) & (agg_finals == 0)
-                            & agg_done & ~tx_busy & ~rx_busy & ~agg_rx_start & ~reg_pending
-                            & ~agg_in_flight),
-            finish_ok.eq((state == FINISH) & ~tx_busy & ~rx_busy & ~tx_start & ~rx_start
-                         & pipeline_empty & ~clear_tx.header.valid & ~self.tx.valid),
-        ]
-
-        # A start waits while a push is in its checks (pushed, checked: flops), so it acts
-        # after every push strobed before it: a GO strobed meanwhile is kept (go_wait), an
-        # armed start stays armed.
-        push_in_flight = queue.checking
-        go_wait = Signal()
-        with m.If(self.clear | ~push_in_flight):
-            m.d.sync += go_wait.eq(0)
-        with m.Elif(self.go):
-            m.d.sync += go_wait.eq(1)
-        with m.If(self.clear):
-            m.d.sync += armed.eq(0)
-        with m.Elif(self.arm & ~running):      # an arm while running is ignored
-            m.d.sync += armed.eq(1)
-        # START_AT reached, from a flop (a 64-bit compare in front of the state machine).
-        m.submodules.start_deadline = start_deadline = Deadline()
-        m.d.comb += [start_deadline.now.eq(self.now), start_deadline.at.eq(self.start_at)]
-        start = ((self.go | go_wait | (armed & start_deadline.reached)) & ~push_in_flight
-                 & ~self.clear)
-        m.d.comb += queue.read_addr.eq(idx)
-        self._load_command(m, cur, queue.read_data, state == FETCH)
-        next_is_last, at_end = self._queue_position(m, idx, queued)
-
-        starting = self._start_clears(m, finished, counted, self.now, self.started_at)
-        m.d.sync += [tx_start.eq(0), rx_start.eq(0)]
-        # A send or a receive starts: every row in the write pipeline is an earlier
-        # receive's from now on (RowWriter).
-        m.d.comb += v.age_rows.eq(tx_start | rx_start | agg_rx_start)
-        with m.If(self.clear):
-            m.d.sync += [state.eq(IDLE), idx.eq(0), finished.eq(0), counted.eq(0),
-                         v.in_aggregate.eq(0)]
-        with m.Elif(any_error & running):
-            m.d.sync += [state.eq(STOPPED), v.in_aggregate.eq(0)]
-        with m.Else():
-            with m.Switch(state):
-                with m.Case(IDLE, DONE):
-                    # A start with an error standing does nothing (but disarms).
-                    with m.If(start & any_error):
-                        m.d.sync += armed.eq(0)
-                    with m.Elif(start):
-                        m.d.sync += [armed.eq(0), starting.eq(1),
-                                     state.eq(Mux(queue.empty, FINISH, FETCH))]
-                        # Counters and STEP clear a cycle later; idx stands at 0.
-                with m.Case(FETCH):
-                    m.d.sync += state.eq(LOAD)
-                with m.Case(LOAD):
-                    m.d.sync += state.eq(DECODE)
-                with m.Case(DECODE):
-                    # dispatch_ok is first computed in this cycle (from cur, not from the
-                    # queue's block-RAM output).
-                    m.d.sync += state.eq(DISPATCH)
-                with m.Case(DISPATCH):
-                    with m.If(dispatch_ok):
-                        # The previous data command finished: every beat sent and taken.
-                        m.d.sync += [idx.eq(idx + 1), finished.eq(finished + counted),
-                                     counted.eq(~cur.barrier & ~cur.aggregate)]
-                        with m.If(cur.aggregate):
-                            m.d.sync += [state.eq(AGGREGATE), v.in_aggregate.eq(1),
-                                         agg_done.eq(0), reg_pending.eq(1)]
-                        with m.Elif(cur.barrier):
-                            m.d.comb += self.barrier_done.eq(1)
-                            m.d.sync += state.eq(BARRIER)
-                        with m.Else():
-                            # Registered: the DISPATCH decision drives two flops, not every
-                            # register a send or receive start loads. `cur` holds until the
-                            # next LOAD, two cycles on.
-                            m.d.sync += [tx_start.eq(cur.has_send), rx_start.eq(cur.has_recv)]
-                            m.d.sync += state.eq(Mux(next_is_last, FINISH, FETCH))
-                with m.Case(BARRIER):
-                    # Ref: seed 001, S23: the batch ends when every rank reached the barrier.
-                    with m.If(barrier_moved):
-                        m.d.sync += [state.eq(Mux(at_end, FINISH, FETCH)),
-                                     finished.eq(finished + 1)]
-                with m.Case(AGGREGATE):
-                    # Ref: seed 003, step 7.6: complete once every message is sent, every
-                    # message received and the control tree has said DONE.
-                    with m.If(aggregate_ok):
-                        m.d.sync += [state.eq(Mux(at_end, FINISH, FETCH)),
-                                     finished.eq(finished + 1), v.in_aggregate.eq(0)]
-                with m.Case(FINISH):
-                    with m.If(finish_ok):
-                        m.d.sync += [state.eq(DONE),
-                                     finished.eq(finished + counted), counted.eq(0), idx.eq(0)]
-        m.d.comb += self.barrier_done_seq.eq(self.barrier_seq)
-        self._finish_stamp(m, state == FINISH)
         share(v, locals())
-
-    def _finish_stamp(self, m, finishing):
-        """finished_at follows `now` through FINISH and so holds, from DONE on, the cycle the
-        run ended in (its last FINISH cycle).  Its 64 enables are then a state decode, not
-        the finish decision behind the error and clear priorities (the 256-bit engine's
-        latest pin at seed 2 of 72197bf: the state -> finish_ok -> finished_at's enables,
-        5.71 ns).  What it shows during FINISH, or after a clear or an error there, means
-        nothing, as before a run is done."""
-        with m.If(finishing):
-            m.d.sync += self.finished_at.eq(self.now)
-
-    def _barrier_wait(self, m, dispatching, waiting):
-        """Whether the barrier unit moved on from the sequence number the BARRIER state waits
-        on: registered (a 16-bit compare of another block's register, not in front of the
-        state machine), from BARRIER cycles only, so the state leaves a cycle after the
-        release.  The number waited on is the unit's in the cycle BARRIER is entered from,
-        the last of DISPATCH: loaded in every DISPATCH cycle, its 16 enables are a state
-        decode, not the dispatch decision (the 256-bit engine's latest pin at seed 3 of
-        95ebed1: the state -> dispatch_ok -> barrier_seq's enables, 5.63 ns)."""
-        barrier_seq = Signal(16)
-        barrier_moved = Signal()
-        m.d.sync += barrier_moved.eq(waiting & (self.barrier_seq != barrier_seq))
-        with m.If(dispatching):
-            m.d.sync += barrier_seq.eq(self.barrier_seq)
-        return barrier_moved
-
-    @staticmethod
-    def _start_clears(m, finished, counted, now, started_at):
-        """A start clears STEP's count and `counted` a cycle later (the strobe returned, set
-        by the start), and finds idx at 0 (set where a run ends, as at a clear): set by the
-        start, behind the GO strobe and the state's checks, their enables were the 64-bit
-        engine's latest pins alone at seed 2 of f250adc (go -> 5 LUTs -> step's CE, 5.56
-        ns; idx's CE, 5.39 ns).  Nothing reads them in that cycle: the state is then FETCH,
-        or FINISH with `finish_ok` (made in the start's cycle) low; the first DISPATCH is
-        three cycles on.
-
-        ``started_at`` takes the start's cycle likewise, from a copy of ``now`` made every
-        cycle: loaded by the start, its 64 enables were the 64-bit engine's critical path
-        alone at seed 3 of c2dace3 (the state -> the start's checks -> started_at, 5.38
-        ns).  The register shows the start a cycle later; the host reads it after a run."""
-        starting = Signal()
-        now_then = Signal.like(now)
-        m.d.sync += [starting.eq(0), now_then.eq(now)]
-        with m.If(starting):
-            m.d.sync += [finished.eq(0), counted.eq(0), started_at.eq(now_then)]
-        return starting
-
-    @staticmethod
-    def _queue_position(m, idx, queued):
-        """Where the run is in the queue, ``(idx + 1 == queued, idx == queued)``, from flops
-        computed a cycle before the state machine reads them (two 16-bit compares were in
-        front of its state register).  Exact when read: idx moves only at a run's end and in
-        DISPATCH, queued only outside a run (a push while running is refused) or at a clear;
-        DISPATCH comes three cycles after a start or the last DISPATCH, and BARRIER and
-        AGGREGATE act on flags of their own cycles, so no earlier than their second.  A start
-        reads `queue_empty` instead, kept with every change of queued."""
-        next_is_last = Signal()
-        at_end = Signal()
-        # queued - 1 as a flop of its own, so neither compare follows an adder (idx + 1 ==
-        # queued was a carry chain in front of the compare, 5.60 ns at seed 3 of 447ddd7's
-        # 64-bit engine). 17 bits: for an empty queue it is all ones, which idx never is.
-        queued_less = Signal(len(queued) + 1)
-        m.d.sync += [queued_less.eq(queued - 1),
-                     next_is_last.eq(idx == queued_less), at_end.eq(idx == queued)]
-        return next_is_last, at_end
-
-    @staticmethod
-    def _load_command(m, cur, queue_data, fetching):
-        """`cur` loads in every cycle after a FETCH, outside the state machine's priorities:
-        its enable is one flop, where the state decode behind CONTROL.clear and the error
-        stop fanned out to every bit of it (the 64-bit core's critical path, 7.68 ns, 2.6 of
-        it the fan-out).  A clear or an error in that cycle leaves the state in IDLE or
-        STOPPED, where nothing reads `cur`; the next start fetches again."""
-        load_cur = Signal()
-        m.d.sync += load_cur.eq(fetching)
-        with m.If(load_cur):
-            m.d.sync += cur.eq(queue_data)
 
     def _counters(self, m, v):
         """The counters and what bumps them each cycle."""
-        (
-            counters, start, state, bump, running, IDLE, DONE,
-        ) = (getattr(v, name) for name in (
-            "counters", "start", "state", "bump", "running", "IDLE", "DONE",
-        ))
+        counters, bump, running = v.counters, v.bump, v.running
         # Each bump is registered before its adder (the counters run a cycle behind), so
         # what the engine decides in a cycle and a 32-bit carry chain are not in series.  A
         # start clears the counters, dropping what was bumped in its cycle and the one
@@ -541,7 +349,7 @@ class Engine(wiring.Component):
         # fan out to every counter's and bump's flops (the 256-bit engine's critical path).
         # CONTROL.clear (a register's strobe) clears at once and again a cycle later.
         restart_q = Signal()
-        m.d.sync += restart_q.eq(self.clear | (start & ((state == IDLE) | (state == DONE))))
+        m.d.sync += restart_q.eq(self.clear | v.control.restart)
         for name in COUNTERS:
             bumped = Signal(32, name=f"bumped_{name}")
             m.d.sync += bumped.eq(bump[name])
@@ -565,7 +373,7 @@ class Engine(wiring.Component):
                      aggregate.send_offset.eq(cur.send.offset),
                      aggregate.send_stride.eq(cur.send.stride),
                      aggregate.send_tag.eq(cur.send_tag), aggregate.recv_tag.eq(cur.recv_tag),
-                     aggregate.tx_busy.eq(v.tx_busy), aggregate.stop.eq(v.any_error)]
+                     aggregate.tx_busy.eq(v.transmitter.busy), aggregate.stop.eq(v.any_error)]
         with m.If(aggregate.protocol_error):
             m.d.comb += raise_error.protocol.eq(1)      # a group this rank has no slot for
         with m.If(aggregate.region_error):
@@ -601,12 +409,12 @@ class Engine(wiring.Component):
         """The receive half (Receiver, built in _datapath): a command's receive, or an
         aggregate packet; its results into the clear-to-send table, the aggregate sender,
         the counters and the errors."""
-        receiver, aggregate, raise_error, state = v.receiver, v.aggregate, v.raise_error, v.state
+        receiver, aggregate, raise_error = v.receiver, v.aggregate, v.raise_error
         got = receiver.header
         m.d.comb += [receiver.clear.eq(self.clear), receiver.stop.eq(v.any_error),
                      receiver.op.eq(self.op), receiver.dtype.eq(self.dtype),
                      receiver.command.eq(v.cur), receiver.start.eq(v.rx_start),
-                     receiver.loading.eq((state == v.LOAD) | (state == v.DECODE)),
+                     receiver.loading.eq(v.control.loading),
                      receiver.in_aggregate.eq(v.in_aggregate),
                      receiver.send_to.eq(v.transmitter.send_to),
                      receiver.notice_room.eq(aggregate.notices.ready)]
@@ -625,15 +433,14 @@ class Engine(wiring.Component):
         m.d.comb += [v.transmitter.cleared.eq(receiver.cleared),
                      v.transmitter.cleared_peer.eq(got.src),
                      v.transmitter.cleared_tag.eq(got.seq)]
-        with m.If(receiver.agg_done):
-            m.d.sync += v.agg_done.eq(1)
         for bit in ("region", "alu", "unexpected", "protocol", "length"):
             with m.If(getattr(receiver.errors, bit)):
                 m.d.comb += getattr(raise_error, bit).eq(1)
 
     def _cts_sender(self, m, v):
         """The clear-to-send (and registration) packets this node sends."""
-        clear_tx, reg_pending, cur, receiver = v.clear_tx, v.reg_pending, v.cur, v.receiver
+        clear_tx, cur, receiver = v.clear_tx, v.cur, v.receiver
+        reg_pending = v.control.reg_pending
         cts_pending, rx_peer, rx_tag = receiver.cts_pending, receiver.peer, receiver.tag
         # The clear-to-send: the source may now stream the message.
         # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
@@ -642,9 +449,6 @@ class Engine(wiring.Component):
                      cts.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
                      cts.src.eq(self.node_id),
                      cts.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), cts.seq.eq(rx_tag)]
-        with m.If(self.clear):
-            m.d.sync += reg_pending.eq(0)
-        with m.Elif(clear_tx.header.valid & clear_tx.header.ready):
-            m.d.sync += reg_pending.eq(0)
-        # The receive's clear-to-send is due until it leaves.
+        # The receive's clear-to-send is due until it leaves (the registration likewise:
+        # EngineControl's reg_sent).
         m.d.comb += receiver.cts_sent.eq(clear_tx.header.valid & clear_tx.header.ready)
