@@ -255,7 +255,7 @@ class NicCore(wiring.Component):
 
         def reg(register, field):
             """The output port of a software-written barrier field."""
-            return getattr(csr, CSRSlave.port_name("barrier", register, field))
+            return csr.port("barrier", register, field)
 
         values = {
             ("global", "DATA_WIDTH", "bits"):  self._data_width,
@@ -325,7 +325,7 @@ class NicCore(wiring.Component):
                     if key not in values:
                         raise NotImplementedError(f"NicCore does not drive field "
                                                   f"{'.'.join(key)} of the register map")
-                    port = getattr(csr, CSRSlave.port_name(*key))
+                    port = csr.port(*key)
                     m.d.comb += port.eq(values.pop(key))
         if values:
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
@@ -350,7 +350,7 @@ class NicCore(wiring.Component):
         csr = self.csr
 
         def reg(register, field):
-            return getattr(csr, CSRSlave.port_name("repack", register, field))
+            return csr.port("repack", register, field)
 
         hub = self.hub
         names = ("busy", "pending", "code", "last_error")
@@ -409,7 +409,7 @@ class NicCore(wiring.Component):
         csr, devmem = self.csr, self.devmem
 
         def reg(register, field):
-            return getattr(csr, CSRSlave.port_name("engine", register, field))
+            return csr.port("engine", register, field)
 
         words = Cat(*(reg(f"CMD{k}", "bits") for k in range(COMMAND_WORDS)))
         # Every register field the engine reads passes a register at its boundary, all of

@@ -21,7 +21,7 @@ class Model:
 
     def __init__(self, regmap, inputs):
         self.regmap = regmap
-        self.inputs = inputs            # port name -> value of hardware-driven fields
+        self.inputs = inputs            # (block, register, field) -> value of hw-driven fields
         self.storage = {}               # register address -> value of its writable bits
         self.shadow = {}
         for r in regmap.registers():
@@ -35,8 +35,7 @@ class Model:
         value = 0
         for f in reg.fields:
             if f.hw_driven:
-                name = CSRSlave.port_name(self._block(reg).name, reg.name, f.name)
-                v = self.inputs[name]
+                v = self.inputs[self._block(reg).name, reg.name, f.name]
             elif f.sw_writable:
                 v = (self.storage[reg.address] >> f.lsb) if f.sw_readable else 0
             else:
@@ -73,7 +72,7 @@ class Model:
 
 
 def hw_driven_ports():
-    return {CSRSlave.port_name(b.name, r.name, f.name): f.width
+    return {(b.name, r.name, f.name): f.width
             for b in REGMAP.blocks for r in b.registers for f in r.fields if f.hw_driven}
 
 
@@ -107,21 +106,42 @@ CYCLES = REGMAP.block("global").register("CYCLES")
 def test_ports():
     dut = CSRSlave()
     members = dut.signature.members
-    for name, width in hw_driven_ports().items():
-        assert members[name].flow.name == "In"
-        assert len(getattr(dut, name)) == width
-    # The names the brief of NicCore relies on.
-    for name, width in [("global_cycles_count", 64), ("global_node_id_id", 16),
-                        ("global_data_width_bits", 16), ("global_max_nodes_count", 16),
-                        ("global_mem_size_bytes", 32)]:
-        assert len(getattr(dut, name)) == width
+    for (block, register, field), width in hw_driven_ports().items():
+        # Each block's registers are one member, the block's view flipped: on the slave a
+        # field the block drives is an input.
+        assert members[block].flow.name == "In"
+        inner = members[block].signature.members[register.lower()].signature.members
+        assert inner[field.lower()].flow.name == "In"
+        assert len(dut.port(block, register, field)) == width
+    # The ports NicCore relies on.
+    for key, width in [(("global", "CYCLES", "count"), 64), (("global", "NODE_ID", "id"), 16),
+                       (("global", "DATA_WIDTH", "bits"), 16),
+                       (("global", "MAX_NODES", "count"), 16),
+                       (("global", "MEM_SIZE", "bytes"), 32)]:
+        assert len(dut.port(*key)) == width
     assert dut.bus.awaddr.shape().width == 16
 
 
-def test_port_name():
-    assert CSRSlave.port_name("global", "CYCLES", "count") == "global_cycles_count"
+def test_port():
+    dut = CSRSlave()
+    assert dut.port("global", "CYCLES", "count") is getattr(dut, "global").cycles.count
+    assert dut.port("engine", "CONTROL", "push") is dut.engine.control.push
     with pytest.raises(TypeError, match=r"^Register name must be a string, not 3$"):
-        CSRSlave.port_name("global", 3, "count")
+        dut.port("global", 3, "count")
+    with pytest.raises(ValueError, match=r"^The register map has no port for field "
+                                         r"global\.SCRATCH\.value$"):
+        dut.port("global", "SCRATCH", "value")
+
+
+def test_register_signature():
+    from nicoll.hw.bus.csr import register_signature
+    engine = REGMAP.block("engine")
+    members = register_signature(engine).members
+    # Read by the block: CONTROL's strobes; driven by it: STATUS.
+    assert members["control"].signature.members["push"].flow.name == "In"
+    assert members["status"].signature.members["busy"].flow.name == "Out"
+    # Registers with no port (ID, VERSION: constants) have no member.
+    assert "id" not in members and "version" not in members
 
 
 def test_constructor_errors():
@@ -164,15 +184,15 @@ def test_other_map():
     rng = random.Random(7)
 
     async def tb(ctx):
-        assert ctx.get(dut.blk_ctrl_go) == 1 and ctx.get(dut.blk_ctrl_mode) == 0x15
+        assert ctx.get(dut.blk.ctrl.go) == 1 and ctx.get(dut.blk.ctrl.mode) == 0x15
         assert await axil_read(ctx, dut.bus, 0x4) == model.read(0x4)
         for _ in range(40):
             addr, data, strb = rng.choice([0x0, 0x4, 0x8, 0xc]), rng.getrandbits(32), rng.getrandbits(4)
             assert await axil_write(ctx, dut.bus, addr, data, strb) == model.write(addr, data, strb)
             assert await axil_read(ctx, dut.bus, 0x4) == model.read(0x4)
             storage = model.storage[0x4]
-            assert ctx.get(dut.blk_ctrl_go) == storage & 1
-            assert ctx.get(dut.blk_ctrl_mode) == (storage >> 4) & 0x3f
+            assert ctx.get(dut.blk.ctrl.go) == storage & 1
+            assert ctx.get(dut.blk.ctrl.mode) == (storage >> 4) & 0x3f
 
     run_testbenches(dut, tb)
 
@@ -196,8 +216,8 @@ def test_single_pulse_and_swmod_fields():
 
     async def watch(ctx):
         async for _, _, go, sel_mod, sel, data_mod, data in ctx.tick().sample(
-                dut.blk_ctrl_go, dut.blk_ctrl_sel_swmod, dut.blk_ctrl_sel,
-                dut.blk_data_value_swmod, dut.blk_data_value):
+                dut.blk.ctrl.go, dut.blk.ctrl.sel_swmod, dut.blk.ctrl.sel,
+                dut.blk.data.value_swmod, dut.blk.data.value):
             if go or sel_mod or data_mod:
                 seen.append((go, sel_mod, sel if sel_mod else None,
                              data_mod, data if data_mod else None))
@@ -234,8 +254,8 @@ def test_every_register_reads_its_value():
     model = Model(REGMAP, inputs)
 
     async def tb(ctx):
-        for name, value in inputs.items():
-            ctx.set(getattr(dut, name), value)
+        for key, value in inputs.items():
+            ctx.set(dut.port(*key), value)
         for block in REGMAP.blocks:
             data, resp = await axil_read(ctx, dut.bus, block.register("ID").address)
             assert (data, resp) == (block.id_tag, OKAY)
@@ -283,8 +303,8 @@ def test_unmapped_and_read_only():
         return [await axil_read(ctx, dut.bus, a) for a in mapped_words()]
 
     async def tb(ctx):
-        for name, value in inputs.items():
-            ctx.set(getattr(dut, name), value)
+        for key, value in inputs.items():
+            ctx.set(dut.port(*key), value)
         assert await axil_write(ctx, dut.bus, SCRATCH.address, 0x5a5a_a5a5) == OKAY
         model.write(SCRATCH.address, 0x5a5a_a5a5, 0xf)
         before = await snapshot(ctx)
@@ -306,9 +326,9 @@ def test_wide_register_latch():
     low, high = CYCLES.address, CYCLES.address + 4
 
     async def tb(ctx):
-        ctx.set(dut.global_cycles_count, 0xaaaa_0001_bbbb_0002)
+        ctx.set(dut.port("global", "CYCLES", "count"), 0xaaaa_0001_bbbb_0002)
         assert await axil_read(ctx, dut.bus, low) == (0xbbbb_0002, OKAY)
-        ctx.set(dut.global_cycles_count, 0xcccc_0003_dddd_0004)
+        ctx.set(dut.port("global", "CYCLES", "count"), 0xcccc_0003_dddd_0004)
         # The high word is the one latched by the low-word read, not the live value.
         assert await axil_read(ctx, dut.bus, high) == (0xaaaa_0001, OKAY)
         assert await axil_read(ctx, dut.bus, high) == (0xaaaa_0001, OKAY)
@@ -474,8 +494,8 @@ def _stream_test(seed, stall, n_writes=60, n_reads=60):
         cycles["r"] = n
 
     async def final(ctx):
-        for name, value in inputs.items():
-            ctx.set(getattr(dut, name), value)
+        for key, value in inputs.items():
+            ctx.set(dut.port(*key), value)
         # Wait for the streams, then check what the writes left behind.
         while len(got_b) < len(writes) or len(got_r) < len(reads):
             await ctx.tick()

@@ -30,7 +30,7 @@ from .axi import AXI4LiteSignature
 from ..lib.skid import SkidBuffer
 
 
-__all__ = ["CSRSlave"]
+__all__ = ["register_signature", "CSRSlave"]
 
 
 # The bus is 32 bits wide (nicoll.hw.regmap): bits [1:0] of an address select a byte in a word.
@@ -64,6 +64,31 @@ def _or_all(values):
     return values[0]
 
 
+def register_signature(block):
+    """The registers of ``block`` (a :class:`nicoll.hw.regmap.Block`) as its gateware sees
+    them: one member per register with ports, in lower case, each a signature of its fields.
+    A field the block drives (``hw=w``) is ``Out``; a field it reads (``sw=rw``/``w``,
+    ``hw=r``) is ``In``; a ``swmod`` field adds an ``In(1)`` ``<field>_swmod`` pulse.
+
+    The block has a member ``Out(register_signature(block))`` (``csr``) and
+    :class:`CSRSlave` one ``In(...)`` of it per block, named by the block, so the two connect
+    with :func:`amaranth.lib.wiring.connect`.  Returns None for a block with no ports.
+    """
+    registers = {}
+    for reg in block.registers:
+        fields = {}
+        for field in reg.fields:
+            if field.hw_driven:
+                fields[field.name.lower()] = Out(field.width)
+            elif field.sw_writable and field.hw == "r":
+                fields[field.name.lower()] = In(field.width)
+            if field.swmod and field.sw_writable:
+                fields[f"{field.name.lower()}_swmod"] = In(1)
+        if fields:
+            registers[reg.name.lower()] = Out(wiring.Signature(fields))
+    return wiring.Signature(registers) if registers else None
+
+
 class CSRSlave(wiring.Component):
     """AXI4-Lite slave exposing the registers of ``regmap``.
 
@@ -84,21 +109,27 @@ class CSRSlave(wiring.Component):
         hardware-driven fields are sampled in the first cycle); AW and W each wait in a
         two-entry register slice, and a write commits the cycle after both AW and W are taken
         (the address is decoded as AW is taken) and its response shows the cycle after that.
-    <block>_<register>_<field> : ``In(width)`` / ``Out(width)``
-        One input per hardware-driven field and one output per hardware-readable storage field,
-        named by :meth:`port_name`.  A ``singlepulse`` field's output is high for the one
-        cycle after a write of 1.
-    <block>_<register>_<field>_swmod : ``Out(1)``
-        For a ``swmod`` field: high for the one cycle after software wrote a byte of it.
+    <block> : ``In(register_signature(block))``
+        Per block of the map, its registers' ports (:func:`register_signature`): an input per
+        hardware-driven field and an output per hardware-readable storage field, as
+        ``<block>.<register>.<field>`` in lower case (:meth:`port`).  A ``singlepulse``
+        field's output is high for the one cycle after a write of 1; a ``swmod`` field's
+        ``<field>_swmod`` output for the one cycle after software wrote a byte of it.
     """
 
-    @staticmethod
-    def port_name(block, register, field):
-        """Name of the port of a field: ``"<block>_<register>_<field>"`` in lower case."""
+    def port(self, block, register, field, *, swmod=False):
+        """The port of field ``block.register.field`` (names as in the map, any case), or
+        its ``_swmod`` pulse."""
         for what, value in (("Block", block), ("Register", register), ("Field", field)):
             if not isinstance(value, str):
                 raise TypeError(f"{what} name must be a string, not {value!r}")
-        return f"{block}_{register}_{field}".lower()
+        name = field.lower() + ("_swmod" if swmod else "")
+        try:
+            return getattr(getattr(getattr(self, block.lower()), register.lower()), name)
+        except AttributeError:
+            raise ValueError(f"The register map has no port for field "
+                             f"{block}.{register}.{field}{' (swmod)' if swmod else ''}") \
+                from None
 
     def __init__(self, regmap=REGMAP, *, addr_width=16):
         if not isinstance(regmap, RegisterMap):
@@ -112,7 +143,12 @@ class CSRSlave(wiring.Component):
         self._addr_width = addr_width
 
         members = {"bus": In(AXI4LiteSignature(addr_width))}
-        # (block, register, field, port name or None) for every field, in address order.
+        for block in regmap.blocks:
+            signature = register_signature(block)
+            if signature is not None:
+                members[block.name.lower()] = In(signature)
+        # (block, register, field, port key or None) for every field, in address order: the
+        # key names the port (:meth:`port`).
         self._fields = []
         for block in regmap.blocks:
             for reg in block.registers:
@@ -122,18 +158,13 @@ class CSRSlave(wiring.Component):
                 for field in reg.fields:
                     name = None
                     if field.hw_driven:
-                        name = self.port_name(block.name, reg.name, field.name)
-                        members[name] = In(field.width)
+                        name = (block.name, reg.name, field.name)
                     elif field.sw_writable and field.hw in ("na", "r"):
                         if field.hw == "r":
-                            name = self.port_name(block.name, reg.name, field.name)
-                            members[name] = Out(field.width)
+                            name = (block.name, reg.name, field.name)
                         elif field.singlepulse:
                             raise ValueError(f"Single-pulse field {block.name}.{reg.name}."
                                              f"{field.name} must be readable by hardware")
-                        if field.swmod:
-                            members[self.port_name(block.name, reg.name, field.name)
-                                    + "_swmod"] = Out(1)
                     elif field.is_constant:
                         if field.reset is None:
                             raise ValueError(f"Constant field {block.name}.{reg.name}."
@@ -181,10 +212,10 @@ class CSRSlave(wiring.Component):
                     parts.append(Const(0, field.lsb - cursor))
                 bits = slice(field.lsb, field.lsb + field.width)
                 if field.hw_driven:
-                    parts.append(getattr(self, name))
+                    parts.append(self.port(*name))
                 elif field.sw_writable:
                     if name is not None:
-                        m.d.comb += getattr(self, name).eq(storage[bits])
+                        m.d.comb += self.port(*name).eq(storage[bits])
                     # A write-only field reads as zero.
                     parts.append(storage[bits] if field.sw_readable else Const(0, field.width))
                 else:
@@ -206,7 +237,7 @@ class CSRSlave(wiring.Component):
             if field.singlepulse:
                 m.d.sync += entry["storage"][field.lsb:field.lsb + field.width].eq(0)
             if field.swmod:
-                pulse = getattr(self, self.port_name(block.name, reg.name, field.name) + "_swmod")
+                pulse = self.port(block.name, reg.name, field.name, swmod=True)
                 m.d.sync += pulse.eq(0)
                 self._pulses.setdefault(reg.address, []).append((field, pulse))
 
