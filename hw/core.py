@@ -10,7 +10,7 @@ control packets (:class:`~nicoll.hw.net.packet.HeaderSender` / :class:`HeaderRec
 engine that owns them is attached.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,11 +18,11 @@ from .regmap.generated import REGMAP
 from .alu.capabilities import capability_masks, check_capabilities
 from .bus.axi import AXI4LiteSignature, AXI4Signature
 from .barrier.unit import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
-from .bus.csr import CSRSlave
+from .bus.csr import CSRSlave, drive_fields
 from .lib.deadline import Deadline
 from .bus.devmem import DeviceMemory
-from .engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, DEFAULT_PACKET_BEATS,
-                     DEFAULT_QUEUE_DEPTH, ENGINE_ERROR_LAYOUT, Engine)
+from .engine import DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH, Engine
+from .engine.block import EngineBlock
 from .net.packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
 from .repack.formats import MAX_RANKS as _REPACK_MAX_RANKS
@@ -204,11 +204,16 @@ class NicCore(wiring.Component):
 
     @property
     def engine(self):
-        """The collective engine (:class:`~nicoll.hw.engine.Engine`), built on first use."""
+        """The collective engine (:class:`~nicoll.hw.engine.Engine`), built on first use with
+        its registers (:class:`~nicoll.hw.engine.block.EngineBlock`)."""
+        return self._engine_block().engine
+
+    def _engine_block(self):
         if self._engine is None:
-            self._engine = Engine(data_width=self._data_width, max_nodes=self._max_nodes,
-                                  mem_size=self._mem_size, alu_capabilities=self.alu_capabilities,
-                                  queue_depth=self._queue_depth, packet_beats=self._packet_beats)
+            self._engine = EngineBlock(
+                data_width=self._data_width, max_nodes=self._max_nodes,
+                mem_size=self._mem_size, alu_capabilities=self.alu_capabilities,
+                queue_depth=self._queue_depth, packet_beats=self._packet_beats)
         return self._engine
 
     @property
@@ -266,7 +271,7 @@ class NicCore(wiring.Component):
         }
         for dtype, mask in capability_masks(self.alu_capabilities).items():
             values["alu", f"OPS_{dtype.name}", "ops"] = mask
-        engine_tx, engine_rx, engine_barrier = self._elaborate_engine(m, cycles, node_id, values)
+        engine_tx, engine_rx, engine_barrier = self._elaborate_engine(m, cycles, node_id)
         barrier_tx, barrier_rx, barrier_values = self._elaborate_barrier(m, cycles, node_id, reg,
                                                                          engine_barrier)
         values.update(barrier_values)
@@ -313,20 +318,13 @@ class NicCore(wiring.Component):
             wiring.connect(m, getattr(demux, f"o_{k}"), rx_out.i)
             wiring.connect(m, rx_out.o, port)
 
-        # Values of the hardware-driven fields, keyed by the map's own names; every such
-        # field of the map must be driven here, so a field added to the RDL cannot be left
-        # floating.
-        for block in REGMAP.blocks:
-            for register in block.registers:
-                for field in register.fields:
-                    if not field.hw_driven:
-                        continue
-                    key = (block.name, register.name, field.name)
-                    if key not in values:
-                        raise NotImplementedError(f"NicCore does not drive field "
-                                                  f"{'.'.join(key)} of the register map")
-                    port = csr.port(*key)
-                    m.d.comb += port.eq(values.pop(key))
+        # Values of the hardware-driven fields of the blocks NicCore drives, keyed by the
+        # map's own names; every such field must be driven (drive_fields), so a field added
+        # to the RDL cannot be left floating.  The engine drives its own (EngineBlock).
+        for name in ("global", "alu", "repack", "barrier"):
+            block = REGMAP.block(name)
+            drive_fields(m, getattr(csr, name), block,
+                         {(r, f): values.pop((b, r, f)) for b, r, f in list(values) if b == name})
         if values:
             raise NotImplementedError(f"register map lacks fields {sorted(values)}")
         return m
@@ -402,54 +400,17 @@ class NicCore(wiring.Component):
         })
         return hub.tx, hub.rx
 
-    def _elaborate_engine(self, m, cycles, node_id, values):
-        """The collective engine, its memory ports and registers; returns its packet ports
-        and its barrier strobe (done, seq)."""
-        m.submodules.engine = engine = self.engine
-        csr, devmem = self.csr, self.devmem
-
-        def reg(register, field):
-            return csr.port("engine", register, field)
-
-        words = Cat(*(reg(f"CMD{k}", "bits") for k in range(COMMAND_WORDS)))
-        # Every register field the engine reads passes a register at its boundary, all of
-        # them together, so the engine sees the register file as it stood a cycle before
-        # (a write and what it acts on never part).  CONTROL.clear resets most of the
-        # engine: from the register file's own flop, its route to the ALU's write enables
-        # was the 256-bit core's routed path at seeds 1 and 2 of d5c4b8b (CONTROL.clear ->
-        # two LUTs -> res_en's reset, 8.23-8.34 ns, 7.6 of it routing).
-        m.d.sync += [
-            engine.cmd.eq(words[:COMMAND_LAYOUT.size]),
-            engine.push.eq(reg("CONTROL", "push")),
-            engine.go.eq(reg("CONTROL", "go")),
-            engine.arm.eq(reg("CONTROL", "arm")),
-            engine.clear.eq(reg("CONTROL", "clear")),
-            engine.start_at.eq(reg("START_AT", "cycle")),
-            engine.op.eq(reg("REDUCTION", "op")),
-            engine.dtype.eq(reg("REDUCTION", "dtype")),
-        ]
-        m.d.comb += [engine.now.eq(cycles), engine.node_id.eq(node_id)]
-        wiring.connect(m, engine.send_rd, devmem.send_rd)
-        wiring.connect(m, engine.local_rd, devmem.local_rd)
-        wiring.connect(m, engine.wr, devmem.engine_wr)
-        values.update({
-            ("engine", "CAPS", "depth"): engine.queue_depth,
-            ("engine", "CAPS", "alu_latency"): engine.alu.latency,
-            ("engine", "PACKET", "beats"): engine.packet_beats,
-            ("engine", "STATUS", "queued"): engine.queued,
-            ("engine", "STATUS", "armed"): engine.armed,
-            ("engine", "STATUS", "busy"): engine.busy,
-            ("engine", "STATUS", "done"): engine.done,
-            ("engine", "STATUS", "error"): engine.errors.as_value().any(),
-            ("engine", "STEP", "count"): engine.step,
-            ("engine", "STARTED_AT", "cycle"): engine.started_at,
-            ("engine", "FINISHED_AT", "cycle"): engine.finished_at,
-        })
-        for name in ENGINE_ERROR_LAYOUT.members:
-            values["engine", "ERRORS", name] = getattr(engine.errors, name)
-        for name in COUNTERS:
-            values["engine", name.upper(), "count"] = getattr(engine, name)
-        return engine.tx, engine.rx, (engine.barrier_done, engine.barrier_done_seq)
+    def _elaborate_engine(self, m, cycles, node_id):
+        """The collective engine with its registers, and its memory ports; returns its
+        packet ports and its barrier strobe (done, seq)."""
+        m.submodules.engine = block = self._engine_block()
+        devmem = self.devmem
+        wiring.connect(m, self.csr.engine, block.csr)
+        m.d.comb += [block.now.eq(cycles), block.node_id.eq(node_id)]
+        wiring.connect(m, block.send_rd, devmem.send_rd)
+        wiring.connect(m, block.local_rd, devmem.local_rd)
+        wiring.connect(m, block.wr, devmem.engine_wr)
+        return block.tx, block.rx, (block.barrier_done, block.barrier_done_seq)
 
     def _elaborate_barrier(self, m, cycles, node_id, reg, engine_done):
         """The barrier unit, its notices as control packets, and its registers' values;
@@ -506,7 +467,7 @@ class NicCore(wiring.Component):
         with m.Elif(fire):
             m.d.sync += armed.eq(0)
         engine_strobe, engine_seq = engine_done
-        m.d.comb += self.engine.barrier_seq.eq(unit.seq)
+        m.d.comb += self._engine.barrier_seq.eq(unit.seq)
         m.d.comb += [
             unit.done.eq(reg("CONTROL", "done") | fire | engine_strobe),
             unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"),

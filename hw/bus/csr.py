@@ -30,7 +30,7 @@ from .axi import AXI4LiteSignature
 from ..lib.skid import SkidBuffer
 
 
-__all__ = ["register_signature", "CSRSlave"]
+__all__ = ["register_signature", "drive_fields", "CSRSlave"]
 
 
 # The bus is 32 bits wide (nicoll.hw.regmap): bits [1:0] of an address select a byte in a word.
@@ -87,6 +87,27 @@ def register_signature(block):
         if fields:
             registers[reg.name.lower()] = Out(wiring.Signature(fields))
     return wiring.Signature(registers) if registers else None
+
+
+def drive_fields(m, registers, block, values):
+    """Drive every field of ``block`` that hardware drives, on ``registers`` (the block's
+    :func:`register_signature` interface, either side), from ``values``: a mapping of
+    ``(register, field)`` names as in the map to values.  Every such field must have a value
+    and every value a field, so a field added to the map cannot be left floating (or a value
+    outlive its field): NotImplementedError otherwise."""
+    values = dict(values)
+    for reg in block.registers:
+        for field in reg.fields:
+            if not field.hw_driven:
+                continue
+            if (reg.name, field.name) not in values:
+                raise NotImplementedError(f"Field {block.name}.{reg.name}.{field.name} of the "
+                                          f"register map is not driven")
+            port = getattr(getattr(registers, reg.name.lower()), field.name.lower())
+            m.d.comb += port.eq(values.pop((reg.name, field.name)))
+    if values:
+        raise NotImplementedError(f"Block {block.name} of the register map lacks fields "
+                                  f"{sorted(values)}")
 
 
 class CSRSlave(wiring.Component):
