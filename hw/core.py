@@ -17,13 +17,13 @@ from amaranth.lib.wiring import In, Out
 from .regmap.generated import REGMAP
 from .alu.capabilities import capability_masks, check_capabilities
 from .bus.axi import AXI4LiteSignature, AXI4Signature
-from .barrier.unit import BARRIER_ERROR_LAYOUT, MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT, BarrierUnit
+from .barrier.block import BarrierBlock
+from .barrier.unit import MAX_NODES_LIMIT as _BARRIER_NODES_LIMIT
 from .bus.csr import CSRSlave, drive_fields
-from .lib.deadline import Deadline
 from .bus.devmem import DeviceMemory
 from .engine import DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH, Engine
 from .engine.block import EngineBlock
-from .net.packet import (DEST_WIDTH, HeaderReceiver, HeaderSender, PacketArbiter, PacketDemux,
+from .net.packet import (DEST_WIDTH, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
 from .repack.formats import MAX_RANKS as _REPACK_MAX_RANKS
 from .repack.hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
@@ -197,9 +197,12 @@ class NicCore(wiring.Component):
 
     @property
     def barrier(self):
+        return self._barrier_block().unit
+
+    def _barrier_block(self):
         if self._barrier is None:
-            self._barrier = BarrierUnit(self._max_nodes, self._barrier_children,
-                                        dst_checked=True)
+            self._barrier = BarrierBlock(data_width=self._data_width, max_nodes=self._max_nodes,
+                                         max_children=self._barrier_children)
         return self._barrier
 
     @property
@@ -258,10 +261,6 @@ class NicCore(wiring.Component):
         node_id = Signal.like(self.node_id, name="node_id_q")
         m.d.sync += node_id.eq(self.node_id)
 
-        def reg(register, field):
-            """The output port of a software-written barrier field."""
-            return csr.port("barrier", register, field)
-
         values = {
             ("global", "DATA_WIDTH", "bits"):  self._data_width,
             ("global", "MAX_NODES", "count"):  self._max_nodes,
@@ -272,9 +271,7 @@ class NicCore(wiring.Component):
         for dtype, mask in capability_masks(self.alu_capabilities).items():
             values["alu", f"OPS_{dtype.name}", "ops"] = mask
         engine_tx, engine_rx, engine_barrier = self._elaborate_engine(m, cycles, node_id)
-        barrier_tx, barrier_rx, barrier_values = self._elaborate_barrier(m, cycles, node_id, reg,
-                                                                         engine_barrier)
-        values.update(barrier_values)
+        barrier_tx, barrier_rx = self._elaborate_barrier(m, cycles, node_id, engine_barrier)
 
         hub_ports = self._elaborate_hub(m, node_id, values)
 
@@ -320,8 +317,9 @@ class NicCore(wiring.Component):
 
         # Values of the hardware-driven fields of the blocks NicCore drives, keyed by the
         # map's own names; every such field must be driven (drive_fields), so a field added
-        # to the RDL cannot be left floating.  The engine drives its own (EngineBlock).
-        for name in ("global", "alu", "repack", "barrier"):
+        # to the RDL cannot be left floating.  The engine drives its own (EngineBlock), the
+        # barrier unit its (BarrierBlock).
+        for name in ("global", "alu", "repack"):
             block = REGMAP.block(name)
             drive_fields(m, getattr(csr, name), block,
                          {(r, f): values.pop((b, r, f)) for b, r, f in list(values) if b == name})
@@ -412,146 +410,14 @@ class NicCore(wiring.Component):
         wiring.connect(m, block.wr, devmem.engine_wr)
         return block.tx, block.rx, (block.barrier_done, block.barrier_done_seq)
 
-    def _elaborate_barrier(self, m, cycles, node_id, reg, engine_done):
-        """The barrier unit, its notices as control packets, and its registers' values;
-        returns the notice packet ports and the values.  ``engine_done`` (strobe, seq) is the
-        engine's completion of a barrier command."""
-        m.submodules.barrier = unit = self.barrier
-        m.submodules.notice_tx = sender = HeaderSender(self._data_width)
-        k = self._barrier_children
-        # The receiver compares each notice's src with the parent (peer 0) and the children.
-        m.submodules.notice_rx = receiver = HeaderReceiver(self._data_width, peers=1 + k)
-
-        # Configuration.  A route write naming a slot the unit cannot hold is not passed on
-        # (its narrow route_data would alias a real slot); it raises cfg_write like the
-        # unit's own range check, until the table is cleared.
-        slot = reg("ROUTE", "slot")
-        slot_too_big = Signal()
-        with m.If(reg("ROUTE", "clear")):
-            m.d.sync += slot_too_big.eq(0)
-        with m.Elif(reg("ROUTE", "write") & (slot > k)):
-            m.d.sync += slot_too_big.eq(1)
-        m.d.comb += [
-            unit.now.eq(cycles),
-            unit.node_id.eq(node_id),
-            unit.parent_id.eq(reg("PARENT", "id")),
-            unit.has_parent.eq(reg("PARENT", "valid")),
-            unit.route_addr.eq(reg("ROUTE", "node")),
-            unit.route_data.eq(slot),
-            unit.route_we.eq(reg("ROUTE", "write") & (slot <= k)),
-            unit.route_clear.eq(reg("ROUTE", "clear")),
-            unit.mode.eq(reg("MODE", "mode")),
-            unit.ac_sub.eq(reg("MODE", "sub")),
-            unit.m.eq(reg("M", "count")),
-            unit.c.eq(reg("C", "cycles")),
-            unit.estimate.eq(reg("ESTIMATE", "value")),
-            unit.start.eq(reg("CONTROL", "start")),
-            unit.start_seq.eq(reg("CONTROL", "seq")),
-            unit.log_index.eq(reg("SELECT", "entry")),
-        ]
-        for j in range(k):
-            m.d.comb += [unit.child_id[j].eq(reg(f"CHILD{j}", "id")),
-                         unit.child_valid[j].eq(reg(f"CHILD{j}", "valid"))]
-
-        # Done now (CONTROL.done), or at cycle DONE_AT (CONTROL.arm): the timed form lets a
-        # host place completions of several nodes at exact cycles of the shared clock.
-        armed = Signal()
-        armed_seq = Signal.like(unit.done_seq)
-        m.submodules.done_deadline = done_deadline = Deadline()
-        m.d.comb += [done_deadline.now.eq(cycles), done_deadline.at.eq(reg("DONE_AT", "cycle"))]
-        fire = armed & done_deadline.reached & ~reg("CONTROL", "done")
-        with m.If(reg("CONTROL", "start")):
-            m.d.sync += armed.eq(0)
-        with m.Elif(reg("CONTROL", "arm")):
-            m.d.sync += [armed.eq(1), armed_seq.eq(reg("CONTROL", "seq"))]
-        with m.Elif(fire):
-            m.d.sync += armed.eq(0)
+    def _elaborate_barrier(self, m, cycles, node_id, engine_done):
+        """The barrier unit with its registers and notice packets; returns its packet
+        ports.  ``engine_done`` (strobe, seq) is the engine's completion of a barrier
+        command."""
+        m.submodules.barrier = block = self._barrier_block()
+        wiring.connect(m, self.csr.barrier, block.csr)
         engine_strobe, engine_seq = engine_done
-        m.d.comb += self._engine.barrier_seq.eq(unit.seq)
-        m.d.comb += [
-            unit.done.eq(reg("CONTROL", "done") | fire | engine_strobe),
-            unit.done_seq.eq(Mux(reg("CONTROL", "done"), reg("CONTROL", "seq"),
-                                 Mux(fire, armed_seq, engine_seq))),
-        ]
-
-        # Notices travel as header-only control packets: code = notice kind, arg = subject,
-        # value = estimate.  Ref: seed 004, fig. 1 (solid and dashed arrows).
-        notice, header = unit.tx.payload, sender.header.payload
-        m.d.comb += [
-            sender.header.valid.eq(unit.tx.valid),
-            unit.tx.ready.eq(sender.header.ready),
-            header.kind.eq(PacketKind.BARRIER),
-            header.code.eq(notice.kind),
-            header.src.eq(notice.src),
-            header.dst.eq(notice.dst),
-            header.seq.eq(notice.seq),
-            header.arg.eq(notice.subject),
-            header.value.eq(notice.estimate),
-        ]
-        header = receiver.header.payload
-        notice = unit.rx.payload
-        m.d.comb += [
-            receiver.header.ready.eq(1),        # the unit's rx is always ready
-            receiver.node_id.eq(node_id),
-            receiver.peer_id[0].eq(unit.parent_id),
-            *[receiver.peer_id[1 + j].eq(unit.child_id[j]) for j in range(k)],
-            unit.rx_to_me.eq(receiver.to_node),
-            unit.rx_from_parent.eq(receiver.from_peer[0]),
-            unit.rx_from_child.eq(receiver.from_peer[1:]),
-            unit.rx.valid.eq(receiver.header.valid & (header.kind == PacketKind.BARRIER)),
-            # A code beyond the notice kinds arrives as kind 3, which the unit refuses.
-            notice.kind.as_value().eq(Mux(header.code < 4, header.code, 3)),
-            notice.src.eq(header.src),
-            notice.dst.eq(header.dst),
-            notice.seq.eq(header.seq),
-            notice.subject.eq(header.arg),
-            notice.estimate.eq(header.value),
-        ]
-
-        def word(bits, index):
-            """32 bits of ``bits`` starting at bit 32 * ``index``; 0 beyond its end."""
-            words = -(-len(bits) // 32)
-            padded = Signal(32 * words)
-            out = Signal(32)
-            m.d.comb += padded.eq(bits)
-            with m.Switch(index):
-                for w in range(words):
-                    with m.Case(w):
-                        m.d.comb += out.eq(padded[32 * w:32 * (w + 1)])
-            return out
-
-        errors = unit.errors
-        values = {
-            ("barrier", "CAPS", "children"): k,
-            ("barrier", "CAPS", "log_depth"): unit.log_depth,
-            ("barrier", "ROUTE_READ", "slot"): unit.route_rdata,
-            ("barrier", "STATUS", "seq"): unit.seq,
-            ("barrier", "STATUS", "finished"): unit.finished,
-            ("barrier", "STATUS", "released"): unit.released,
-            ("barrier", "STATUS", "aborted"): unit.aborted,
-            ("barrier", "STATUS", "error"): unit.error | slot_too_big,
-            ("barrier", "STATUS", "armed"): armed,
-            ("barrier", "STATUS", "s_valid"): unit.stamp_valid.s,
-            ("barrier", "STATUS", "mt_valid"): unit.stamp_valid.mt,
-            ("barrier", "STATUS", "e_valid"): unit.stamp_valid.e,
-            ("barrier", "STATUS", "log_overflow"): unit.log_overflow,
-            ("barrier", "NUMBERS", "abort_seq"): unit.abort_seq,
-            ("barrier", "NUMBERS", "stamp_seq"): unit.stamp_seq,
-            ("barrier", "COUNT", "ones"): unit.ones,
-            ("barrier", "COUNT", "total"): unit.total,
-            ("barrier", "RELEASE_ONES", "ones"): unit.release_ones,
-            ("barrier", "STALE", "count"): unit.stale,
-            ("barrier", "RELEASED_AT", "cycle"): unit.released_at,
-            ("barrier", "S", "cycle"): unit.s,
-            ("barrier", "MT", "cycle"): unit.mt,
-            ("barrier", "E", "cycle"): unit.e,
-            ("barrier", "ABORT_ESTIMATE", "value"): unit.abort_estimate,
-            ("barrier", "LOG_ENTRY", "seq"): unit.log_seq,
-            ("barrier", "LOG_ENTRY", "count"): unit.log_count,
-            ("barrier", "LOG_IDS", "ids"): word(unit.log_ids, reg("SELECT", "word")),
-            ("barrier", "VECTOR", "bits"): word(unit.vector, reg("SELECT", "word")),
-            ("barrier", "ERRORS", "cfg_write"): errors.cfg_write | slot_too_big,
-        }
-        for name in BARRIER_ERROR_LAYOUT.members:
-            values.setdefault(("barrier", "ERRORS", name), getattr(errors, name))
-        return sender.packets, receiver.packets, values
+        m.d.comb += [block.now.eq(cycles), block.node_id.eq(node_id),
+                     block.engine_done.eq(engine_strobe), block.engine_done_seq.eq(engine_seq),
+                     self._engine.barrier_seq.eq(block.seq)]
+        return block.tx, block.rx
