@@ -10,7 +10,7 @@ control packets (:class:`~nicoll.hw.net.packet.HeaderSender` / :class:`HeaderRec
 engine that owns them is attached.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,7 +26,8 @@ from .engine.block import EngineBlock
 from .net.packet import (DEST_WIDTH, PacketArbiter, PacketDemux,
                      PacketKind, packet_beat_layout, packet_stream)
 from .repack.formats import MAX_RANKS as _REPACK_MAX_RANKS
-from .repack.hub import DEFAULT_HUB_PACKET_BEATS, RepackHub
+from .repack.block import RepackBlock, repack_block_idle_values
+from .repack.hub import DEFAULT_HUB_PACKET_BEATS
 from .params import check_data_width, is_int
 from .lib.skid import SkidBuffer
 
@@ -178,7 +179,8 @@ class NicCore(wiring.Component):
         self._repack_max_group = repack_max_group
         self._hub = None
         if repack_units:
-            self.hub._MustUse__silence = True    # checks the repack parameters now
+            block = self._repack_block()         # checks the repack parameters now
+            block._MustUse__silence = block.hub._MustUse__silence = True
             self._hub = None
 
     @property
@@ -223,12 +225,16 @@ class NicCore(wiring.Component):
     def hub(self):
         """The repack units and control tree (:class:`~nicoll.hw.repack.hub.RepackHub`),
         built on first use; None in a build without repack units."""
+        block = self._repack_block()
+        return None if block is None else block.hub
+
+    def _repack_block(self):
         if self._hub is None and self._repack_units:
-            self._hub = RepackHub(data_width=self._data_width,
-                                  max_ranks=repack_max_ranks(self._max_nodes),
-                                  units=self._repack_units, max_group=self._repack_max_group,
-                                  capacity_bytes=self._repack_capacity,
-                                  packet_beats=DEFAULT_HUB_PACKET_BEATS)
+            self._hub = RepackBlock(data_width=self._data_width,
+                                    max_ranks=repack_max_ranks(self._max_nodes),
+                                    units=self._repack_units, max_group=self._repack_max_group,
+                                    capacity_bytes=self._repack_capacity,
+                                    packet_beats=DEFAULT_HUB_PACKET_BEATS)
         return self._hub
 
     @property
@@ -273,7 +279,7 @@ class NicCore(wiring.Component):
         engine_tx, engine_rx, engine_barrier = self._elaborate_engine(m, cycles, node_id)
         barrier_tx, barrier_rx = self._elaborate_barrier(m, cycles, node_id, engine_barrier)
 
-        hub_ports = self._elaborate_hub(m, node_id, values)
+        hub_ports = self._elaborate_hub(m, node_id)
 
         # Transmit: control packets first (barrier notices, clear-to-send, repack
         # registrations and notices), then data.  Receive: barrier notices to the barrier
@@ -318,8 +324,8 @@ class NicCore(wiring.Component):
         # Values of the hardware-driven fields of the blocks NicCore drives, keyed by the
         # map's own names; every such field must be driven (drive_fields), so a field added
         # to the RDL cannot be left floating.  The engine drives its own (EngineBlock), the
-        # barrier unit its (BarrierBlock).
-        for name in ("global", "alu", "repack"):
+        # barrier unit its (BarrierBlock), the repack hub its (RepackBlock).
+        for name in ("global", "alu"):
             block = REGMAP.block(name)
             drive_fields(m, getattr(csr, name), block,
                          {(r, f): values.pop((b, r, f)) for b, r, f in list(values) if b == name})
@@ -340,63 +346,18 @@ class NicCore(wiring.Component):
                                                mux_output=mux_output)
         return skid
 
-    def _elaborate_hub(self, m, node_id, values):
+    def _elaborate_hub(self, m, node_id):
         """The repack units and control tree with their registers; returns the hub's
-        (tx, rx) packet ports, or None in a build without units."""
-        csr = self.csr
-
-        def reg(register, field):
-            return csr.port("repack", register, field)
-
-        hub = self.hub
-        names = ("busy", "pending", "code", "last_error")
-        if hub is None:
-            values.update({("repack", "CAPS", "units"): 0, ("repack", "CAPS", "max_group"): 0,
-                           ("repack", "CAPACITY", "bytes"): 0,
-                           ("repack", "LIMITS", "max_ranks"): 0,
-                           ("repack", "LIMITS", "packet_beats"): 0})
-            values.update({("repack", "STATUS", name): 0 for name in names})
-            values.update({("repack", name, "count"): 0
-                           for name in ("ERRORS", "CYCLES", "OPS", "DROPPED")})
+        (tx, rx) packet ports, or None in a build without units (whose repack registers
+        read 0)."""
+        block = self._repack_block()
+        if block is None:
+            drive_fields(m, self.csr.repack, REGMAP.block("repack"), repack_block_idle_values())
             return None
-        m.submodules.hub = hub
-        m.d.comb += hub.node_id.eq(node_id)
-        # A list write or start is held until the control tree takes it (it takes them while
-        # no exchange runs); the host sees STATUS.pending meanwhile.
-        order_valid = Signal()
-        start_valid = Signal()
-        write_src, write_dst = reg("CONTROL", "write_src"), reg("CONTROL", "write_dst")
-        with m.If(write_src | write_dst):
-            m.d.sync += [order_valid.eq(1),
-                         hub.order.payload.list.eq(Mux(write_dst, 1, 0)),
-                         hub.order.payload.index.eq(reg("ORDER", "index")),
-                         hub.order.payload.rank.eq(reg("ORDER", "rank")),
-                         hub.order.payload.end.eq(reg("CONTROL", "end"))]
-        with m.Elif(hub.order.ready):
-            m.d.sync += order_valid.eq(0)
-        with m.If(reg("CONTROL", "start")):
-            m.d.sync += [start_valid.eq(1), hub.start.payload.n.eq(reg("N", "n")),
-                         hub.start.payload.budget.eq(reg("BUDGET", "bytes")),
-                         hub.start.payload.timeout.eq(reg("TIMEOUT", "cycles"))]
-        with m.Elif(hub.start.ready):
-            m.d.sync += start_valid.eq(0)
-        m.d.comb += [hub.order.valid.eq(order_valid), hub.start.valid.eq(start_valid)]
-        values.update({
-            ("repack", "CAPS", "units"): hub.units,
-            ("repack", "CAPS", "max_group"): hub.max_group,
-            ("repack", "CAPACITY", "bytes"): hub.capacity_bytes,
-            ("repack", "LIMITS", "max_ranks"): hub.max_ranks,
-            ("repack", "LIMITS", "packet_beats"): DEFAULT_HUB_PACKET_BEATS,
-            ("repack", "STATUS", "busy"): hub.busy,
-            ("repack", "STATUS", "pending"): order_valid | start_valid | hub.held,
-            ("repack", "STATUS", "code"): hub.status,
-            ("repack", "STATUS", "last_error"): hub.last_error,
-            ("repack", "ERRORS", "count"): hub.errors,
-            ("repack", "CYCLES", "count"): hub.cycles,
-            ("repack", "OPS", "count"): hub.ops,
-            ("repack", "DROPPED", "count"): hub.dropped,
-        })
-        return hub.tx, hub.rx
+        m.submodules.hub = block
+        wiring.connect(m, self.csr.repack, block.csr)
+        m.d.comb += block.node_id.eq(node_id)
+        return block.tx, block.rx
 
     def _elaborate_engine(self, m, cycles, node_id):
         """The collective engine with its registers, and its memory ports; returns its
