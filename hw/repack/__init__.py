@@ -1,6 +1,7 @@
 """The repack units and their control tree (seed 003: the messages, layouts and codes in
-:mod:`.formats`, the unit in :mod:`.unit`, the control tree in :mod:`.control`, both joined in
-:mod:`.engine`) and the hub that connects them to the node's packet network (:mod:`.hub`).
+:mod:`.formats`, the unit in :mod:`.unit`, the control tree in :mod:`.control` with its parts
+in the ``control_*`` modules, both joined in :mod:`.engine`) and the hub that connects them to
+the node's packet network (:mod:`.hub`).
 """
 
 from .formats import (RANK_WIDTH, TAG_WIDTH, LENGTH_WIDTH, MAX_BLOCK_BYTES, MAX_RANKS, MAX_GROUP,
