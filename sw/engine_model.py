@@ -175,9 +175,13 @@ class EngineNetworkModel:
         now = self.clock.now
         control = lambda name: node.field("engine", "CONTROL", name)     # noqa: E731
         if control("clear"):
+            # A clear wins over the other bits of its write, as in the gateware (the queue
+            # drops a push in the clear's cycle, armed and a start yield to it).
             e.clear()
             self._running.discard(node_id)
             self._armed.discard(node_id)
+            self._progress(now)
+            return
         if control("push"):
             self._push(node_id)
         if control("go"):
