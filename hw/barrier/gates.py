@@ -4,18 +4,20 @@ vector and a balanced priority multiplexer."""
 
 from amaranth.hdl import Cat, Const, Mux
 from amaranth.utils import ceil_log2
+from ..params import check_int, is_int
 
 
-__all__ = ["check_int", "index_bits", "below", "any_of", "routed_part", "first_set"]
+__all__ = ["check_int", "check_log_depth", "index_bits", "below", "any_of", "routed_part", "first_set"]
 
 
-def check_int(name, value, low, high):
-    """Raise ``TypeError`` unless ``value`` is an integer, ``ValueError`` unless
-    ``low <= value <= high``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+def check_log_depth(log_depth):
+    """Raise TypeError / ValueError unless ``log_depth`` (the abort log's entries) is a power
+    of two between 16 and 1024."""
+    if not is_int(log_depth):
+        raise TypeError(f"log_depth must be an integer, not {log_depth!r}")
+    if log_depth < 16 or log_depth > 1024 or log_depth & (log_depth - 1):
+        raise ValueError(f"log_depth must be a power of two between 16 and 1024, "
+                         f"not {log_depth!r}")
 
 
 def index_bits(n):

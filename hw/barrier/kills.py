@@ -7,7 +7,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .gates import check_int
+from .gates import check_int, check_log_depth
 from .layouts import DEFAULT_LOG_DEPTH, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT, SEQ_WIDTH, TIME_WIDTH
 
 
@@ -59,11 +59,7 @@ class KillControl(wiring.Component):
     def __init__(self, max_nodes, max_children, *, log_depth=DEFAULT_LOG_DEPTH):
         check_int("max_nodes", max_nodes, 1, MAX_NODES_LIMIT)
         check_int("max_children", max_children, 1, MAX_CHILDREN_LIMIT)
-        if not isinstance(log_depth, int) or isinstance(log_depth, bool):
-            raise TypeError(f"log_depth must be an integer, not {log_depth!r}")
-        if log_depth < 16 or log_depth > 1024 or log_depth & (log_depth - 1):
-            raise ValueError(f"log_depth must be a power of two between 16 and 1024, "
-                             f"not {log_depth!r}")
+        check_log_depth(log_depth)
         self._max_nodes = max_nodes
         self._max_children = max_children
         self._log_depth = log_depth

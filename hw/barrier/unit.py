@@ -67,7 +67,7 @@ from .decode import NoticeDecoder
 from .errors import ErrorFlags
 from .execute import ExecuteStage
 from .fanout import ReleaseFanout
-from .gates import check_int
+from .gates import check_int, check_log_depth
 from .kills import KillControl
 from .layouts import (AcSubMode, BarrierMode, BarrierNoticeKind, BARRIER_ERROR_LAYOUT,
                       DEFAULT_LOG_DEPTH, MAX_CHILDREN_LIMIT, MAX_NODES_LIMIT, NOTICE_LAYOUT,
@@ -152,11 +152,7 @@ class BarrierUnit(wiring.Component):
         if not isinstance(dst_checked, bool):
             raise TypeError(f"dst_checked must be a bool, not {dst_checked!r}")
         check_int("max_children", max_children, 1, MAX_CHILDREN_LIMIT)
-        if not isinstance(log_depth, int) or isinstance(log_depth, bool):
-            raise TypeError(f"log_depth must be an integer, not {log_depth!r}")
-        if log_depth < 16 or log_depth > 1024 or log_depth & (log_depth - 1):
-            raise ValueError(f"log_depth must be a power of two between 16 and 1024, "
-                             f"not {log_depth!r}")
+        check_log_depth(log_depth)
         self._max_nodes = max_nodes
         self._max_children = max_children
         self._log_depth = log_depth

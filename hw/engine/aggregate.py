@@ -16,7 +16,7 @@ from amaranth.utils import ceil_log2
 from amaranth.lib.wiring import In, Out
 
 from .regions import REGION_LAYOUT, at_most, region_checks, region_checks_layout
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["NOTICE_WIDTH", "AggregateSender"]
 
@@ -92,10 +92,7 @@ class AggregateSender(wiring.Component):
     def __init__(self, *, data_width, max_nodes, length_bits):
         check_data_width(data_width)
         for name, value in (("max_nodes", max_nodes), ("length_bits", length_bits)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value!r}")
+            check_int(name, value, 1)
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._length_bits = length_bits

@@ -54,7 +54,7 @@ from .aggregate import AggregateSender
 from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import share
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["COUNTERS", "Engine"]
 
@@ -161,10 +161,7 @@ class Engine(wiring.Component):
                                        ("packet_beats", packet_beats, 1, 65535),
                                        ("max_nodes", max_nodes, 1, 1 << DEST_WIDTH),
                                        ("mem_size", mem_size, 1, 1 << 32)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if not low <= value <= high:
-                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+            check_int(name, value, low, high)
         check_data_width(data_width)
         beat_bytes = data_width // 8
         if mem_size & (mem_size - 1) or mem_size % beat_bytes:

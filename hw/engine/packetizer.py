@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from .regions import beat_layout
 from ..net.packet import DEST_WIDTH, PacketKind, header_beats, packet_header_layout, packet_stream
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["Packetizer"]
 
@@ -53,12 +53,8 @@ class Packetizer(wiring.Component):
 
     def __init__(self, *, data_width, packet_beats, length_bits):
         check_data_width(data_width)
-        for name, value, low, high in (("packet_beats", packet_beats, 1, 65535),
-                                       ("length_bits", length_bits, 1, 32)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if not low <= value <= high:
-                raise ValueError(f"{name} must be between {low} and {high}, not {value!r}")
+        check_int("packet_beats", packet_beats, 1, 65535)
+        check_int("length_bits", length_bits, 1, 32)
         self._data_width = data_width
         self._packet_beats = packet_beats
         self._length_bits = length_bits

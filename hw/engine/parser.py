@@ -22,7 +22,7 @@ from .regions import beat_layout
 from ..lib.builder import carry_save
 from ..net.packet import PacketKind, header_beats, packet_header_layout, packet_stream
 from ..repack.formats import RepackNoticeKind
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["PacketParser"]
 
@@ -84,10 +84,7 @@ class PacketParser(wiring.Component):
     def __init__(self, *, data_width, max_nodes, length_bits):
         check_data_width(data_width)
         for name, value in (("max_nodes", max_nodes), ("length_bits", length_bits)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value!r}")
+            check_int(name, value, 1)
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._length_bits = length_bits

@@ -25,7 +25,7 @@ from ..lib.builder import carry_save_sum
 from ..lib.skid import SkidBuffer
 from ..net.packet import packet_header_layout, packet_stream
 from ..ops import DType, ReduceOp
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["Receiver"]
 
@@ -97,10 +97,7 @@ class Receiver(wiring.Component):
         check_data_width(data_width)
         for name, value in (("max_nodes", max_nodes), ("row_bits", row_bits),
                             ("length_bits", length_bits)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value!r}")
+            check_int(name, value, 1)
         self._alu = alu
         self._data_width = data_width
         self._max_nodes = max_nodes

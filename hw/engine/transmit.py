@@ -22,7 +22,7 @@ from .rows import ROW_CHECKS, check_rows, row_ring
 from .walker import RegionWalker
 from ..lib.skid import SkidBuffer
 from ..net.packet import DEST_WIDTH, packet_stream
-from ..params import check_data_width, is_int
+from ..params import check_data_width, check_int
 
 __all__ = ["Transmitter"]
 
@@ -87,10 +87,7 @@ class Transmitter(wiring.Component):
         check_data_width(data_width)
         for name, value in (("max_nodes", max_nodes), ("row_bits", row_bits),
                             ("packet_beats", packet_beats), ("length_bits", length_bits)):
-            if not is_int(value):
-                raise TypeError(f"{name} must be an integer, not {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value!r}")
+            check_int(name, value, 1)
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._row_bits = row_bits
