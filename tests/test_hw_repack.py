@@ -200,7 +200,7 @@ def test_sum_exceeds_every_value():
     widths (unsigned a and b, a signed limit wider than either)."""
     a, b, limit, out = Signal(4), Signal(3), Signal(signed(6)), Signal()
     m = Module()
-    m.d.comb += out.eq(unit_arith.sum_exceeds(a, b, limit))
+    m.d.comb += out.eq(unit_arith._sum_exceeds(a, b, limit))
     wrong = []
 
     async def bench(ctx):
@@ -1100,7 +1100,7 @@ def test_exchange_16_ranks_measure(capsys):
 
 
 def test_split_compare_matches_greater_than():
-    """The configuration check's compare in two halves (`greater`) is ``a > b`` for values
+    """The configuration check's compare in two halves (`_greater`) is ``a > b`` for values
     around every boundary of the split: equal high halves, a carry across it, the extremes."""
     rng = random.Random(11)
     values = [0, 1, 0xFFFF, 0x10000, 0x10001, 0xFFFFFFFF, 0x1_0000_0000]
@@ -1109,7 +1109,7 @@ def test_split_compare_matches_greater_than():
     pairs += [(a, a + d) for a in values for d in (-1, 0, 1, 0x10000, -0x10000) if a + d >= 0]
     m = Module()
     a_sig, b_sig, out = Signal(32), Signal(33), Signal()
-    m.d.comb += out.eq(unit_arith.greater(a_sig, b_sig, 16))
+    m.d.comb += out.eq(unit_arith._greater(a_sig, b_sig, 16))
     seen = []
 
     async def bench(ctx):
@@ -1129,7 +1129,7 @@ def test_split_compare_matches_greater_than():
 @pytest.mark.parametrize("limit_signed", [False, True])
 @pytest.mark.parametrize("two_terms", [False, True])
 def test_budget_compare_matches_sum(limit_signed, two_terms):
-    """The budget flag's compare (`exceeds`: a carry chain as wide as the sum, the limit's
+    """The budget flag's compare (`_exceeds`: a carry chain as wide as the sum, the limit's
     high bits tested beside it) is ``a + b > limit`` for sums and limits around every
     boundary: a limit just above and below the sum, beyond the sum's width, negative."""
     rng = random.Random(f"{limit_signed}{two_terms}")
@@ -1137,7 +1137,7 @@ def test_budget_compare_matches_sum(limit_signed, two_terms):
     limit = Signal(signed(34)) if limit_signed else Signal(32)
     out = Signal()
     m = Module()
-    m.d.comb += out.eq(unit_arith.exceeds(a_sig, b_sig if two_terms else None, limit))
+    m.d.comb += out.eq(unit_arith._exceeds(a_sig, b_sig if two_terms else None, limit))
     cases = []
     for _ in range(300):
         a, b = rng.getrandbits(rng.choice([2, 10, 18])), rng.getrandbits(18) if two_terms else 0
@@ -1164,12 +1164,12 @@ def test_budget_compare_matches_sum(limit_signed, two_terms):
 
 @pytest.mark.parametrize("count", [1, 4, 5, 8, 16])
 def test_low_thermometer_matches_shifted_mask(count):
-    """The last table beat's mask of valid entries (`low_thermometer`) is
+    """The last table beat's mask of valid entries (`_low_thermometer`) is
     ``(2 << (index - 1) % count) - 1`` for every index the configuration can give."""
     index = Signal(8)
     out = Signal(count)
     m = Module()
-    m.d.comb += out.eq(unit_arith.low_thermometer(index, count))
+    m.d.comb += out.eq(unit_arith._low_thermometer(index, count))
     # A count that is not a power of two is used only with index <= count (NB = G).
     indices = range(1, 256) if count & (count - 1) == 0 else range(1, count + 1)
     seen = []

@@ -1,6 +1,9 @@
 """The repack units and their control tree (seed 003: the messages, layouts and codes in
 :mod:`.formats`, the unit in :mod:`.unit`, the control tree in :mod:`.control`, both joined in
 :mod:`.engine`) and the hub that connects them to the node's packet network (:mod:`.hub`).
+The unit's parts are components of their own modules (``unit_*``: :mod:`.unit_slices`,
+:mod:`.unit_input`, :mod:`.unit_sequencer`, :mod:`.unit_columns`, :mod:`.unit_output`,
+:mod:`.unit_events`, :mod:`.unit_arith`), for :class:`RepackUnit` alone.
 """
 
 from .formats import (RANK_WIDTH, TAG_WIDTH, LENGTH_WIDTH, MAX_BLOCK_BYTES, MAX_RANKS, MAX_GROUP,

@@ -30,7 +30,7 @@ from ..params import check_data_width
 from .formats import (LENGTH_WIDTH, UNIT_EVENT_LAYOUT, RepackError, _check_capacity,
                       _check_max_group, message_stream, unit_config_layout)
 from .unit_columns import Cursors
-from .unit_events import ErrorLog, EventQueue
+from .unit_events import ErrorLog, EventQueue, Watchdog
 from .unit_input import InputParser
 from .unit_output import OutputPipeline
 from .unit_sequencer import UnitSequencer
@@ -157,6 +157,7 @@ class RepackUnit(wiring.Component):
         m.submodules.cursors = cursors = Cursors(W, self._capacity, G)
         m.submodules.events = events = EventQueue(G)
         m.submodules.errors = errors = ErrorLog()
+        m.submodules.watchdog = watchdog = Watchdog()
         self._parts = (inp, seq, out)
 
         # Data buffer: each source's data from a row boundary on (buffer_bytes_needed).
@@ -198,7 +199,7 @@ class RepackUnit(wiring.Component):
         m.d.comb += [
             inp.cfg.eq(cfg_in.o.payload), inp.cfg_take.eq(seq.cfg_take), inp.c.eq(seq.c),
             inp.idle.eq(seq.idle), inp.accepting.eq(seq.accepting), inp.st_idle.eq(seq.st_idle),
-            inp.st_collect.eq(seq.st_collect), inp.timeout_fire.eq(seq.timeout_fire),
+            inp.st_collect.eq(seq.st_collect), inp.timeout_fire.eq(watchdog.fire),
             inp.ev_free.eq(events.free),
             seq.take.eq(inp.take), seq.head.eq(inp.head), seq.arrived.eq(inp.arrived),
             seq.cur_rank.eq(inp.cur_rank), seq.taken_now.eq(inp.taken_now),
@@ -220,6 +221,13 @@ class RepackUnit(wiring.Component):
             seq.advance.eq(out.advance), seq.pipe_busy.eq(out.busy),
             seq.out_valid.eq(out.out_valid), seq.out_rank.eq(out.out_rank),
             seq.delivered.eq(out.delivered),
+        ]
+        # The watchdog: loaded at a configuration's take, run while collecting.
+        m.d.comb += [
+            watchdog.st_idle.eq(seq.st_idle), watchdog.cfg_take.eq(seq.cfg_take),
+            watchdog.timeout.eq(cfg_in.o.payload.cfg.timeout),
+            watchdog.st_collect.eq(seq.st_collect), watchdog.take.eq(inp.take),
+            watchdog.c_timeout.eq(seq.c.timeout), seq.timeout_fire.eq(watchdog.fire),
         ]
         # Events and errors.
         wiring.connect(m, events.event, wiring.flipped(self.event))

@@ -4,11 +4,11 @@
 
 from amaranth.hdl import Cat, Const, Value
 
-__all__ = ["tree_sum", "low_thermometer", "sum_exceeds", "exceeds", "greater", "rotate_bytes",
-           "ends_in_row"]
+# Every name here is the unit's parts' own, imported by them: none is public.
+__all__ = []
 
 
-def tree_sum(values):
+def _tree_sum(values):
     """Sum of ``values`` as a balanced adder tree, log2(len) adders deep (Python's ``sum``
     would build a chain of len - 1)."""
     values = list(values)
@@ -18,7 +18,7 @@ def tree_sum(values):
     return values[0]
 
 
-def low_thermometer(index, count):
+def _low_thermometer(index, count):
     """``(2 << (index - 1) % count) - 1`` for ``index`` >= 1 and ``count`` a power of two (or
     ``index`` <= ``count``): bits 0 .. (index - 1) mod count set.  Each bit is a function of
     index's low bits alone (bit e: index mod count is 0 or above e), where the subtract,
@@ -31,7 +31,7 @@ def low_thermometer(index, count):
     return Cat(wrap | (low > e) for e in range(count))
 
 
-def sum_exceeds(a, b, limit):
+def _sum_exceeds(a, b, limit):
     """``a + b > limit`` for unsigned ``a``, ``b`` and a signed ``limit``, as one carry chain:
     the sign of ``a + b + ~limit`` (that is ``a + b - limit - 1``), its three operands first
     reduced to two by a carry-save stage (one LUT per bit).  Written as an add and then a
@@ -45,7 +45,7 @@ def sum_exceeds(a, b, limit):
     return ~(half + carry)[n - 1]
 
 
-def exceeds(a, b, limit):
+def _exceeds(a, b, limit):
     """``a + b > limit`` (``a > limit`` when ``b`` is None) for unsigned ``a`` and ``b`` that
     sum to fewer bits than ``limit`` has (a table beat's sum, against a byte budget): the
     carry chain is as wide as the sum, and the limit's high bits (all zero, or a negative
@@ -57,14 +57,14 @@ def exceeds(a, b, limit):
     signed = limit.shape().signed
     top = len(limit) - signed                  # magnitude bits
     if k >= top:
-        return a > limit if b is None else sum_exceeds(a, b, limit)
+        return a > limit if b is None else _sum_exceeds(a, b, limit)
     negative = limit[-1] if signed else Const(0, 1)
     low = limit[:k]
-    low_over = a > low if b is None else sum_exceeds(a, b, Cat(low, Const(0, 1)).as_signed())
+    low_over = a > low if b is None else _sum_exceeds(a, b, Cat(low, Const(0, 1)).as_signed())
     return negative | ((limit[k:top] == 0) & low_over)
 
 
-def greater(a, b, split):
+def _greater(a, b, split):
     """``a > b`` (unsigned) from two compares of halves side by side, split at bit
     ``split``, and one LUT: two short carry chains in parallel where one ran the width (a
     32-bit compare in front of the configuration slice was the repack unit's late pin alone
@@ -73,14 +73,14 @@ def greater(a, b, split):
     return (a[split:] > b[split:]) | ((a[split:] == b[split:]) & (a[:split] > b[:split]))
 
 
-def rotate_bytes(value, amount, at):
+def _rotate_bytes(value, amount, at):
     """``value`` rotated right by ``amount << at`` bytes (byte q + amount·2**at moves to byte
     q): one stage of a staged byte rotator.  The offset is ``amount`` with zeros below it,
     wiring only, so no adder sits in front of the shifter."""
     return Cat(value, value).bit_select(Cat(Const(0, 3 + at), amount), len(value))
 
 
-def ends_in_row(left, room, lane_bits, small):
+def _ends_in_row(left, room, lane_bits, small):
     """``left <= room`` for a room of at most one row (``2**lane_bits`` bytes): LB+1 bits
     compared, given ``small``, a flag kept beside ``left`` that the rest of it is zero."""
     left = Value.cast(left)

@@ -1,16 +1,17 @@
 """Per-source registers of the repack unit: each source's cursor in the data buffer
-(:class:`Cursors`), and the sending state's columns, one entry per source of the destination
-being sent (:class:`Columns`)."""
+(:class:`Cursors`); the table beat the sending state reads from the length tables
+(:class:`TableReader`), and its columns, one entry per source of the destination being sent
+(:class:`Columns`)."""
 
-from amaranth.hdl import Array, Cat, Module, Signal, Value
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_data_width
 from .formats import LENGTH_WIDTH, _check_capacity, _check_max_group
-from .unit_arith import ends_in_row
+from .unit_arith import _ends_in_row
 
-__all__ = ["Cursors", "Columns"]
+__all__ = ["Cursors", "TableReader", "Columns"]
 
 
 def _check(data_width, capacity_bytes, max_group):
@@ -77,6 +78,107 @@ class Cursors(wiring.Component):
                              cur_room[index].eq(B - Value.cast(value)[:LB])]
         m.d.comb += [self.addr[k].eq(cur_addr[k]) for k in range(G)]
         m.d.comb += [self.room[k].eq(cur_room[k]) for k in range(G)]
+        return m
+
+
+class TableReader(wiring.Component):
+    """The length tables' read side: the banks at ``tab_row``, destination ``j``, and the
+    registers a table beat is loaded into, in the header state (the first beat) and in each
+    table-state cycle (the next), as the state machine advances.
+
+    Parameters
+    ----------
+    data_width, capacity_bytes, max_group : int
+        As :class:`~.unit.RepackUnit`'s.
+
+    Members
+    -------
+    tab_addr : ``Out(range(max(2, BROWS)))``; tab_data : ``In(data.ArrayLayout(data_width + 2 * E, NB))``
+        The banks' read ports (combinational).
+    tab_row : ``In(range(max(2, BROWS)))``; j : ``In(range(max(2, max_group)))``
+        The banks' row and the destination.
+    tbo_mask : ``In(NB)``
+        Valid entries of the destination's last table beat.
+    header, table, advance : ``In(1)``
+        The header state, the table state, the state machine advances.
+    final_header, final_table : ``In(1)``
+        The beat loaded in the header state, in the table state, is the last.
+    lens_q : ``Out(data.ArrayLayout(LENGTH_WIDTH, NB))``; nz_q, big_q : ``Out(NB)``; final_q : ``Out(1)``
+        The beat loaded: its lengths (entries past dh empty), which are non-zero and which
+        two rows' bytes (2B) or more, and whether it is the destination's last.
+    """
+
+    def __init__(self, data_width, capacity_bytes, max_group):
+        _check(data_width, capacity_bytes, max_group)
+        self._data_width = W = data_width
+        self._max_group = G = max_group
+        E = W // LENGTH_WIDTH
+        NB = min(E, G)
+        brows = -(-G // NB) * -(-G // E)
+        self._mirrors = []
+        super().__init__({
+            "tab_addr": Out(range(max(2, brows))), "tab_data": In(data.ArrayLayout(W + 2 * E, NB)),
+            "tab_row": In(range(max(2, brows))), "j": In(range(max(2, G))), "tbo_mask": In(NB),
+            "header": In(1), "table": In(1), "advance": In(1),
+            "final_header": In(1), "final_table": In(1),
+            "lens_q": Out(data.ArrayLayout(LENGTH_WIDTH, NB)), "nz_q": Out(NB), "big_q": Out(NB),
+            "final_q": Out(1),
+        })
+
+    @property
+    def mirrors(self):
+        """(flop, the expression it stands for) pairs, which a test holds equal in every
+        cycle (built by elaboration)."""
+        return self._mirrors
+
+    def elaborate(self, platform):
+        m = Module()
+        W, G = self._data_width, self._max_group
+        LB = (W // 8).bit_length() - 1
+        E = W // LENGTH_WIDTH
+        NB = min(E, G)
+        j, tab_row, tbo_mask = self.j, self.tab_row, self.tbo_mask
+        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
+        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
+        # The banks' address is `tab_row` alone, a flop: set to the destination's first
+        # row (j >> LE) with j, then moved on a table row at each beat, so no state decode
+        # or mux sits in front of the distributed RAM's read.
+        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
+        nz_q = self.nz_q
+        bank_len = []                           # lengths of sources at tab_row, destination j
+        bank_nz = []                            # and whether each is non-zero
+        bank_big = []                           # and two rows' bytes (2B) or more
+        big_q = self.big_q
+        m.d.comb += self.tab_addr.eq(tab_row)
+        for b in range(NB):
+            bank = self.tab_data[b]
+            bank_len.append(bank[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
+            bank_nz.append(bank[E * LENGTH_WIDTH:][:E].bit_select(j & (E - 1), 1))
+            bank_big.append(bank[E * LENGTH_WIDTH + E:].bit_select(j & (E - 1), 1))
+        # The beat being read is masked as it is loaded (entries past dh in the last beat
+        # read as empty), and whether it is the last one is a flop beside it: the table
+        # state decides on flops and an OR of them (the 256-bit unit's path when the beat
+        # was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
+        # nz.any() -> j, 8 levels, 7.43 ns).  The OR stays after the flops: loaded as a flop
+        # too, behind the read at j and the compares, it was the next path (6.97 ns).
+        final_q = self.final_q
+
+        def load_table_beat(final):
+            valid = Mux(final, tbo_mask, (1 << NB) - 1)
+            m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
+                         nz_q.eq(Cat(bank_nz) & valid), big_q.eq(Cat(bank_big) & valid),
+                         final_q.eq(final)]
+
+        # The header state loads the destination's first beat, each table beat the next.
+        with m.If(self.header):
+            with m.If(self.advance):
+                load_table_beat(self.final_header)
+        with m.If(self.table):
+            with m.If(self.advance):
+                load_table_beat(self.final_table)
+        m.d.comb += [self.lens_q[b].eq(lens_q[b]) for b in range(NB)]
+        # Tests check the flags against the lengths every cycle.
+        self._mirrors = [(big_q[b], lens_q[b][LB + 1:] != 0) for b in range(NB)]
         return m
 
 
@@ -157,7 +259,7 @@ class Columns(wiring.Component):
         for i in range(G):
             with m.If(self.table & (tt == i // NB)):
                 m.d.sync += [col[i].eq(lens_q[i % NB]),
-                             fitcol[i].eq(ends_in_row(lens_q[i % NB], cur_room[i], LB,
+                             fitcol[i].eq(_ends_in_row(lens_q[i % NB], cur_room[i], LB,
                                                       ~self.big_q[i % NB]))]
         m.d.comb += [self.col[i].eq(col[i]) for i in range(G)]
         m.d.comb += self.fitcol.eq(Cat(fitcol))

@@ -1,6 +1,6 @@
-"""The repack unit's reports: its event queue (:class:`EventQueue`) and its error count, last
-error and the sub-matrix's failure (:class:`ErrorLog`).  :class:`~.unit.RepackUnit` joins them
-to its other parts."""
+"""The repack unit's reports: its event queue (:class:`EventQueue`), its error count, last
+error and the sub-matrix's failure (:class:`ErrorLog`), and the watchdog of its input
+(:class:`Watchdog`).  :class:`~.unit.RepackUnit` joins them to its other parts."""
 
 import functools
 import operator
@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .formats import UNIT_EVENT_LAYOUT, RepackError, _check_max_group
 
-__all__ = ["FAILING", "EventQueue", "ErrorLog"]
+__all__ = ["FAILING", "EventQueue", "ErrorLog", "Watchdog"]
 
 
 #: The errors that drop the sub-matrix being collected (the others drop one message or
@@ -166,4 +166,47 @@ class ErrorLog(wiring.Component):
         with m.If(self.st_idle):
             with m.If(self.cfg_take):
                 m.d.sync += [failed.eq(0), fail_code.eq(RepackError.OK)]
+        return m
+
+
+class Watchdog(wiring.Component):
+    """Cycles without an input beat while collecting, counted down from the sub-matrix's
+    ``timeout``.
+
+    Members
+    -------
+    st_idle, cfg_take : ``In(1)``; timeout : ``In(32)``
+        The unit is idle; it takes a configuration, whose timeout loads the count.
+    st_collect : ``In(1)``
+        The unit is collecting: the count runs.
+    take : ``In(1)``; c_timeout : ``In(32)``
+        An input beat is parsed, which loads the count again with the sub-matrix's timeout.
+    fire : ``Out(1)``
+        The count has run out, and no beat is parsed in this cycle (TIMEOUT).
+    """
+
+    def __init__(self):
+        super().__init__({
+            "st_idle": In(1), "cfg_take": In(1), "timeout": In(32),
+            "st_collect": In(1), "take": In(1), "c_timeout": In(32),
+            "fire": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        take = self.take
+        # Cycles without an input beat, counted down from `timeout`; `idle_out` (they reached
+        # `timeout`) is kept a cycle ahead, so the watchdog is a flop, not a 32-bit compare.
+        idle_left = Signal(32)
+        idle_out = Signal()
+        m.d.comb += self.fire.eq(idle_out & ~take)
+        # Loaded at every configuration's take, refused or not (see UnitSequencer._configure).
+        with m.If(self.st_idle):
+            with m.If(self.cfg_take):
+                m.d.sync += [idle_left.eq(self.timeout), idle_out.eq(0)]
+        with m.If(self.st_collect):
+            m.d.sync += [
+                idle_left.eq(Mux(take, self.c_timeout, idle_left - 1)),
+                idle_out.eq(~take & (idle_out | (idle_left == 1))),
+            ]
         return m

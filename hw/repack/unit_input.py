@@ -15,7 +15,7 @@ from ..lib.builder import share
 from ..params import check_data_width
 from .formats import (HEADER_LAYOUT, LENGTH_WIDTH, RANK_WIDTH, RepackError, _check_capacity,
                       _check_max_group, _priority, message_beat_layout, unit_config_layout)
-from .unit_arith import exceeds, low_thermometer
+from .unit_arith import _exceeds, _low_thermometer
 from .unit_slices import checked_config_layout, summed_beat_layout
 
 __all__ = ["InputParser"]
@@ -279,11 +279,11 @@ class InputParser(wiring.Component):
         # table beat's flag is used, and a table beat follows a header or a table beat.
         with m.If(load):
             with m.If(take & (in_state == IN_HEAD)):
-                m.d.sync += in_q.over.eq(exceeds(sk.tsum, None, room_bytes))
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_bytes))
             with m.Elif(take & (in_state == IN_TABLE)):
-                m.d.sync += in_q.over.eq(exceeds(sk.tsum, in_q.tsum, room_left))
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, in_q.tsum, room_left))
             with m.Else():
-                m.d.sync += in_q.over.eq(exceeds(sk.tsum, None, room_left))
+                m.d.sync += in_q.over.eq(_exceeds(sk.tsum, None, room_left))
             # msg_zero as it will stand when the entering beat is parsed (1 after a header,
             # ANDed with this beat's flag after a table beat, else as now).
             msg_zero_then = Mux(take & (in_state == IN_HEAD), 1,
@@ -503,7 +503,7 @@ class InputParser(wiring.Component):
     def _configured(self, m, v):
         """The registers a configuration's take loads, a timeout's drop of the message being
         parsed, and the registers cleared while idle: set by the unit's state machine
-        (:class:`~.unit_sender.UnitSequencer`), after the input's own assignments."""
+        (:class:`~.unit_sequencer.UnitSequencer`), after the input's own assignments."""
         p = self.cfg.cfg
         # The sub-matrix's registers load at every take, refused or not (see
         # UnitSequencer._configure).
@@ -512,7 +512,7 @@ class InputParser(wiring.Component):
                 m.d.sync += [
                     v.tb_last.eq((p.dv - 1) >> v.LE),
                     # (dv - 1) % E + 1 valid entries in the last table beat.
-                    v.tb_mask.eq(low_thermometer(p.dv, v.E)),
+                    v.tb_mask.eq(_low_thermometer(p.dv, v.E)),
                     v.room_bytes.eq(p.total_bytes),
                     v.alloc_row.eq(0),
                 ]

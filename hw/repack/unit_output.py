@@ -1,5 +1,5 @@
 """The repack unit's output pipeline: literal beats and buffer rows issued by the sending
-state machine (:class:`~.unit_sender.UnitSequencer`) go through a registered buffer read and a
+state machine (:class:`~.unit_sequencer.UnitSequencer`) go through a registered buffer read and a
 two-stage byte rotator, are merged into beats and leave through a register slice
 (:class:`OutputPipeline`)."""
 
@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from ..lib.skid import SkidBuffer
 from ..params import check_data_width, is_int
 from .formats import RANK_WIDTH, message_beat_layout, message_stream
-from .unit_arith import rotate_bytes
+from .unit_arith import _rotate_bytes
 
 __all__ = ["KIND_LIT", "KIND_ROW", "KIND_FLUSH", "issue_signature", "OutputPipeline"]
 
@@ -172,9 +172,9 @@ class OutputPipeline(wiring.Component):
                 row.eq(self.rd_data),
                 p2_lit.eq(p1.kind == KIND_LIT), p2_lit_data.eq(p1_lit),
                 p3.eq(p2),
-                rot_lo.eq(Mux(p2_lit, p2_lit_data, rotate_bytes(row, p2.shift[:SH], 0))),
+                rot_lo.eq(Mux(p2_lit, p2_lit_data, _rotate_bytes(row, p2.shift[:SH], 0))),
                 p4.eq(p3),
-                rot.eq(rotate_bytes(rot_lo, p3.shift[SH:], SH)),
+                rot.eq(_rotate_bytes(rot_lo, p3.shift[SH:], SH)),
                 # The merge's byte mask and kind decoded beside the rotator's last stage, so
                 # the merge is a multiplexer on flops (no compare before the output slice).
                 low_bytes.eq(Cat(p3.p > q for q in range(B))),

@@ -14,8 +14,8 @@ from ..lib.builder import OneHotStates, share
 from ..params import check_data_width
 from .formats import (HEADER_LAYOUT, LENGTH_WIDTH, RANK_WIDTH, UNIT_EVENT_LAYOUT, RepackError,
                       UnitEvent, _check_capacity, _check_max_group, unit_config_layout)
-from .unit_arith import ends_in_row, low_thermometer
-from .unit_columns import Columns
+from .unit_arith import _ends_in_row, _low_thermometer
+from .unit_columns import Columns, TableReader
 from .unit_output import KIND_FLUSH, KIND_LIT, KIND_ROW, issue_signature
 from .unit_slices import checked_config_layout
 
@@ -47,8 +47,8 @@ class UnitSequencer(wiring.Component):
         Flops: idle; idle or collecting.
     st_idle, st_collect, cfg_take : ``Out(1)``
         Idle; collecting; a configuration is taken in this cycle.
-    timeout_fire : ``Out(1)``
-        The watchdog fires (TIMEOUT).
+    timeout_fire : ``In(1)``
+        The watchdog fires (TIMEOUT, :class:`~.unit_events.Watchdog`).
     take, head, arrived, cur_rank, taken_now : ``In``
         The input's (:class:`~.unit_input.InputParser`).
     fail_now : ``In(1)``; fail_code_now : ``In(RepackError)``
@@ -77,6 +77,7 @@ class UnitSequencer(wiring.Component):
         self._capacity = capacity_bytes
         self._max_group = max_group
         self._mirrors = []
+        self._tables = None
         W, G = data_width, max_group
         B = W // 8
         E = W // LENGTH_WIDTH
@@ -87,7 +88,7 @@ class UnitSequencer(wiring.Component):
             "cfg": In(stream.Signature(checked_config_layout(G))),
             "c": Out(unit_config_layout(G)),
             "idle": Out(1, init=1), "accepting": Out(1, init=1),
-            "st_idle": Out(1), "st_collect": Out(1), "cfg_take": Out(1), "timeout_fire": Out(1),
+            "st_idle": Out(1), "st_collect": Out(1), "cfg_take": Out(1), "timeout_fire": In(1),
             "take": In(1), "head": In(1), "arrived": In(range(G + 1)), "cur_rank": In(RANK_WIDTH),
             "taken_now": In(1),
             "fail_now": In(1), "fail_code_now": In(RepackError),
@@ -107,7 +108,7 @@ class UnitSequencer(wiring.Component):
     def mirrors(self):
         """(flop, the expression it stands for) pairs, which a test holds equal in every
         cycle (built by elaboration)."""
-        return self._mirrors
+        return self._mirrors + (self._tables.mirrors if self._tables is not None else [])
 
     def elaborate(self, platform):
         m = Module()
@@ -223,8 +224,8 @@ class UnitSequencer(wiring.Component):
         moved_ei, moved_to, moved = self.move_index, self.move_to, self.move
         m.d.sync += moved.eq(0)
 
-        lens_q, nz_q, big_q, final_q, load_table_beat = self._table_reads(
-            m, v, j, tab_row, tbo_mask)
+        m.submodules.tables = tables = self._tables = TableReader(v.W, self._capacity, G)
+        lens_q, nz_q, big_q, final_q = tables.lens_q, tables.nz_q, tables.big_q, tables.final_q
         col_shift_ref = Signal()                # next_source's choice (see `col_shift`)
 
         def next_source():
@@ -236,12 +237,7 @@ class UnitSequencer(wiring.Component):
             m.d.comb += col_shift_ref.eq(1)
         m.d.comb += self.issue.rank.eq(c.dst[j])
 
-        # Cycles without an input beat, counted down from `timeout`; `idle_out` (they reached
-        # `timeout`) is kept a cycle ahead, so the watchdog is a flop, not a 32-bit compare.
-        idle_left = Signal(32)
-        idle_out = Signal()
         timeout_fire = self.timeout_fire
-        m.d.comb += timeout_fire.eq(idle_out & ~v.take)
 
         header_beat = Signal(HEADER_LAYOUT)
         m.d.comb += [
@@ -278,7 +274,6 @@ class UnitSequencer(wiring.Component):
                     v.iss_emit.eq(1),
                 ]
                 m.d.sync += [tt.eq(0), tab_row.eq(tab_row + TBMAX), any_nz.eq(0)]
-                load_table_beat(tbo_last == 0)
                 v.states.next("TABLE")
 
         with v.states.state("TABLE"):
@@ -315,49 +310,18 @@ class UnitSequencer(wiring.Component):
         col_shift = Signal()
         m.d.comb += col_shift.eq(v.states["DATA"] & v.advance & (v.left_zero | v.fits))
         self._mirrors.append((col_shift, col_shift_ref))
+        # The table beat (TableReader): loaded in the header state (the first) and at each
+        # table beat (the next), as the states advance.
+        tables, tt, tbo_last = v.tables, v.tt, v.tbo_last
+        m.d.comb += [self.tab_addr.eq(tables.tab_addr), tables.tab_data.eq(self.tab_data),
+                     tables.tab_row.eq(v.tab_row), tables.j.eq(v.j), tables.tbo_mask.eq(v.tbo_mask),
+                     tables.header.eq(v.states["HEADER"]), tables.table.eq(v.states["TABLE"]),
+                     tables.advance.eq(v.advance), tables.final_header.eq(tbo_last == 0),
+                     tables.final_table.eq((tt + 1)[:len(tt)] == tbo_last)]
         m.d.comb += [columns.shift.eq(col_shift), columns.table.eq(v.states["TABLE"]),
                      columns.tt.eq(v.tt), columns.big_q.eq(v.big_q),
                      *(columns.lens_q[b].eq(v.lens_q[b]) for b in range(v.NB)),
                      columns.cur_addr.eq(self.cur_addr), columns.cur_room.eq(self.cur_room)]
-
-    def _table_reads(self, m, v, j, tab_row, tbo_mask):
-        """The length tables' read side: the banks at `tab_row`, destination `j`, and the
-        registers a table beat is loaded into (`load_table_beat`)."""
-        LB, E, NB = v.LB, v.E, v.NB
-        # Each table beat's lengths are read a cycle ahead into `lens_q` (with which are
-        # non-zero, `nz_q`): the header cycle reads the first, each table beat the next.
-        # The banks' address is `tab_row` alone, a flop: set to the destination's first
-        # row (j >> LE) with j, then moved on a table row at each beat, so no state decode
-        # or mux sits in front of the distributed RAM's read.
-        lens_q = [Signal(LENGTH_WIDTH, name=f"lens_q{b}") for b in range(NB)]
-        nz_q = Signal(NB)
-        bank_len = []                           # lengths of sources at tab_row, destination j
-        bank_nz = []                            # and whether each is non-zero
-        bank_big = []                           # and two rows' bytes (2B) or more
-        big_q = Signal(NB)
-        m.d.comb += self.tab_addr.eq(tab_row)
-        for b in range(NB):
-            bank = self.tab_data[b]
-            bank_len.append(bank[:E * LENGTH_WIDTH].word_select(j & (E - 1), LENGTH_WIDTH))
-            bank_nz.append(bank[E * LENGTH_WIDTH:][:E].bit_select(j & (E - 1), 1))
-            bank_big.append(bank[E * LENGTH_WIDTH + E:].bit_select(j & (E - 1), 1))
-        # The beat being read is masked as it is loaded (entries past dh in the last beat
-        # read as empty), and whether it is the last one is a flop beside it: the table
-        # state decides on flops and an OR of them (the 256-bit unit's path when the beat
-        # was masked in the table cycle: the state -> tt == tbo_last -> the mask ->
-        # nz.any() -> j, 8 levels, 7.43 ns).  The OR stays after the flops: loaded as a flop
-        # too, behind the read at j and the compares, it was the next path (6.97 ns).
-        final_q = Signal()
-
-        def load_table_beat(final):
-            valid = Mux(final, tbo_mask, (1 << NB) - 1)
-            m.d.sync += [*(lens_q[b].eq(Mux(valid[b], bank_len[b], 0)) for b in range(NB)),
-                         nz_q.eq(Cat(bank_nz) & valid), big_q.eq(Cat(bank_big) & valid),
-                         final_q.eq(final)]
-
-        # Tests check the flags against the lengths every cycle.
-        self._mirrors += [(big_q[b], lens_q[b][LB + 1:] != 0) for b in range(NB)]
-        return lens_q, nz_q, big_q, final_q, load_table_beat
 
     @staticmethod
     def _idle_clears(m, v):
@@ -378,14 +342,9 @@ class UnitSequencer(wiring.Component):
         """COLLECT and REPORT states: wait for the sources' messages (every source's header
         and table taken) within the input budget; a failure or a timeout drops the
         sub-matrix whole, reported by one DONE event."""
-        c, take = v.c, v.take
-        idle_left, idle_out = v.idle_left, v.idle_out
+        c = v.c
         with v.states.state("COLLECT"):
-            m.d.comb += v.st_collect.eq(1)
-            m.d.sync += [
-                idle_left.eq(Mux(take, c.timeout, idle_left - 1)),
-                idle_out.eq(~take & (idle_out | (idle_left == 1))),
-            ]
+            m.d.comb += v.st_collect.eq(1)     # the watchdog counts (Watchdog)
             with m.If(v.timeout_fire):
                 m.d.comb += self.err_timeout.eq(1)
                 # The input drops a message it is parsing (InputParser).
@@ -438,22 +397,20 @@ class UnitSequencer(wiring.Component):
         # not the take with the checks' verdict behind it (the 64-bit core's path at seeds 2
         # and 3 of 2b387db: refuse -> the take -> too_big -> idle_out's enable, 5 levels,
         # 8.18 and 7.42 ns).  The input's (the last table beat's count and mask, the budget,
-        # the first row) and the failure (ErrorLog) load the same way.
+        # the first row), the failure (ErrorLog) and the watchdog load the same way.
         with m.If(taken):
             m.d.sync += [
                 v.tbo_last.eq(0 if NB == G else (p.dh - 1) >> v.LE),
                 v.dv_last.eq(p.dv - 1),
                 # (dh - 1) % NB + 1 valid entries in the last output table beat.
-                v.tbo_mask.eq(low_thermometer(p.dh, NB)),
-                v.idle_left.eq(p.timeout),
-                v.idle_out.eq(0),
+                v.tbo_mask.eq(_low_thermometer(p.dh, NB)),
             ]
 
     def _table_beat(self, m, v):
         """TABLE state: issue one output table beat; note empty blocks and the last one that
         is not; keep the column of lengths for the data state."""
         NB, G, TBMAX = v.NB, v.G, v.TBMAX
-        tt, tbo_last = v.tt, v.tbo_last
+        tt = v.tt
         col, any_nz, last_nz = v.col, v.any_nz, v.last_nz
         final_beat = v.final_q
         lens = v.lens_q
@@ -474,7 +431,6 @@ class UnitSequencer(wiring.Component):
             # of d84feb2 (nz_q -> the decision -> tab_row, 6 levels, 6.81 ns).
             m.d.sync += [tt.eq(tt + 1),
                          v.tab_row.eq(Mux(final_beat, (v.j + 1) >> v.LE, v.tab_row + TBMAX))]
-            v.load_table_beat((tt + 1)[:len(tt)] == tbo_last)
             with m.If(nz.any()):
                 # tt·NB + top: NB is a power of two unless it is G (one table beat).
                 m.d.sync += [any_nz.eq(1),
@@ -487,7 +443,7 @@ class UnitSequencer(wiring.Component):
                 # col[0] is written in this beat when it is the first one.
                 room0 = self.cur_room[0]
                 v.set_block(Mux(tt == 0, lens[0], col[0]), room0,
-                            Mux(tt == 0, ends_in_row(lens[0], room0, v.LB, ~v.big_q[0]),
+                            Mux(tt == 0, _ends_in_row(lens[0], room0, v.LB, ~v.big_q[0]),
                                 v.fitcol[0]))
                 with m.If(any_nz | nz.any()):
                     v.states.next("DATA")

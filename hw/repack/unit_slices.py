@@ -11,7 +11,7 @@ from ..lib.skid import OneEntrySlice, SkidBuffer
 from ..params import check_data_width
 from .formats import (LENGTH_WIDTH, _check_capacity, _check_max_group, length_table_layout,
                       message_beat_layout, message_stream, unit_config_layout)
-from .unit_arith import greater, tree_sum
+from .unit_arith import _greater, _tree_sum
 
 __all__ = ["checked_config_layout", "summed_beat_layout", "ConfigSlice", "InputSums"]
 
@@ -111,7 +111,7 @@ class ConfigSlice(wiring.Component):
             cfg_slice.i.payload.bad.eq((p_in.dh == 0) | (p_in.dh > G) | (p_in.dv == 0)
                                        | (p_in.dv > G) | (p_in.timeout == 0)),
             cfg_slice.i.payload.too_big.eq(cfg_port.o.payload.over_always
-                                           | greater(p_in.total_bytes,
+                                           | _greater(p_in.total_bytes,
                                                      cfg_port.o.payload.limit, 16)),
             # The entries of S in use (k < dh), decoded here: the input stage reads them for
             # the configuration being taken, and a compare there was on the 64-bit core's
@@ -170,7 +170,7 @@ class InputSums(wiring.Component):
         beat_in = in_slice.o
         in_entries = length_table_layout(W)(beat_in.payload.data)
         parts = 1 << ((E.bit_length() - 1) // 2)
-        partials = [tree_sum(in_entries[e] for e in range(k, E, parts)) for k in range(parts)]
+        partials = [_tree_sum(in_entries[e] for e in range(k, E, parts)) for k in range(parts)]
         pre = Signal(data.StructLayout({
             "beat": message_beat_layout(W),
             "part": data.ArrayLayout(LENGTH_WIDTH + LE, parts),
