@@ -12,7 +12,7 @@ import pytest
 from amaranth.hdl import Const, Module, Signal, signed
 from amaranth.sim import Simulator
 
-from nicoll.hw.repack import unit as unit_mod
+from nicoll.hw.repack import unit_arith
 from nicoll.hw.repack import (HEADER_LAYOUT, RepackNoticeKind, OrderList, RepackControl, RepackEngine,
                               RepackError, RepackUnit, UnitEvent, buffer_bytes_needed,
                               length_table_layout, message_beat_layout, unit_config_layout)
@@ -200,7 +200,7 @@ def test_sum_exceeds_every_value():
     widths (unsigned a and b, a signed limit wider than either)."""
     a, b, limit, out = Signal(4), Signal(3), Signal(signed(6)), Signal()
     m = Module()
-    m.d.comb += out.eq(unit_mod._sum_exceeds(a, b, limit))
+    m.d.comb += out.eq(unit_arith._sum_exceeds(a, b, limit))
     wrong = []
 
     async def bench(ctx):
@@ -1109,7 +1109,7 @@ def test_split_compare_matches_greater_than():
     pairs += [(a, a + d) for a in values for d in (-1, 0, 1, 0x10000, -0x10000) if a + d >= 0]
     m = Module()
     a_sig, b_sig, out = Signal(32), Signal(33), Signal()
-    m.d.comb += out.eq(unit_mod._greater(a_sig, b_sig, 16))
+    m.d.comb += out.eq(unit_arith._greater(a_sig, b_sig, 16))
     seen = []
 
     async def bench(ctx):
@@ -1137,7 +1137,7 @@ def test_budget_compare_matches_sum(limit_signed, two_terms):
     limit = Signal(signed(34)) if limit_signed else Signal(32)
     out = Signal()
     m = Module()
-    m.d.comb += out.eq(unit_mod._exceeds(a_sig, b_sig if two_terms else None, limit))
+    m.d.comb += out.eq(unit_arith._exceeds(a_sig, b_sig if two_terms else None, limit))
     cases = []
     for _ in range(300):
         a, b = rng.getrandbits(rng.choice([2, 10, 18])), rng.getrandbits(18) if two_terms else 0
@@ -1169,7 +1169,7 @@ def test_low_thermometer_matches_shifted_mask(count):
     index = Signal(8)
     out = Signal(count)
     m = Module()
-    m.d.comb += out.eq(unit_mod._low_thermometer(index, count))
+    m.d.comb += out.eq(unit_arith._low_thermometer(index, count))
     # A count that is not a power of two is used only with index <= count (NB = G).
     indices = range(1, 256) if count & (count - 1) == 0 else range(1, count + 1)
     seen = []
