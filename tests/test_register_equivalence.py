@@ -48,7 +48,6 @@ def _command_words(rng, dev):
 def _random_op(rng, dev):
     """One random write: a list of ``(register path, field values)``, each valid for the
     register's widths."""
-    nodes = dev.max_nodes
     kind = rng.choice(["cmd", "command", "command", "control", "control", "reduction",
                        "start_at", "peer", "route", "mode", "count", "select"])
     if kind == "command":
