@@ -13,10 +13,10 @@ from amaranth.hdl import Const, Module, Signal, signed
 from amaranth.sim import Simulator
 
 from nicoll.hw.repack import unit_arith
-from nicoll.hw.repack import (HEADER_LAYOUT, RepackNoticeKind, OrderList, RepackControl, RepackEngine,
+from nicoll.hw.repack import (HEADER_LAYOUT, RepackNoticeKind, OrderList, RepackControl, RepackArray,
                               RepackError, RepackUnit, UnitEvent, buffer_bytes_needed,
                               length_table_layout, message_beat_layout, unit_config_layout)
-from nicoll.hw.sim.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackEngineTop,
+from nicoll.hw.sim.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackArrayTop,
                                   control_tdata_width, repack_verilog)
 from nicoll.hw.net.switch import Switch
 from nicoll.repack_plan import (beats_to_message, cost_repack, message_beats, pack_message,
@@ -251,7 +251,7 @@ def test_control_constructor_errors():
     with pytest.raises(ValueError, match=r"^Number of units must be between 1 and 64, not 0$"):
         RepackControl(8, 0, 4, 64, 1024)
     with pytest.raises(ValueError, match=r"^Largest group must be between 1 and 256, not 300$"):
-        RepackEngine(8, 2, 300, 64, 1024)
+        RepackArray(8, 2, 300, 64, 1024)
 
 
 def test_layouts():
@@ -278,7 +278,7 @@ def test_ports():
         "unit_event_1", "unit_active", "busy", "status", "errors", "last_error", "cycles",
         "ops"]
     assert ctl.signature.members["unit_active"].shape == 2
-    eng = RepackEngine(8, 2, 4, 128, 1024)
+    eng = RepackArray(8, 2, 4, 128, 1024)
     assert list(eng.signature.members) == [
         "order", "start", "reg", "notice", "i_0", "i_1", "o_0", "o_1", "busy", "status",
         "errors", "last_error", "cycles", "ops"]
@@ -290,7 +290,7 @@ def test_ports():
 def test_top_ports():
     """The Verilog top of the cocotb bench: AXI4-Stream names cocotbext-axi finds by prefix,
     control payloads zero-extended to whole bytes, the rank in tid / tdest."""
-    top = RepackEngineTop(8, 2, 4, 128, 1024)
+    top = RepackArrayTop(8, 2, 4, 128, 1024)
     members = top.signature.members
     for prefix, layout, flow in CONTROL_PORTS:
         width = control_tdata_width(layout)
@@ -634,7 +634,7 @@ def test_unit_budget_over_several_table_beats(slack, heavy):
 # ---- Control tree and units ---------------------------------------------------------------
 
 class Exchange:
-    """Ranks around a RepackEngine: they register, send on SEND notices, collect outputs."""
+    """Ranks around a RepackArray: they register, send on SEND notices, collect outputs."""
 
     def __init__(self, engine, plan, blocks, *, seed, stall=0.3, reg_order=None,
                  extra_regs=(), skip=(), senders_skip=(), corrupt=None, budget=None,
@@ -825,8 +825,8 @@ def check_exchange(ex):
         assert mine[-1] == RepackNoticeKind.DONE and mine.count(RepackNoticeKind.DONE) == 1
 
 
-def _engine(max_ranks=12, units=2, max_group=4, width=64, capacity=2048):
-    return RepackEngine(max_ranks, units, max_group, width, capacity)
+def _array(max_ranks=12, units=2, max_group=4, width=64, capacity=2048):
+    return RepackArray(max_ranks, units, max_group, width, capacity)
 
 
 @pytest.mark.parametrize("n,dh,dv,seed", [
@@ -850,7 +850,7 @@ def test_exchange(n, dh, dv, seed):
         plan = plan_subgroups(n, 8, dh, dv, max_group=G)
     assert (plan.dh, plan.dv) == (dh, dv)
     blocks = random_matrix(rng, n)
-    ex = Exchange(_engine(units=1 + seed % 3), plan, blocks, seed=seed,
+    ex = Exchange(_array(units=1 + seed % 3), plan, blocks, seed=seed,
                   stall=(0.0, 0.3, 0.5)[seed % 3]).run()
     check_exchange(ex)
 
@@ -859,7 +859,7 @@ def test_exchange_sequence_and_edges():
     """Two exchanges back to back on one engine, the second with groups {1,2},{0,3},{4,5}
     (seed 003, fig. 8) and uneven sizes."""
     rng = random.Random(21)
-    eng = _engine(max_ranks=8, units=2)
+    eng = _array(max_ranks=8, units=2)
     plan = plan_subgroups(6, 8, src_groups=[[1, 2], [0, 3], [4, 5]],
                           dst_groups=[[5], [0, 3, 1], [4, 2]], max_group=4)
     blocks = random_matrix(rng, 6)
@@ -893,7 +893,7 @@ def test_order_index_past_the_lists_writes_nothing():
     src, dst = plan.order_writes()[0], plan.order_writes()[-1]
     extra = [{"list": OrderList.SRC, "index": 8, "rank": src["rank"] ^ 1, "end": 1},
              {"list": OrderList.DST, "index": 9 + 8 * 16, "rank": dst["rank"], "end": 1}]
-    ex = Exchange(_engine(max_ranks=8, units=2), _PlanWithWrites(plan, extra), blocks,
+    ex = Exchange(_array(max_ranks=8, units=2), _PlanWithWrites(plan, extra), blocks,
                   seed=52, stall=0.2).run()
     assert (ex.errors, ex.last_error) == (2, RepackError.BAD_CONFIG)
     ex.errors = 0                       # the two refusals, counted; the rest as any exchange
@@ -907,7 +907,7 @@ def test_start_while_busy_waits():
     rng = random.Random(41)
     plan = plan_subgroups(6, 8, 2, 3, max_group=4)
     blocks = random_matrix(rng, 6)
-    ex = Exchange(_engine(), plan, blocks, seed=41, stall=0.2,
+    ex = Exchange(_array(), plan, blocks, seed=41, stall=0.2,
                   busy_start=({"n": 2, "budget": 8, "timeout": 1}, 300)).run()
     check_exchange(ex)
 
@@ -917,7 +917,7 @@ def test_bad_registrations_counted():
     rng = random.Random(31)
     plan = plan_subgroups(5, 8, 2, 3, max_group=4)
     blocks = random_matrix(rng, 5)
-    ex = Exchange(_engine(), plan, blocks, seed=31, extra_regs=[2, 7, 4]).run()
+    ex = Exchange(_array(), plan, blocks, seed=31, extra_regs=[2, 7, 4]).run()
     assert ex.errors == 3 and ex.last_error == RepackError.DUPLICATE      # rank 4, the last
     ex.errors = 0
     check_exchange(ex)
@@ -929,7 +929,7 @@ def test_missing_rank_times_out():
     rng = random.Random(41)
     plan = plan_subgroups(6, 8, 2, 2, max_group=4)
     blocks = random_matrix(rng, 6)
-    ex = Exchange(_engine(), plan, blocks, seed=41, skip=[3], timeout=300).run()
+    ex = Exchange(_array(), plan, blocks, seed=41, skip=[3], timeout=300).run()
     assert ex.status == RepackError.TIMEOUT and ex.errors == 1
     a3, b3 = plan.src_group_of(3), plan.dst_group_of(3)
     expected = plan.destination_messages(blocks)
@@ -952,7 +952,7 @@ def test_missing_message_times_out(units):
     rng = random.Random(51)
     plan = plan_subgroups(4, 8, 2, 2, max_group=4)
     blocks = random_matrix(rng, 4)
-    ex = Exchange(_engine(units=units), plan, blocks, seed=51, senders_skip=[1],
+    ex = Exchange(_array(units=units), plan, blocks, seed=51, senders_skip=[1],
                   timeout=200).run()
     assert ex.status == RepackError.TIMEOUT and ex.last_error == RepackError.TIMEOUT
     a1 = plan.src_group_of(1)
@@ -969,7 +969,7 @@ def test_bad_message_drops_submatrix():
 
     def corrupt(rank, group, msg):
         return msg[:-1] if (rank, group) == (4, 1) else msg      # one byte short
-    ex = Exchange(_engine(), plan, blocks, seed=61, corrupt=corrupt).run()
+    ex = Exchange(_array(), plan, blocks, seed=61, corrupt=corrupt).run()
     # Counted by the unit, named by the engine's last_error too.
     assert ex.status == RepackError.LENGTH and ex.errors == 1
     assert ex.last_error == RepackError.LENGTH
@@ -985,7 +985,7 @@ def test_bad_message_drops_submatrix():
 def test_start_refused(what):
     """A budget that does not fit a unit, or bad rank lists, end the exchange at start with
     no notice and no traffic."""
-    eng = _engine(max_ranks=8, units=2, max_group=3, capacity=256)
+    eng = _array(max_ranks=8, units=2, max_group=3, capacity=256)
     plan = plan_subgroups(4, 8, 2, 2, max_group=3)
     writes = plan.order_writes()
     start = {"n": 4, "budget": 32, "timeout": 100}
@@ -1071,7 +1071,7 @@ def test_exchange_16_ranks_measure(capsys):
              f"{direct} cycles (no per-message cost simulated)"]
     bounds = {4: 470, 8: 360}
     for dh in (4, None):
-        eng = RepackEngine(16, 4, 8, 64, 4096)
+        eng = RepackArray(16, 4, 8, 64, 4096)
         plan = plan_subgroups(n, 8, dh, max_group=8, units=4)
         ex = Exchange(eng, plan, blocks, seed=72, stall=0.0, reg_order=list(range(n)),
                       reg_gap=0).run()

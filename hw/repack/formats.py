@@ -35,7 +35,7 @@ routing field).
 
 :class:`~.unit.RepackUnit` (:mod:`.unit`) transposes one sub-matrix at a time;
 :class:`~.control.RepackControl` (:mod:`.control`) is the control tree;
-:class:`~.engine.RepackEngine` (:mod:`.engine`) joins a control tree and several units.
+:class:`~.engine.RepackArray` (:mod:`.array`) joins a control tree and several units.
 ``docs/repack.md`` describes the protocol.
 """
 

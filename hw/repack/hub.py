@@ -3,7 +3,7 @@
 #      receive one message per source subgroup.
 """The repack units of a node, on the network (:class:`RepackHub`).
 
-A :class:`~nicoll.hw.repack.RepackEngine` (control tree + units) serves every rank of the
+A :class:`~nicoll.hw.repack.RepackArray` (control tree + units) serves every rank of the
 cluster from one node.  The hub turns its streams into packets and back:
 
 - a :attr:`~nicoll.hw.net.packet.PacketKind.REPACK_REGISTER` packet from rank ``src`` is that
@@ -32,7 +32,7 @@ from ..net.packet import (DEST_WIDTH, HeaderSender, PacketArbiter, PacketKind, h
                      packet_beat_layout, packet_header_layout, packet_stream)
 from .formats import (HEADER_LAYOUT, ORDER_WRITE_LAYOUT, START_LAYOUT, RepackError,
                       message_beat_layout, message_stream)
-from .engine import RepackEngine
+from .array import RepackArray
 from ..params import is_int
 from ..lib.skid import SkidBuffer
 
@@ -168,7 +168,7 @@ class RepackHub(wiring.Component):
     data_width : int
         Bits per beat of packets and messages.
     max_ranks, units, max_group, capacity_bytes : int
-        As for :class:`~nicoll.hw.repack.RepackEngine`.
+        As for :class:`~nicoll.hw.repack.RepackArray`.
     packet_beats : int
         Largest payload of a REPACK_OUT packet, in beats (each unit buffers one).
 
@@ -176,8 +176,8 @@ class RepackHub(wiring.Component):
     -------
     rx : ``In(packet_stream(data_width))``; tx : ``Out(packet_stream(data_width))``
     node_id : ``In(16)``
-    order, start : control tree configuration streams (as on ``RepackEngine``)
-    busy, status, errors, last_error, cycles, ops : as on ``RepackEngine``
+    order, start : control tree configuration streams (as on ``RepackArray``)
+    busy, status, errors, last_error, cycles, ops : as on ``RepackArray``
     dropped : ``Out(32)``
         Packets the hub could not use; wraps.
     held : ``Out(1)``
@@ -187,8 +187,8 @@ class RepackHub(wiring.Component):
 
     def __init__(self, *, data_width, max_ranks, units, max_group, capacity_bytes,
                  packet_beats=DEFAULT_HUB_PACKET_BEATS):
-        self._engine = RepackEngine(max_ranks, units, max_group, data_width, capacity_bytes)
-        self._engine._MustUse__silence = True    # elaborated with the hub
+        self._array = RepackArray(max_ranks, units, max_group, data_width, capacity_bytes)
+        self._array._MustUse__silence = True    # elaborated with the hub
         MessagePacketizer(data_width, packet_beats)._MustUse__silence = True   # checks
         self._data_width = data_width
         self._packet_beats = packet_beats
@@ -211,15 +211,15 @@ class RepackHub(wiring.Component):
         })
 
     @property
-    def engine(self):
-        return self._engine
+    def array(self):
+        return self._array
 
     def elaborate(self, platform):
         m = Module()
         width = self._data_width
         hbeats = header_beats(width)
         units = self.units
-        m.submodules.engine = engine = self._engine
+        m.submodules.array = array = self._array
         # The host's list writes and start reach the control tree through register slices:
         # they come from the CSR block, across the core, and the tree's state machine takes
         # them (the routed 256-bit core's critical path was that handshake, 8.6 ns routing).
@@ -229,11 +229,11 @@ class RepackHub(wiring.Component):
             slice_ = SkidBuffer(port.payload.shape())
             m.submodules[f"{name}_slice"] = slice_
             wiring.connect(m, wiring.flipped(port), slice_.i)
-            wiring.connect(m, slice_.o, getattr(engine, name))
+            wiring.connect(m, slice_.o, getattr(array, name))
             held.append(slice_.o.valid)     # set whenever the slice holds an entry
         m.d.comb += self.held.eq(Cat(*held).any())
         for name in ("busy", "status", "errors", "last_error", "cycles", "ops"):
-            m.d.comb += getattr(self, name).eq(getattr(engine, name))
+            m.d.comb += getattr(self, name).eq(getattr(array, name))
 
         # ---- Transmit: notices first, then the units' packets -----------------------------
         # The grant is a flop: the routed 256-bit core's critical path ran from the tree's
@@ -247,8 +247,8 @@ class RepackHub(wiring.Component):
         # owner ran through the sender into the tree's notice slot (the 64-bit core's path
         # at seed 1 of 914c847: `arbiter.owner` -> the sender's index -> `spare_valid`,
         # 7.86 ns).
-        m.submodules.notice_slice = notice_slice = SkidBuffer(engine.notice.payload.shape())
-        wiring.connect(m, engine.notice, notice_slice.i)
+        m.submodules.notice_slice = notice_slice = SkidBuffer(array.notice.payload.shape())
+        wiring.connect(m, array.notice, notice_slice.i)
         notice, header = notice_slice.o.payload, sender.header.payload
         m.d.comb += [sender.header.valid.eq(notice_slice.o.valid),
                      notice_slice.o.ready.eq(sender.header.ready),
@@ -268,7 +268,7 @@ class RepackHub(wiring.Component):
             # routing).  With the slice, the unit sees a ready from a flop.
             in_slice = SkidBuffer(message_beat_layout(width))
             m.submodules[f"message_slice{k}"] = in_slice
-            wiring.connect(m, engine.o(k), in_slice.i)
+            wiring.connect(m, array.o(k), in_slice.i)
             wiring.connect(m, in_slice.o, packetizer.i)
             # After it: the packetizer's output is a combinational read of its LUT RAM at
             # its beat index, and without the slice that read ran on through the arbiter's
@@ -303,12 +303,12 @@ class RepackHub(wiring.Component):
         # still register).  Each rank registers once per exchange, so max_ranks entries
         # never overflow; a surplus one (a rank registering twice) is dropped and counted.
         m.submodules.registrations = pending = SyncFIFO(width=DEST_WIDTH, depth=self.max_ranks)
-        reg = engine.reg
-        m.d.comb += [reg.payload.rank.eq(pending.r_data), reg.valid.eq(pending.r_rdy & engine.busy),
-                     pending.r_en.eq(Mux(engine.busy, reg.ready, 1)),
+        reg = array.reg
+        m.d.comb += [reg.payload.rank.eq(pending.r_data), reg.valid.eq(pending.r_rdy & array.busy),
+                     pending.r_en.eq(Mux(array.busy, reg.ready, 1)),
                      pending.w_data.eq(got.src)]
         # Left over when an exchange ends (duplicates): drained, so none reaches the next one.
-        leftover = ~engine.busy & pending.r_rdy
+        leftover = ~array.busy & pending.r_rdy
         with m.Switch(state):
             with m.Case(P_HEADER):
                 m.d.comb += self.rx.ready.eq(1)
@@ -334,14 +334,14 @@ class RepackHub(wiring.Component):
                     m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
             with m.Case(P_REG):
                 # One with no exchange running (or no room) is dropped, never held.
-                with m.If(engine.busy & pending.w_rdy):
+                with m.If(array.busy & pending.w_rdy):
                     m.d.comb += pending.w_en.eq(1)
                 with m.Else():
                     m.d.comb += drop.eq(1)
                 m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
             with m.Case(P_PASS):
                 for k in range(units):
-                    port = engine.i(k)
+                    port = array.i(k)
                     m.d.comb += [port.payload.data.eq(beat.data), port.payload.keep.eq(beat.keep),
                                  port.payload.last.eq(beat.last), port.payload.rank.eq(got.src)]
                     with m.If(target == k):

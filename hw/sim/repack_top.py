@@ -1,9 +1,9 @@
 # Ref: AMBA 4 AXI4-Stream Protocol Specification (ARM IHI 0051A): tdata, tkeep, tlast, tid
 #      (source), tdest (routing), tvalid, tready.
-"""A :class:`~nicoll.hw.repack.RepackEngine` with flat AXI4-Stream port names, for a Verilog
+"""A :class:`~nicoll.hw.repack.RepackArray` with flat AXI4-Stream port names, for a Verilog
 top that cocotbext-axi ``AxiStreamSource`` / ``AxiStreamSink`` drive unchanged.
 
-Ports of :class:`RepackEngineTop` (``<p>`` is a prefix cocotbext-axi's
+Ports of :class:`RepackArrayTop` (``<p>`` is a prefix cocotbext-axi's
 ``AxiStreamBus.from_prefix`` takes):
 
 ========================  ====  =====================================================
@@ -21,7 +21,7 @@ prefix                    dir   signals and meaning
 
 Every prefix also has ``tvalid`` and ``tready``.  The control streams have one beat per item
 and no ``tlast``; their ``tdata`` is the layout's bits, zero-extended to whole bytes.  The
-engine's counters come out as ``busy``, ``status``, ``errors``, ``last_error``, ``cycles``,
+array's counters come out as ``busy``, ``status``, ``errors``, ``last_error``, ``cycles``,
 ``ops``, and per unit ``unit<k>_busy`` and ``unit<k>_busy_cycles``.  Clock and reset are
 ``clk`` and ``rst`` (the ``sync`` domain).
 """
@@ -32,16 +32,16 @@ from amaranth.lib.wiring import In, Out
 
 from ..repack.formats import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, RANK_WIDTH, REGISTRATION_LAYOUT,
                               START_LAYOUT, RepackError)
-from ..repack.engine import RepackEngine
+from ..repack.array import RepackArray
 
 
-__all__ = ["TOPLEVEL", "CONTROL_PORTS", "control_tdata_width", "RepackEngineTop",
+__all__ = ["TOPLEVEL", "CONTROL_PORTS", "control_tdata_width", "RepackArrayTop",
            "repack_verilog"]
 
 #: Verilog module name of :func:`repack_verilog`.
 TOPLEVEL = "nicoll_repack"
 
-#: The control streams: prefix, layout, direction of the data (In: into the engine).
+#: The control streams: prefix, layout, direction of the data (In: into the array).
 CONTROL_PORTS = (
     ("s_axis_order", ORDER_WRITE_LAYOUT, In),
     ("s_axis_start", START_LAYOUT, In),
@@ -55,17 +55,17 @@ def control_tdata_width(layout):
     return -(-layout.size // 8) * 8
 
 
-class RepackEngineTop(wiring.Component):
-    """:class:`~nicoll.hw.repack.RepackEngine` with AXI4-Stream port names (module docstring).
+class RepackArrayTop(wiring.Component):
+    """:class:`~nicoll.hw.repack.RepackArray` with AXI4-Stream port names (module docstring).
 
-    Parameters are those of :class:`~nicoll.hw.repack.RepackEngine`; the engine is
-    :attr:`engine`.
+    Parameters are those of :class:`~nicoll.hw.repack.RepackArray`; the array is
+    :attr:`array`.
     """
 
     def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
-        self.engine = RepackEngine(max_ranks, units, max_group, data_width, capacity_bytes)
+        self.array = RepackArray(max_ranks, units, max_group, data_width, capacity_bytes)
         # Elaborated exactly when the top is; a top that never is warns for itself.
-        self.engine._MustUse__silence = True
+        self.array._MustUse__silence = True
         members = {}
         for prefix, layout, flow in CONTROL_PORTS:
             back = Out if flow is In else In
@@ -105,7 +105,7 @@ class RepackEngineTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.engine = eng = self.engine
+        m.submodules.array = eng = self.array
         ports = {"s_axis_order": eng.order, "s_axis_start": eng.start, "s_axis_reg": eng.reg,
                  "m_axis_notice": eng.notice}
         for prefix, layout, flow in CONTROL_PORTS:
@@ -155,7 +155,7 @@ class RepackEngineTop(wiring.Component):
 
 
 def repack_verilog(max_ranks, units, max_group, data_width, capacity_bytes):
-    """Verilog of a :class:`RepackEngineTop` as module :data:`TOPLEVEL` (``nicoll_repack``)."""
+    """Verilog of a :class:`RepackArrayTop` as module :data:`TOPLEVEL` (``nicoll_repack``)."""
     from .verilog import simulation_verilog
-    top = RepackEngineTop(max_ranks, units, max_group, data_width, capacity_bytes)
+    top = RepackArrayTop(max_ranks, units, max_group, data_width, capacity_bytes)
     return simulation_verilog(top, TOPLEVEL)

@@ -1,8 +1,8 @@
 # Ref: seed 003 (CN111614581): all-to-all as a transpose of the block matrix through repack
 #      units; issue 5, "Verify (cocotb + Verilator)" and "Bad input".
-"""cocotb bench of the repack engine (control tree + units) under Verilator.
+"""cocotb bench of the repack array (control tree + units) under Verilator.
 
-The Verilog top is :class:`nicoll.hw.sim.repack_top.RepackEngineTop`: every stream has AXI4-Stream
+The Verilog top is :class:`nicoll.hw.sim.repack_top.RepackArrayTop`: every stream has AXI4-Stream
 names, so cocotbext-axi drives it.  The ranks are stream endpoints: one coroutine per rank
 registers after a random delay, waits for its notices, sends its message for a destination
 group to the unit a SEND notice names (``s_axis_i<k>``, ``tid`` = its rank) and finishes on
@@ -12,7 +12,7 @@ generators stall every input and backpressure every output.
 Tests (select with COCOTB_TEST_FILTER):
 
 - ``exchanges``: NICOLL_REPACK_ROUNDS exchanges over NICOLL_REPACK_N ranks, back to back on
-  one engine: all-to-all with equal blocks, all-to-all-v with random lengths 0..64 (an
+  one array: all-to-all with equal blocks, all-to-all-v with random lengths 0..64 (an
   all-zero row and column in each, and one matrix of empty blocks), random dh and dv
   (preferring ones that do not divide N), contiguous and arbitrary subgroup rank lists.
   Every result equals the numpy transpose of the block matrix, every message the exact bytes
@@ -60,7 +60,7 @@ def _ranks():
 
 @cocotb.test()
 async def exchanges(dut):
-    """Random exchanges over N ranks, back to back on one engine, all equal to the numpy
+    """Random exchanges over N ranks, back to back on one array, all equal to the numpy
     transpose."""
     tb = TB(dut)
     n = _ranks()

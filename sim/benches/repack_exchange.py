@@ -1,8 +1,8 @@
 # Ref: seed 003 (CN111614581): all-to-all as a transpose of the block matrix through repack
 #      units; issue 5, "Verify (cocotb + Verilator)" and "Bad input".
-"""One all-to-all(-v) of the repack bench (:mod:`nicoll.sim.benches.repack`) on the engine:
+"""One all-to-all(-v) of the repack bench (:mod:`nicoll.sim.benches.repack`) on the array:
 the random block matrices and subgroups it runs on (:func:`random_matrix`,
-:func:`random_plan`), the ranks as coroutines around the engine (:class:`Exchange`, with its
+:func:`random_plan`), the ranks as coroutines around the array (:class:`Exchange`, with its
 knobs for bad input) and the checks of what came out, against the numpy transpose and the
 exact messages of :mod:`nicoll.repack_message`."""
 
@@ -80,7 +80,7 @@ def random_plan(rng, n, lengths, max_group, width, units, *, lists=False):
 
 
 class Exchange:
-    """One all-to-all(-v) on the engine, the ranks as coroutines around it.
+    """One all-to-all(-v) on the array, the ranks as coroutines around it.
 
     Knobs for bad input: ``skip_register`` ranks never register, ``register_twice`` ranks
     register a second time right after the first, ``extra_regs`` are registered before any
@@ -168,7 +168,7 @@ class Exchange:
     # ---- one run ----------------------------------------------------------------------
     async def run(self, budget=200_000):
         """Configure, start, let the ranks work, wait (at most ``budget`` cycles) until the
-        exchange has ended; then read the engine's counters."""
+        exchange has ended; then read the array's counters."""
         tb = self.tb
         n = self.plan.n
         ops0 = tb.counter("ops")

@@ -2,7 +2,7 @@
 #      units; issue 5, "Verify (cocotb + Verilator)" and "Bad input".
 """The driver of the repack bench (:mod:`nicoll.sim.benches.repack`): :class:`TB` holds the
 clock, the reset and the cocotbext-axi ports of the Verilog top
-(:class:`nicoll.hw.sim.repack_top.RepackEngineTop`); :func:`within` bounds every wait in
+(:class:`nicoll.hw.sim.repack_top.RepackArrayTop`); :func:`within` bounds every wait in
 cycles; :func:`parse_config` reads the build's parameters."""
 
 import itertools
@@ -82,7 +82,7 @@ class TB:
         return int(get_sim_time("ns")) // CLOCK_NS
 
     async def reset(self):
-        """Reset the engine and empty every port queue (a clean slate between cases)."""
+        """Reset the array and empty every port queue (a clean slate between cases)."""
         for port in self.sources + self.sinks:
             port.clear()
         self.dut.rst.value = 1

@@ -6,7 +6,7 @@
 #      completion (steps 7.1-7.6).
 # Ref: Amaranth RFC 61 / amaranth.lib.stream (a transfer happens in a cycle where valid and
 #      ready are both high; valid never waits for ready).
-"""A control tree and several repack units, joined: :class:`RepackEngine`."""
+"""A control tree and several repack units, joined: :class:`RepackArray`."""
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
@@ -18,10 +18,10 @@ from .control import RepackControl
 from .unit import RepackUnit
 
 
-__all__ = ["RepackEngine"]
+__all__ = ["RepackArray"]
 
 
-class RepackEngine(wiring.Component):
+class RepackArray(wiring.Component):
     """A control tree and ``units`` repack units, joined.
 
     Ref: seed 003, claims on "several data repack circuit instances": each unit transposes its
@@ -43,14 +43,14 @@ class RepackEngine(wiring.Component):
     o_<k> : ``Out(message_stream(data_width))``
         Destination messages from unit ``k``; ``rank`` is the destination.
 
-    The units are built with the engine and reachable as :meth:`unit` (for their
+    The units are built with the array and reachable as :meth:`unit` (for their
     ``busy_cycles`` and own error counters).
     """
 
     def __init__(self, max_ranks, units, max_group, data_width, capacity_bytes):
         self._control = RepackControl(max_ranks, units, max_group, data_width, capacity_bytes)
         self._units = [RepackUnit(data_width, capacity_bytes, max_group) for _ in range(units)]
-        # They are elaborated exactly when the engine is; an engine that never is warns
+        # They are elaborated exactly when the array is; an array that never is warns
         # for itself, once.
         for part in (self._control, *self._units):
             part._MustUse__silence = True
