@@ -1,4 +1,4 @@
-"""cocotb + Verilator bench of the repack engine (sim/benches/repack.py), one build per
+"""cocotb + Verilator bench of the repack array (sim/benches/repack.py), one build per
 configuration.
 
 One build (16 ranks, 4 units, max_group 8, 64-bit beats, 8 KiB unit buffers) serves every N
