@@ -10,6 +10,8 @@ control packets (:class:`~nicoll.hw.net.packet.HeaderSender` / :class:`HeaderRec
 engine that owns them is attached.
 """
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -28,11 +30,11 @@ from .net.packet import (DEST_WIDTH, PacketArbiter, PacketDemux,
 from .repack.formats import MAX_RANKS as _REPACK_MAX_RANKS
 from .repack.block import RepackBlock, repack_block_idle_values
 from .repack.hub import DEFAULT_HUB_PACKET_BEATS
-from .params import check_data_width, is_int
+from .params import check_data_width, check_int, is_int
 from .lib.skid import SkidBuffer
 
 
-__all__ = ["NicCore", "check_core_params", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
+__all__ = ["NicCore", "CoreParams", "DEFAULT_REPACK_UNITS", "DEFAULT_REPACK_CAPACITY",
            "DEFAULT_REPACK_MAX_GROUP", "DEFAULT_BARRIER_CHILDREN", "repack_max_ranks"]
 
 
@@ -58,26 +60,44 @@ DEFAULT_REPACK_CAPACITY = 2048
 DEFAULT_REPACK_MAX_GROUP = 8
 
 
-def check_core_params(*, data_width, max_nodes, mem_size, repack_units=DEFAULT_REPACK_UNITS):
-    """Check the build parameters of a NIC core; raise TypeError / ValueError naming them.
-    The driver's cluster configuration (nicoll.config) checks its builds with this too."""
-    check_data_width(data_width)
-    if not is_int(max_nodes):
-        raise TypeError(f"max_nodes must be an integer, not {max_nodes!r}")
-    if not 1 <= max_nodes <= MAX_NODES_LIMIT:
-        raise ValueError(f"max_nodes must be between 1 and {MAX_NODES_LIMIT}, not {max_nodes!r}")
-    if not is_int(mem_size):
-        raise TypeError(f"mem_size must be an integer, not {mem_size!r}")
-    beat_bytes = data_width // 8
-    if (mem_size <= 0 or mem_size & (mem_size - 1) or mem_size % beat_bytes
-            or mem_size > MEM_SIZE_LIMIT):
-        raise ValueError(f"mem_size must be a power of two, a multiple of {beat_bytes} bytes "
-                         f"(data_width / 8) and at most {MEM_SIZE_LIMIT}, not {mem_size!r}")
-    if not is_int(repack_units):
-        raise TypeError(f"repack_units must be an integer, not {repack_units!r}")
-    if not 0 <= repack_units <= REPACK_UNITS_LIMIT:
-        raise ValueError(f"repack_units must be between 0 and {REPACK_UNITS_LIMIT}, "
-                         f"not {repack_units!r}")
+@dataclass(frozen=True)
+class CoreParams:
+    """The build parameters of one NIC core, checked once: every block, the simulated
+    cluster and the driver's cluster configuration take a core's limits from here.
+
+    Fields are :class:`NicCore`'s parameters of the same names.  A parameter the design cannot
+    build raises TypeError / ValueError naming it.  ``alu_capabilities`` comes out as the
+    normalised frozenset of (ReduceOp, DType) pairs (or None: every pair).
+    """
+    data_width: int = 256
+    max_nodes: int = 64
+    mem_size: int = 65536
+    alu_capabilities: frozenset | None = None
+    barrier_children: int = DEFAULT_BARRIER_CHILDREN
+    queue_depth: int = DEFAULT_QUEUE_DEPTH
+    packet_beats: int = DEFAULT_PACKET_BEATS
+    repack_units: int = DEFAULT_REPACK_UNITS
+    repack_capacity: int = DEFAULT_REPACK_CAPACITY
+    repack_max_group: int = DEFAULT_REPACK_MAX_GROUP
+
+    def __post_init__(self):
+        check_data_width(self.data_width)
+        check_int("max_nodes", self.max_nodes, 1, MAX_NODES_LIMIT)
+        if not is_int(self.mem_size):
+            raise TypeError(f"mem_size must be an integer, not {self.mem_size!r}")
+        beat_bytes = self.data_width // 8
+        mem_size = self.mem_size
+        if (mem_size <= 0 or mem_size & (mem_size - 1) or mem_size % beat_bytes
+                or mem_size > MEM_SIZE_LIMIT):
+            raise ValueError(f"mem_size must be a power of two, a multiple of {beat_bytes} "
+                             f"bytes (data_width / 8) and at most {MEM_SIZE_LIMIT}, "
+                             f"not {mem_size!r}")
+        check_int("repack_units", self.repack_units, 0, REPACK_UNITS_LIMIT)
+        check_int("barrier_children", self.barrier_children, 1, BARRIER_CHILDREN_LIMIT)
+        Engine.check_params(data_width=self.data_width, max_nodes=self.max_nodes,
+                            mem_size=self.mem_size, queue_depth=self.queue_depth,
+                            packet_beats=self.packet_beats)
+        object.__setattr__(self, "alu_capabilities", check_capabilities(self.alu_capabilities))
 
 
 def repack_max_ranks(max_nodes):
@@ -85,14 +105,6 @@ def repack_max_ranks(max_nodes):
     nodes, at least 2 (a group of one has nothing to exchange) and at most the control
     tree's MAX_RANKS."""
     return max(2, min(max_nodes, _REPACK_MAX_RANKS))
-
-
-def _check_barrier_children(barrier_children):
-    if not is_int(barrier_children):
-        raise TypeError(f"barrier_children must be an integer, not {barrier_children!r}")
-    if not 1 <= barrier_children <= BARRIER_CHILDREN_LIMIT:
-        raise ValueError(f"barrier_children must be between 1 and {BARRIER_CHILDREN_LIMIT}, "
-                         f"not {barrier_children!r}")
 
 
 class NicCore(wiring.Component):
@@ -150,10 +162,12 @@ class NicCore(wiring.Component):
                  packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
                  repack_capacity=DEFAULT_REPACK_CAPACITY,
                  repack_max_group=DEFAULT_REPACK_MAX_GROUP):
-        check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
-                          repack_units=repack_units)
-        _check_barrier_children(barrier_children)
-        self.alu_capabilities = check_capabilities(alu_capabilities)
+        self.params = params = CoreParams(
+            data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+            alu_capabilities=alu_capabilities, barrier_children=barrier_children,
+            queue_depth=queue_depth, packet_beats=packet_beats, repack_units=repack_units,
+            repack_capacity=repack_capacity, repack_max_group=repack_max_group)
+        self.alu_capabilities = params.alu_capabilities
         self._barrier_children = barrier_children
         self._data_width = data_width
         self._max_nodes = max_nodes
@@ -169,8 +183,6 @@ class NicCore(wiring.Component):
         self._csr = None
         self._devmem = None
         self._barrier = None
-        Engine.check_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
-                            queue_depth=queue_depth, packet_beats=packet_beats)
         self._queue_depth = queue_depth
         self._packet_beats = packet_beats
         self._engine = None

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 import hashlib
 
-from nicoll.hw.core import check_core_params
+from nicoll.hw.core import CoreParams
 from nicoll.hw.params import DATA_WIDTHS
 
 from .errors import NicollError
@@ -69,16 +69,21 @@ class ClusterConfig:
             object.__setattr__(self, "alu_capabilities",
                                tuple(sorted(pairs, key=lambda p: (p[1].value, p[0].value))))
         _int("nodes", self.nodes)
-        # The limits of a build are the gateware's (one check, nicoll.hw.core), given as
-        # NicollError like every refusal of the driver.
+        # The limits of a build are the gateware's (one check, nicoll.hw.core.CoreParams),
+        # given as NicollError like every refusal of the driver.
         try:
-            check_core_params(data_width=self.data_width, max_nodes=self.max_nodes,
-                              mem_size=self.mem_size, repack_units=self.repack_units)
+            self.core_params()
         except (TypeError, ValueError) as exc:
             raise NicollError(str(exc)) from None
         if not 1 <= self.nodes <= self.max_nodes:
             raise NicollError(f"nodes must be between 1 and max_nodes={self.max_nodes}, "
                               f"not {self.nodes!r}")
+
+    def core_params(self):
+        """The build of each node as :class:`nicoll.hw.core.CoreParams` (checked)."""
+        return CoreParams(data_width=self.data_width, max_nodes=self.max_nodes,
+                          mem_size=self.mem_size, alu_capabilities=self.alu_capabilities,
+                          repack_units=self.repack_units)
 
     def hw_kwargs(self):
         """Keyword arguments for the gateware constructors."""

@@ -22,10 +22,9 @@ from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Instance,
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..alu.capabilities import check_capabilities
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
-                      check_core_params)
+                      CoreParams)
 from ..net.packet import DEST_WIDTH
 from .verilog import prepare_yosys, simulation_verilog
 from ..net.switch import Switch
@@ -72,8 +71,9 @@ class ClusterTop(wiring.Component):
 
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
                  alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS):
-        check_core_params(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size)
-        self._alu_capabilities = check_capabilities(alu_capabilities)
+        params = CoreParams(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
+                            alu_capabilities=alu_capabilities, repack_units=repack_units)
+        self._alu_capabilities = params.alu_capabilities
         if not isinstance(nodes, int) or isinstance(nodes, bool):
             raise TypeError(f"nodes must be an integer, not {nodes!r}")
         if not 1 <= nodes <= max_nodes:
