@@ -77,6 +77,7 @@ from .route import RouteTable
 from .send import NoticeSender
 from ..tree import BarrierTree
 from ..net.packet import DEST_WIDTH
+from ..lib.mirrors import Mirrored
 
 
 __all__ = [
@@ -92,7 +93,7 @@ def _feed(module, part, /, **values):
     module.d.comb += [getattr(part, name).eq(value) for name, value in values.items()]
 
 
-class BarrierUnit(wiring.Component):
+class BarrierUnit(Mirrored, wiring.Component):
     """One node's barrier unit.
 
     Parameters
@@ -230,12 +231,6 @@ class BarrierUnit(wiring.Component):
     def route_width(self):
         """Bits of one route entry: 0 = not below this node, j + 1 = under child slot j."""
         return self._route_width
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs of the unit's parts, which a test holds
-        equal in every cycle (built by elaboration)."""
-        return [pair for part in self._mirrored for pair in part.mirrors]
 
     def elaborate(self, platform):
         m = Module()

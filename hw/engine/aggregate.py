@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from .regions import REGION_LAYOUT, at_most, region_checks, region_checks_layout
 from ..params import check_data_width, check_int
+from ..lib.mirrors import Mirrored
 
 __all__ = ["NOTICE_WIDTH", "AggregateSender"]
 
@@ -42,7 +43,7 @@ def _registered_sum_tree(m, terms, out, *, name):
     return depth
 
 
-class AggregateSender(wiring.Component):
+class AggregateSender(Mirrored, wiring.Component):
     """SEND notices to REPACK_IN messages, one at a time, through registered steps.
 
     Parameters
@@ -109,12 +110,6 @@ class AggregateSender(wiring.Component):
             "in_flight": Out(1), "sends": Out(16), "finals": Out(16),
             "protocol_error": Out(1), "region_error": Out(1),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

@@ -55,6 +55,7 @@ from ..ops import DType, ReduceOp
 from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
 from ..lib.builder import share
 from ..params import check_data_width, check_int
+from ..lib.mirrors import Mirrored
 
 __all__ = ["COUNTERS", "Engine"]
 
@@ -64,7 +65,7 @@ COUNTERS = ("bytes_sent", "bytes_received", "packets_sent", "packets_received", 
             "busy_cycles", "stall_cycles")
 
 
-class Engine(wiring.Component):
+class Engine(Mirrored, wiring.Component):
     """The collective engine of one node (see the module docstring).
 
     Parameters
@@ -188,13 +189,6 @@ class Engine(wiring.Component):
         return walker_length_bits(self._mem_size)
 
     @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs of the engine and its command queue,
-        which a test holds equal in every cycle (built by elaboration)."""
-        return (self._mirrors + self._command_queue.mirrors + self._receiver.mirrors
-                + self._aggregate_block.mirrors + self._transmitter.mirrors)
-
-    @property
     def packet_beats(self):
         return self._packet_beats
 
@@ -222,6 +216,8 @@ class Engine(wiring.Component):
         self._transmit(m, v)
         self._receive(m, v)
         self._cts_sender(m, v)
+        self._mirrored = (self._command_queue, self._receiver, self._aggregate_block,
+                          self._transmitter)
         return m
 
     def _queue(self, m, v):

@@ -23,11 +23,12 @@ from ..lib.builder import carry_save
 from ..net.packet import PacketKind, header_beats, packet_header_layout, packet_stream
 from ..repack.formats import RepackNoticeKind
 from ..params import check_data_width, check_int
+from ..lib.mirrors import Mirrored
 
 __all__ = ["PacketParser"]
 
 
-class PacketParser(wiring.Component):
+class PacketParser(Mirrored, wiring.Component):
     """Received packets classed and checked; a data packet's payload passed on.
 
     Parameters
@@ -106,12 +107,6 @@ class PacketParser(wiring.Component):
             "errors": Out(ENGINE_ERROR_LAYOUT),
             "packets_received": Out(1), "bytes_received": Out(32),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

@@ -26,11 +26,12 @@ from ..lib.skid import SkidBuffer
 from ..net.packet import packet_header_layout, packet_stream
 from ..ops import DType, ReduceOp
 from ..params import check_data_width, check_int
+from ..lib.mirrors import Mirrored
 
 __all__ = ["Receiver"]
 
 
-class Receiver(wiring.Component):
+class Receiver(Mirrored, wiring.Component):
     """A command's receive half, or an aggregate packet, from packets into device memory.
 
     Parameters
@@ -121,12 +122,6 @@ class Receiver(wiring.Component):
             "packets_received": Out(1), "alu_beat": Out(1), "bytes_received": Out(32),
         })
 
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs of the receive half and its parts,
-        which a test holds equal in every cycle (built by elaboration)."""
-        return self._mirrors + self._writer.mirrors + self._parser.mirrors
-
     def elaborate(self, platform):
         m = Module()
         p = self._blocks(m)
@@ -179,6 +174,7 @@ class Receiver(wiring.Component):
         # Received packets classed and checked; a data packet's payload to the beat slice.
         m.submodules.parser = parser = self._parser = PacketParser(
             data_width=width, max_nodes=self._max_nodes, length_bits=self._length_bits)
+        self._mirrored = (writer, parser)
         return {"rx_walker": rx_walker, "unpacker": unpacker, "rx_chunks": rx_chunks,
                 "rx_beats": rx_beats, "writer": writer, "parser": parser,
                 "rx_bytes": Signal(32), "rx_left": Signal(32)}

@@ -23,11 +23,12 @@ from .walker import RegionWalker
 from ..lib.skid import SkidBuffer
 from ..net.packet import DEST_WIDTH, packet_stream
 from ..params import check_data_width, check_int
+from ..lib.mirrors import Mirrored
 
 __all__ = ["Transmitter"]
 
 
-class Transmitter(wiring.Component):
+class Transmitter(Mirrored, wiring.Component):
     """A command's send half, or an aggregate message, from device memory into packets.
 
     Parameters
@@ -107,12 +108,6 @@ class Transmitter(wiring.Component):
             "busy": Out(1), "send_to": Out(16),
             "protocol_error": Out(1), "region_error": Out(1), "bytes_sent": Out(32),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from ..params import check_data_width
 from .formats import LENGTH_WIDTH, _check_capacity, _check_max_group
 from .unit_arith import _ends_in_row
+from ..lib.mirrors import Mirrored
 
 __all__ = ["Cursors", "TableReader", "Columns"]
 
@@ -81,7 +82,7 @@ class Cursors(wiring.Component):
         return m
 
 
-class TableReader(wiring.Component):
+class TableReader(Mirrored, wiring.Component):
     """The length tables' read side: the banks at ``tab_row``, destination ``j``, and the
     registers a table beat is loaded into, in the header state (the first beat) and in each
     table-state cycle (the next), as the state machine advances.
@@ -124,12 +125,6 @@ class TableReader(wiring.Component):
             "lens_q": Out(data.ArrayLayout(LENGTH_WIDTH, NB)), "nz_q": Out(NB), "big_q": Out(NB),
             "final_q": Out(1),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

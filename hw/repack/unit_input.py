@@ -17,11 +17,12 @@ from .formats import (HEADER_LAYOUT, LENGTH_WIDTH, RANK_WIDTH, RepackError, _che
                       _check_max_group, _priority, message_beat_layout, unit_config_layout)
 from .unit_arith import _exceeds, _low_thermometer
 from .unit_slices import checked_config_layout, summed_beat_layout
+from ..lib.mirrors import Mirrored
 
 __all__ = ["InputParser"]
 
 
-class InputParser(wiring.Component):
+class InputParser(Mirrored, wiring.Component):
     """Parses, checks and stores the sources' messages.
 
     Parameters
@@ -96,12 +97,6 @@ class InputParser(wiring.Component):
             "cursor_set": Out(1), "cursor_index": Out(range(max(2, G))),
             "cursor_row": Out(range(max(2, depth))),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

@@ -11,6 +11,7 @@ from ..lib.skid import SkidBuffer
 from ..params import check_data_width, is_int
 from .formats import RANK_WIDTH, message_beat_layout, message_stream
 from .unit_arith import _rotate_bytes
+from ..lib.mirrors import Mirrored
 
 __all__ = ["KIND_LIT", "KIND_ROW", "KIND_FLUSH", "issue_signature", "OutputPipeline"]
 
@@ -34,7 +35,7 @@ def issue_signature(data_width, depth):
     })
 
 
-class OutputPipeline(wiring.Component):
+class OutputPipeline(Mirrored, wiring.Component):
     """Issue (stage A) -> p1 (buffer read) -> p2 (row register, the block RAM's output
     register) -> p3 (rotator, low shift bits) -> p4 (rotator, high shift bits) -> merge ->
     skid -> o.
@@ -85,12 +86,6 @@ class OutputPipeline(wiring.Component):
             "out_valid": Out(1), "out_rank": Out(RANK_WIDTH),
             "delivered": Out(1),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()

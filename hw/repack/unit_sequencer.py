@@ -18,6 +18,7 @@ from .unit_arith import _ends_in_row, _low_thermometer
 from .unit_columns import Columns, TableReader
 from .unit_output import KIND_FLUSH, KIND_LIT, KIND_ROW, issue_signature
 from .unit_slices import checked_config_layout
+from ..lib.mirrors import Mirrored
 
 __all__ = ["UNIT_STATES", "UnitSequencer"]
 
@@ -28,7 +29,7 @@ __all__ = ["UNIT_STATES", "UnitSequencer"]
 UNIT_STATES = ("IDLE", "COLLECT", "REPORT", "HEADER", "TABLE", "DATA", "FLUSH", "DRAIN")
 
 
-class UnitSequencer(wiring.Component):
+class UnitSequencer(Mirrored, wiring.Component):
     """The unit's states (:data:`UNIT_STATES`, one flop each) and the sending state's
     registers.
 
@@ -77,7 +78,7 @@ class UnitSequencer(wiring.Component):
         self._capacity = capacity_bytes
         self._max_group = max_group
         self._mirrors = []
-        self._tables = None
+        self._mirrored = ()
         W, G = data_width, max_group
         B = W // 8
         E = W // LENGTH_WIDTH
@@ -103,12 +104,6 @@ class UnitSequencer(wiring.Component):
             "move": Out(1), "move_index": Out(range(max(2, G))), "move_to": Out(AB),
             "busy": Out(1), "busy_cycles": Out(32),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors + (self._tables.mirrors if self._tables is not None else [])
 
     def elaborate(self, platform):
         m = Module()
@@ -224,7 +219,8 @@ class UnitSequencer(wiring.Component):
         moved_ei, moved_to, moved = self.move_index, self.move_to, self.move
         m.d.sync += moved.eq(0)
 
-        m.submodules.tables = tables = self._tables = TableReader(v.W, self._capacity, G)
+        m.submodules.tables = tables = TableReader(v.W, self._capacity, G)
+        self._mirrored = (tables,)
         lens_q, nz_q, big_q, final_q = tables.lens_q, tables.nz_q, tables.big_q, tables.final_q
         col_shift_ref = Signal()                # next_source's choice (see `col_shift`)
 
