@@ -139,6 +139,7 @@ class Transmitter(Mirrored, wiring.Component):
         wiring.connect(m, packer.beats, tx_beats.i)
         m.submodules.packetizer = packetizer = Packetizer(
             data_width=width, packet_beats=self._packet_beats, length_bits=self._length_bits)
+        self._mirrored = (packetizer,)
         wiring.connect(m, tx_beats.o, packetizer.beats)
         # The packetizer's beats reach the engine's arbiter through a slice: the arbiter's
         # grant (from both inputs' valid) would otherwise chain into the packer's ready.
