@@ -3,7 +3,7 @@
 Random sequences of register writes (any strobe pattern, mapped, read-only and unmapped
 addresses) and reads, issued back to back through cocotbext-axi's AxiLiteMaster, with and
 without random pauses and backpressure on all five AXI4-Lite channels.  The device model
-(:class:`nicoll.model.ModelNode`), which implements the same register map, predicts every
+(:class:`nicoll.model.node.ModelNode`), which implements the same register map, predicts every
 read value and response; only the cycle counter differs, and is checked for monotonicity.
 The barrier block's status fields follow the barrier unit's state, which the model moves on
 its own clock (random writes to CONTROL start, finish and release barriers at different
@@ -33,7 +33,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.ops import DType, ReduceOp
-from nicoll.model import ModelNode
+from nicoll.model.node import ModelNode
 from nicoll.hw.regmap import BusResponse
 from nicoll.sim.session import split_strobe
 

@@ -4,7 +4,7 @@
 the random block matrices and subgroups it runs on (:func:`random_matrix`,
 :func:`random_plan`), the ranks as coroutines around the array (:class:`Exchange`, with its
 knobs for bad input) and the checks of what came out, against the numpy transpose and the
-exact messages of :mod:`nicoll.repack_message`."""
+exact messages of :mod:`nicoll.plan.repack_message`."""
 
 import random
 from collections import Counter
@@ -18,9 +18,9 @@ from cocotbext.axi import AxiStreamFrame
 
 from nicoll.hw.repack import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
                               START_LAYOUT, RepackNoticeKind, RepackError)
-from nicoll.repack_message import unpack_message
-from nicoll.repack_plan import plan_subgroups
-from nicoll.repack_reference import reference_alltoallv
+from nicoll.plan.repack_message import unpack_message
+from nicoll.plan.repack import plan_subgroups
+from nicoll.plan.repack_reference import reference_alltoallv
 
 from .repack_tb import CLOCK_NS, within
 

@@ -4,8 +4,8 @@
 """Engine block driver: lowers schedule steps into engine commands and runs one node's queue.
 
 :class:`EngineDriver` is the block layer between the register access layer
-(:mod:`nicoll.regs`) and :class:`~nicoll.Device` (``Device.engine``); the same code drives the
-device model, the Amaranth simulation and Verilator.
+(:mod:`nicoll.driver.regs`) and :class:`~nicoll.Device` (``Device.engine``); the same code
+drives the device model, the Amaranth simulation and Verilator.
 
 A :class:`~nicoll.schedule.Step` becomes one command of :data:`nicoll.hw.engine.COMMAND_LAYOUT`
 (:func:`lower`), packed into the CMD words of the register map (:func:`pack`) and appended to
@@ -38,9 +38,9 @@ from amaranth.lib import data
 from nicoll.hw.engine import COMMAND_LAYOUT, COMMAND_WORDS
 
 from nicoll.hw.regmap.generated import REGMAP
-from .errors import NicollError
-from .ops import check_op_dtype, numpy_dtype
-from .schedule import Schedule, Step
+from ..errors import NicollError
+from ..ops import check_op_dtype, numpy_dtype
+from ..schedule import Schedule, Step
 
 __all__ = ["EngineDriver", "EngineStatus", "ERROR_NAMES", "COUNTER_NAMES", "lower", "pack",
            "unpack", "error_text"]
@@ -231,7 +231,7 @@ class EngineStatus:
 class EngineDriver:
     """The collective engine of one node.
 
-    :param regs: the node's :class:`~nicoll.regs.Registers`.
+    :param regs: the node's :class:`~nicoll.driver.regs.Registers`.
     :param node_id: the node's id (its rank).
     :param data_width: the build's data width in bits.
     :param mem_size: bytes of device memory.

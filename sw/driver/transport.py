@@ -2,9 +2,9 @@
 
 A transport moves 32-bit register words over the node's AXI4-Lite slave and bytes to and
 from its device memory.  It knows nothing of register names: it returns the bus response
-and leaves the interpretation to the layers above (:mod:`nicoll.regs`, :mod:`nicoll.device`).
-Each backend (device model, Amaranth simulator, Verilator) provides one implementation;
-everything above it is the same code on every backend.
+and leaves the interpretation to the layers above (:mod:`nicoll.driver.regs`,
+:mod:`nicoll.driver.device`).  Each backend (device model, Amaranth simulator, Verilator)
+provides one implementation; everything above it is the same code on every backend.
 """
 
 import abc

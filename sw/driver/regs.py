@@ -15,7 +15,7 @@ Register and field names are matched case-insensitively.  A bus error becomes a
 """
 
 from nicoll.hw.regmap.generated import REGMAP
-from .errors import NicollError
+from ..errors import NicollError
 from nicoll.hw.regmap import BusResponse
 
 __all__ = ["Registers", "BlockRegisters", "RegisterHandle", "FieldHandle"]

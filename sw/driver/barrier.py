@@ -3,8 +3,8 @@
 """Barrier block driver: one node's barrier unit, through its registers.
 
 :class:`BarrierDriver` is the block layer between the register access layer
-(:mod:`nicoll.regs`) and :class:`~nicoll.Device`; the same code drives the device model, the
-Amaranth simulation and Verilator.  The seed's host calls are its methods:
+(:mod:`nicoll.driver.regs`) and :class:`~nicoll.Device`; the same code drives the device
+model, the Amaranth simulation and Verilator.  The seed's host calls are its methods:
 
 - :meth:`~BarrierDriver.set_ac_parameter` (m, c), :meth:`~BarrierDriver.set_estimate`;
 - :meth:`~BarrierDriver.start_ac_region` (mode; clears vectors, counts, stamps and the log),
@@ -20,7 +20,7 @@ application keeps; the unit carries it unchanged to every node it aborts.
 from dataclasses import dataclass
 
 from nicoll.hw.regmap.generated import REGMAP
-from .errors import NicollError
+from ..errors import NicollError
 
 __all__ = ["BarrierDriver", "BarrierStatus", "MODES", "SUB_MODES", "ERROR_NAMES"]
 
@@ -77,7 +77,7 @@ class BarrierStatus:
 class BarrierDriver:
     """The barrier block of one node.
 
-    :param regs: the node's :class:`~nicoll.regs.Registers`.
+    :param regs: the node's :class:`~nicoll.driver.regs.Registers`.
     :param node_id: the node's id (its rank).
     :param max_nodes: the build's MAX_NODES.
     """

@@ -1,7 +1,7 @@
 # Ref: seed 003 (CN111614581): repacking against direct pairwise exchange, the cost per rank.
 """The cost model of an all-to-all(-v) on the repack units (seed 003): :func:`cost_direct`,
 :func:`cost_repack`, and :func:`direct_threshold`, the block size up to which repacking is
-the better method.  :func:`nicoll.repack_plan.plan_subgroups` chooses dh and dv by it.
+the better method.  :func:`nicoll.plan.repack.plan_subgroups` chooses dh and dv by it.
 
 Cost model (cycles per rank; ``docs/repack.md`` derives it)
 -----------------------------------------------------------

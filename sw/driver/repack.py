@@ -8,7 +8,7 @@ engine command (an *aggregate* command, :data:`~nicoll.hw.engine.COMMAND_LAYOUT`
 
 - send slots: ``Q`` slots of ``send_slot`` bytes from address 0, one per destination subgroup
   b.  Slot b's first row holds the length of the message for b (32 bits, little-endian, rest
-  of the row zero); the message (:func:`~nicoll.repack_message.pack_message`) follows on the
+  of the row zero); the message (:func:`~nicoll.plan.repack_message.pack_message`) follows on the
   next row.  The engine sends it, on the control tree's SEND notice, as one packet to the
   unit the notice names;
 - receive slots: ``P`` slots of ``recv_slot`` bytes after them, one per source subgroup a.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from nicoll.hw.engine import StepAction
 from nicoll.hw.repack import OrderList, RepackError
 
-from .errors import NicollError
+from ..errors import NicollError
 
 __all__ = ["RepackDriver", "RankLayout", "layout", "aggregate_command", "read_messages"]
 
@@ -57,7 +57,7 @@ class RepackDriver:
     START_ACCESSES = 5
 
     def lists(self, plan, *, tries=1000):
-        """Write the rank lists of ``plan`` (a :class:`~nicoll.repack_plan.RepackPlan`).  Each
+        """Write the rank lists of ``plan`` (a :class:`~nicoll.plan.repack.RepackPlan`).  Each
         write is taken while no exchange runs: wait at most ``tries`` status reads for each."""
         if not self.units:
             raise NicollError("this build has no repack units (repack block CAPS.units = 0)")
@@ -115,7 +115,7 @@ def _round_up(value, unit):
 
 
 def layout(plan, blocks):
-    """Every rank's :class:`RankLayout` for ``plan`` (a :class:`~nicoll.repack_plan.RepackPlan`)
+    """Every rank's :class:`RankLayout` for ``plan`` (a :class:`~nicoll.plan.repack.RepackPlan`)
     and the N×N matrix of block bytes."""
     beat = plan.data_width // 8
     sources = plan.source_messages(blocks)

@@ -3,25 +3,25 @@
 """Host side of the repack units (seed 003): subgroup planning.
 
 - :func:`plan_subgroups` chooses dh, dv and the subgroups of an all-to-all(-v) over N ranks
-  (defaults from N and the block size through the cost model of :mod:`nicoll.repack_cost`,
+  (defaults from N and the block size through the cost model of :mod:`nicoll.plan.repack_cost`,
   every choice overridable, arbitrary rank lists allowed) and says whether repacking or
   direct pairwise exchange is the better method
-  (:func:`~nicoll.repack_cost.direct_threshold`).
+  (:func:`~nicoll.plan.repack_cost.direct_threshold`).
 - :meth:`RepackPlan.source_messages` and :meth:`RepackPlan.destination_messages` are the
   exact messages into and out of the units; :meth:`RepackPlan.gather_results` turns received
   messages back into per-rank block lists.
 
 The rest of the host side, whose names this module gives too:
 
-- :mod:`nicoll.repack_message`: :func:`pack_message` / :func:`unpack_message` build and parse
-  the exact bytes of a repack message; :func:`message_beats` and :func:`beats_to_message`
-  convert to and from stream beats.
-- :mod:`nicoll.repack_cost`: the cost model (:func:`cost_direct`, :func:`cost_repack`,
+- :mod:`nicoll.plan.repack_message`: :func:`pack_message` / :func:`unpack_message` build and
+  parse the exact bytes of a repack message; :func:`message_beats` and
+  :func:`beats_to_message` convert to and from stream beats.
+- :mod:`nicoll.plan.repack_cost`: the cost model (:func:`cost_direct`, :func:`cost_repack`,
   :func:`direct_threshold`).
-- :mod:`nicoll.repack_reference`: :func:`reference_alltoallv`, the numpy reference of the
+- :mod:`nicoll.plan.repack_reference`: :func:`reference_alltoallv`, the numpy reference of the
   whole exchange (``out[j][i] = blocks[i][j]``).
 
-The argument checks they share are in :mod:`nicoll.repack_checks`.
+The argument checks they share are in :mod:`nicoll.plan.repack_checks`.
 """
 
 import math
@@ -31,7 +31,7 @@ import numpy as np
 
 from nicoll.hw.repack import MAX_BLOCK_BYTES, MAX_RANKS, OrderList, buffer_bytes_needed
 
-from .errors import NicollError
+from ..errors import NicollError
 from .repack_checks import _check_data_width, _check_matrix, _is_int
 from .repack_cost import DEFAULT_ALPHA, cost_direct, cost_repack, direct_threshold
 from .repack_message import (Message, _as_bytes, beats_to_message, message_beats, pack_message,
@@ -242,8 +242,8 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
     sizes (the other defaults to the same); ``src_groups`` / ``dst_groups`` give arbitrary
     rank lists (each a partition of 0..n-1, subgroups of at most ``max_group`` ranks).  Left
     out, the sizes are the d in 1..min(n, max_group) with the lowest modelled cost
-    (:mod:`nicoll.repack_cost`) whose sub-matrices fit ``capacity_bytes`` (when given), and the subgroups are
-    consecutive ranks, the last one partial when d does not divide n.
+    (:mod:`nicoll.plan.repack_cost`) whose sub-matrices fit ``capacity_bytes`` (when given),
+    and the subgroups are consecutive ranks, the last one partial when d does not divide n.
 
     ``method`` of the result is ``"repack"`` when the block size (the mean length, rounded
     up, for an all-to-all-v) is at most :func:`direct_threshold`, else ``"direct"``.

@@ -39,9 +39,9 @@ turn it into 0 or 1), as MPI implementations copy it.
 
 import numpy as np
 
-from .errors import NicollError
-from .ops import combine
-from .schedule import REDUCTION_ALGORITHMS, split_counts, tree_children
+from ..errors import NicollError
+from ..ops import combine
+from ..schedule import REDUCTION_ALGORITHMS, split_counts, tree_children
 
 __all__ = ["pairwise_tree", "recursive_halving", "ring", "tree", "prt", "reduced", "reference",
            "expected"]

@@ -15,7 +15,7 @@ from amaranth.lib import data
 
 from nicoll.hw.repack import HEADER_LAYOUT, MAX_BLOCK_BYTES, length_table_layout, table_beats
 
-from .errors import NicollError
+from ..errors import NicollError
 from .repack_checks import _check_data_width, _is_int
 
 __all__ = ["Message", "pack_message", "unpack_message", "message_beats", "beats_to_message"]

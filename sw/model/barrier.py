@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from nicoll.hw.barrier import DEFAULT_LOG_DEPTH
 from nicoll.hw.core import DEFAULT_BARRIER_CHILDREN
 
-from .barrier import ERROR_NAMES
-from .errors import NicollError
+from ..driver.barrier import ERROR_NAMES
+from ..errors import NicollError
 
 __all__ = ["ModelClock", "BarrierNetworkModel", "BARRIER_CHILDREN", "BARRIER_LOG_DEPTH"]
 
@@ -107,7 +107,7 @@ class BarrierNetworkModel:
     # -- attaching nodes ------------------------------------------------------------------
 
     def attach(self, node, node_id):
-        """Give ``node`` (a :class:`~nicoll.model.ModelNode`) its barrier block."""
+        """Give ``node`` (a :class:`~nicoll.model.node.ModelNode`) its barrier block."""
         if node_id in self._nodes:
             raise NicollError(f"node id {node_id} is attached to the barrier model twice")
         self._nodes[node_id] = node

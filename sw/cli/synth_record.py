@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ["RECORD_PATH", "TABLE_PATH", "NOMINAL_MHZ", "entry", "record", "load", "markdown",
            "recorded_clock", "line_rate_gbps"]
 
-_DOCS = Path(__file__).resolve().parent.parent / "docs"
+_DOCS = Path(__file__).resolve().parents[2] / "docs"
 RECORD_PATH = _DOCS / "synthesis.json"
 TABLE_PATH = _DOCS / "synthesis.md"
 #: The clock cycles are converted at when no NIC core of that data width has been recorded.

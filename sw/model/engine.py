@@ -3,8 +3,8 @@
 # Ref: seed 001: barrier steps between batches of an in-place all-to-all (S23).
 """Transaction-level model of the collective engines of a model cluster.
 
-One :class:`EngineNetworkModel` is shared by the :class:`~nicoll.model.ModelNode` s of a
-cluster (like :class:`~nicoll.barrier_model.BarrierNetworkModel`); :meth:`attach` gives each
+One :class:`EngineNetworkModel` is shared by the :class:`~nicoll.model.node.ModelNode` s of a
+cluster (like :class:`~nicoll.model.barrier.BarrierNetworkModel`); :meth:`attach` gives each
 node the engine block of the register map, with the semantics of the register descriptions
 (``hw/regmap/nicoll.rdl``) and of :mod:`nicoll.hw.engine`:
 
@@ -40,7 +40,7 @@ node the engine block of the register map, with the semantics of the register de
   A receiver with an error stops and writes nothing; its sender's half is finished.
 - An aggregate command (seed 003) registers with the repack units' control tree of node
   ``send_to`` and finishes when their exchange has run: the repack blocks are a
-  :class:`~nicoll.repack_model.RepackHubModel`, which this model holds and calls.
+  :class:`~nicoll.model.repack.RepackHubModel`, which this model holds and calls.
 
 Time: transfers have **zero latency**.  Everything that can happen once a node starts happens
 in its start cycle.  An engine waiting at a barrier moves when the barrier is released: at
@@ -66,11 +66,11 @@ from nicoll.hw.engine import COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_
 from nicoll.hw.core import DEFAULT_REPACK_UNITS
 from nicoll.hw.ops import DType, ReduceOp
 
-from .engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
-from . import region_bytes
-from .errors import NicollError
-from .ops import combine, numpy_dtype
-from .repack_model import RepackHubModel
+from ..driver.engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
+from .. import region_bytes
+from ..errors import NicollError
+from ..ops import combine, numpy_dtype
+from .repack import RepackHubModel
 
 __all__ = ["EngineNetworkModel", "MODEL_ALU_LATENCY", "push_refusals"]
 
@@ -110,7 +110,7 @@ class _Engine:
 class EngineNetworkModel:
     """The engines of a model cluster and the zero-latency network between them.
 
-    :param clock: the cluster's :class:`~nicoll.barrier_model.ModelClock`.
+    :param clock: the cluster's :class:`~nicoll.model.barrier.ModelClock`.
     :param max_nodes: MAX_NODES of the build (commands naming a node at or above it are
         refused).
     :param depth: commands a queue holds (CAPS.depth).
@@ -140,7 +140,7 @@ class EngineNetworkModel:
     # -- attaching nodes ------------------------------------------------------------------
 
     def attach(self, node, node_id):
-        """Give ``node`` (a :class:`~nicoll.model.ModelNode`) its engine block."""
+        """Give ``node`` (a :class:`~nicoll.model.node.ModelNode`) its engine block."""
         if node_id in self._nodes:
             raise NicollError(f"node id {node_id} is attached to the engine model twice")
         self._nodes[node_id] = node

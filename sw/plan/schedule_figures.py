@@ -1,10 +1,10 @@
 # Ref: seed 000 (CN101206588), operations 308-318: segment j+1 is exchanged while segment j
 #      is reduced; an iteration's last reduction overlaps the next iteration's first exchange.
 """The tables of ``docs/algorithms.md``: the schedules' counters and modelled cycles, run by
-the numpy executor without data (:func:`nicoll.schedule_exec.execute`).
-``python -m nicoll.schedule_exec`` prints them."""
+the numpy executor without data (:func:`nicoll.plan.schedule_exec.execute`).
+``python -m nicoll.plan.schedule_exec`` prints them."""
 
-from . import schedule as _schedule
+from .. import schedule as _schedule
 from .schedule_cost import CostModel
 from .schedule_exec import execute
 

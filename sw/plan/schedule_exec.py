@@ -26,19 +26,20 @@ Semantics (the ones the engine implements)
 Counters per rank: bytes, pieces (segments) and messages sent and received over the
 network, bytes reduced, bytes copied locally (a step sending to its own rank), barriers.
 
-The cycle model that runs alongside is :mod:`nicoll.schedule_cost` (this module gives its
-:class:`~nicoll.schedule_cost.CostModel` too).  ``python -m nicoll.schedule_exec`` prints the
-figures of ``docs/algorithms.md`` (:mod:`nicoll.schedule_figures`).
+The cycle model that runs alongside is :mod:`nicoll.plan.schedule_cost` (this module gives
+its :class:`~nicoll.plan.schedule_cost.CostModel` too).  ``python -m
+nicoll.plan.schedule_exec`` prints the figures of ``docs/algorithms.md``
+(:mod:`nicoll.plan.schedule_figures`).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import schedule as _schedule
-from .errors import NicollError
-from .ops import combine, resolve_op
-from .schedule import StepAction, Plan, Schedule, time_segments
+from .. import schedule as _schedule
+from ..errors import NicollError
+from ..ops import combine, resolve_op
+from ..schedule import StepAction, Plan, Schedule, time_segments
 from .schedule_cost import CostModel
 
 __all__ = ["CostModel", "RankStats", "Stats", "Outcome", "execute", "run", "allreduce", "reduce",

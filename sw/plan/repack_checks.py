@@ -5,7 +5,7 @@ import numpy as np
 
 from nicoll.hw.params import DATA_WIDTHS
 
-from .errors import NicollError
+from ..errors import NicollError
 
 __all__ = []
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
 
-from .errors import NicollError
+from ..errors import NicollError
 
 __all__ = ["TuneResult", "tune_count_threshold", "tune_time_threshold"]
 

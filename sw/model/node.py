@@ -3,22 +3,22 @@
 It implements the register map's semantics (read from the generated map, so it follows the
 SystemRDL source like the gateware does) and a byte array as device memory.  It is the
 golden model and the fastest backend.  It has no clock of its own: the cycle counter, shared
-by the nodes of a cluster (:class:`~nicoll.barrier_model.ModelClock`), advances by a nominal
+by the nodes of a cluster (:class:`~nicoll.model.barrier.ModelClock`), advances by a nominal
 cost per bus transaction (:data:`REGISTER_ACCESS_CYCLES`, and one cycle per data beat of a
 memory transfer), so it is monotonic and orders events but says nothing about real timing;
 the Cluster reports ``cycles=None`` for this backend.  The barrier block is the
-zero-latency network model of :mod:`nicoll.barrier_model`, the engine block the zero-latency
-model of :mod:`nicoll.engine_model`; both reach the node through :meth:`ModelNode.on_write`,
+zero-latency network model of :mod:`nicoll.model.barrier`, the engine block the zero-latency
+model of :mod:`nicoll.model.engine`; both reach the node through :meth:`ModelNode.on_write`,
 :meth:`~ModelNode.field`, :meth:`~ModelNode.drive`, and, where one block acts on another
 inside the core (the engine signalling done to the barrier unit), :meth:`~ModelNode.peek`
 and :meth:`~ModelNode.strobe`.
 """
 
 from nicoll.hw.regmap.generated import REGMAP
-from .barrier_model import BarrierNetworkModel, ModelClock
-from .engine_model import EngineNetworkModel
+from .barrier import BarrierNetworkModel, ModelClock
+from .engine import EngineNetworkModel
 from nicoll.hw.regmap import BusResponse
-from .transport import Transport
+from ..driver.transport import Transport
 
 __all__ = ["ModelNode", "REGISTER_ACCESS_CYCLES"]
 

@@ -8,10 +8,10 @@ the register map, ``hw/regmap/nicoll.rdl``).  It then reads the build parameters
 import numpy as np
 
 from nicoll.hw.regmap.generated import REGMAP
-from .aggregate import RepackDriver
+from .repack import RepackDriver
 from .barrier import BarrierDriver
 from .engine import EngineDriver
-from .errors import NicollError
+from ..errors import NicollError
 from nicoll.hw.regmap import BusResponse
 from .regs import Registers
 
@@ -40,12 +40,13 @@ class Device:
         self.mem_size = g.MEM_SIZE.bytes.read()
         if rank is not None and self.node_id != rank:
             raise NicollError(f"node opened as rank {rank} reports node id {self.node_id}")
-        #: The barrier block (seed 004): :class:`~nicoll.barrier.BarrierDriver`.
+        #: The barrier block (seed 004): :class:`~nicoll.driver.barrier.BarrierDriver`.
         self.barrier = BarrierDriver(self.regs, node_id=self.node_id, max_nodes=self.max_nodes)
-        #: The collective engine (seeds 000, 001, 002): :class:`~nicoll.engine.EngineDriver`.
+        #: The collective engine (seeds 000, 001, 002):
+        #: :class:`~nicoll.driver.engine.EngineDriver`.
         self.engine = EngineDriver(self.regs, node_id=self.node_id, data_width=self.data_width,
                                    mem_size=self.mem_size)
-        #: The repack block (seed 003): :class:`~nicoll.aggregate.RepackDriver`.
+        #: The repack block (seed 003): :class:`~nicoll.driver.repack.RepackDriver`.
         self.repack = RepackDriver(self.regs)
 
     def _check_headers(self, regmap):
@@ -79,7 +80,7 @@ class Device:
     def check_reduction(self, op, dtype):
         """Refuse an op/dtype pair MPI leaves undefined or this build's ALU lacks; returns
         the (ReduceOp, DType) pair."""
-        from .ops import check_op_dtype
+        from ..ops import check_op_dtype
         op, dtype = check_op_dtype(op, dtype)
         register = self.regs.alu[f"OPS_{dtype.name}"]
         mask = register.ops.read()

@@ -11,7 +11,7 @@ On one Verilator cluster (by default 8 nodes, data_width 256, 1 MiB of device me
    arrives ``straggler`` cycles late and is aborted, next to a normal barrier that waits.
 
 Every result is checked: bit for bit against the documented combining order
-(:mod:`nicoll.reduction_order`) and against numpy (exact for data movement, to float32
+(:mod:`nicoll.plan.reduction_order`) and against numpy (exact for data movement, to float32
 rounding for sums).  Cycles come from the hardware counters; efficiency is the DESIGN.md bound
 over the cycles; µs are at the clock given (by default the Fmax ``nicoll synth`` recorded for
 the NIC core in ``docs/synthesis.json``, else 125 MHz).  Two pictures are written: the
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench import bound_cycles, format_size, same_outputs
-from .errors import NicollError
-from . import synthesis as _synthesis
+from .bench_run import bound_cycles, format_size, same_outputs
+from ..errors import NicollError
+from . import synth_record as _synthesis
 
 __all__ = ["DemoRow", "DEMO_CLUSTER", "run_demo", "synthesized_clock", "plot_timeline",
            "plot_barrier"]
@@ -57,8 +57,8 @@ class DemoRow:
 
 def synthesized_clock(data_width=256, record=None):
     """``(MHz, where from)``: the NIC core's Fmax from the synthesis record, else nominal
-    (see :func:`nicoll.synthesis.recorded_clock`)."""
-    from .synthesis import RECORD_PATH, recorded_clock
+    (see :func:`nicoll.cli.synth_record.recorded_clock`)."""
+    from .synth_record import RECORD_PATH, recorded_clock
     return recorded_clock(data_width, Path(record) if record else RECORD_PATH)
 
 
@@ -70,7 +70,7 @@ def _near_numpy(outputs, exact):
 def run_demo(cluster, *, size=1 << 20, straggler=5000, progress=None):
     """Run the demo's calls on ``cluster`` (verilator for the trace); return
     ``(rows, trace, barrier)`` where ``barrier`` holds what the barrier picture needs."""
-    from . import reduction_order
+    from ..plan import reduction_order
     if not isinstance(size, int) or size < 4 * cluster.nodes or size % 4:
         raise NicollError(f"the demo's size is bytes of float32 per rank: a multiple of 4 of "
                           f"at least {4 * cluster.nodes}, not {size!r}")

@@ -1,6 +1,6 @@
 # Ref: seed 000 (CN101206588), operations 308-318: segment j+1 is exchanged while segment j
 #      is reduced; an iteration's last reduction overlaps the next iteration's first exchange.
-"""The cycle model of the numpy executor of schedules (:mod:`nicoll.schedule_exec`), which
+"""The cycle model of the numpy executor of schedules (:mod:`nicoll.plan.schedule_exec`), which
 runs it alongside the schedules.
 
 Cycle model
@@ -12,7 +12,7 @@ bytes at ``link_bytes_per_cycle`` and starts when both ends are ready; a reducti
 bytes at ``alu_bytes_per_cycle`` and runs on one ALU per rank; the exchange of piece j+1
 starts when piece j's exchange and piece j-1's reduction are done (so piece j's reduction
 overlaps it); a step with ``fence`` and a barrier wait for every reduction; a barrier costs
-``barrier_cycles`` after the last arrival.  ``python -m nicoll.schedule_exec`` prints the
+``barrier_cycles`` after the last arrival.  ``python -m nicoll.plan.schedule_exec`` prints the
 figures of ``docs/algorithms.md``.
 """
 

@@ -2,7 +2,7 @@
 """The repack units of the device model: each node's repack block and the exchanges of its
 control tree.
 
-One :class:`RepackHubModel` is held by the :class:`~nicoll.engine_model.EngineNetworkModel` of
+One :class:`RepackHubModel` is held by the :class:`~nicoll.model.engine.EngineNetworkModel` of
 a model cluster and shares its nodes, engines and memories.  :meth:`~RepackHubModel.attach`
 gives each node the repack block of the register map (the units on the nodes that have them,
 none elsewhere); the rank lists and CONTROL.start configure a node's control tree.  An
@@ -21,9 +21,9 @@ from nicoll.hw.core import DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP, re
 from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_bytes_needed
 from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
-from .engine import _U32
-from .errors import NicollError
-from .repack_message import pack_message, unpack_message
+from ..driver.engine import _U32
+from ..errors import NicollError
+from ..plan.repack_message import pack_message, unpack_message
 
 __all__ = ["RepackHubModel"]
 

@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
-from . import schedule as _schedule
-from .errors import NicollError
-from .ops import check_op_dtype, numpy_dtype
+from .. import schedule as _schedule
+from ..errors import NicollError
+from ..ops import check_op_dtype, numpy_dtype
 
 __all__ = ["BenchRow", "COLLECTIVES", "parse_sizes", "bound_cycles", "bus_factor", "run_bench",
            "format_size", "same_outputs"]
@@ -147,7 +147,7 @@ def _inputs(rng, collective, nodes, count, dtype):
 
 
 def _expected(collective, xs, op, algorithm):
-    from . import reduction_order
+    from ..plan import reduction_order
     if collective == "allgather":
         whole = np.concatenate(xs)
         return [whole] * len(xs)
@@ -192,7 +192,7 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
     cluster's simulated cycles per wall second over the whole sweep, loading included).
     ``progress(message)`` hears what is happening; ``on_row(row)`` gets each row as it comes.
     """
-    from .cluster import Cluster
+    from ..cluster import Cluster
     if collective not in COLLECTIVES:
         raise NicollError(f"nicoll bench runs one of {', '.join(COLLECTIVES)}, "
                           f"not {collective!r}")
