@@ -22,7 +22,7 @@ from nicoll.plan.repack_message import unpack_message
 from nicoll.plan.repack import plan_subgroups
 from nicoll.plan.repack_reference import reference_alltoallv
 
-from .repack_tb import CLOCK_NS, within
+from .tb import CLOCK_NS, within
 
 __all__ = ["Exchange", "random_plan", "random_matrix"]
 

@@ -3,8 +3,8 @@
 #      stamps SR / MR' / ER (fig. 12).
 """The driver of the barrier bench (:mod:`nicoll.sim.benches.barrier`): :class:`TB` programs a
 tree into :class:`nicoll.hw.sim.barrier_tree.BarrierTreeTop`, runs barriers by a
-:class:`~nicoll.sim.benches.barrier_golden.Plan` on the top's timers and checks each one's
-:class:`~nicoll.sim.benches.barrier_golden.Outcome` against the golden model."""
+:class:`~nicoll.sim.benches.barrier.golden.Plan` on the top's timers and checks each one's
+:class:`~nicoll.sim.benches.barrier.golden.Outcome` against the golden model."""
 
 import os
 import random
@@ -14,7 +14,7 @@ from cocotb.triggers import FallingEdge, First, RisingEdge, Timer
 
 from nicoll.hw.barrier import BARRIER_ERROR_LAYOUT, SEQ_WIDTH, STAMP_FLAGS, TIME_WIDTH, BarrierNoticeKind
 
-from .barrier_golden import AC, BOTH, COUNT, NORMAL, TIME, Outcome, Plan, TreeGolden, parse_tree
+from .golden import AC, BOTH, COUNT, NORMAL, TIME, Outcome, Plan, TreeGolden, parse_tree
 
 __all__ = ["CLOCK_NS", "SEQ_MASK", "TB"]
 

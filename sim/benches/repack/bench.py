@@ -16,8 +16,8 @@ Tests (select with COCOTB_TEST_FILTER):
   all-zero row and column in each, and one matrix of empty blocks), random dh and dv
   (preferring ones that do not divide N), contiguous and arbitrary subgroup rank lists.
   Every result equals the numpy transpose of the block matrix, every message the exact bytes
-  of :mod:`nicoll.plan.repack_message`; each rank sends one message and receives one per sub-matrix
-  it belongs to, and gets SEND = TAKEN = Q, DELIVERED = P and one DONE, last.
+  of :mod:`nicoll.plan.repack_message`; each rank sends one message and receives one per
+  sub-matrix it belongs to, and gets SEND = TAKEN = Q, DELIVERED = P and one DONE, last.
 - ``bad_input``: a message a byte short or long (LENGTH), a block outside D (OUTSIDE_D), a
   duplicate registration (DUPLICATE), registrations from outside the group (OUTSIDE_GROUP), a
   rank that never registers and one that never sends (TIMEOUT).  Each is counted with its
@@ -47,8 +47,8 @@ from nicoll.hw.repack import RepackError, table_beats
 from nicoll.plan.repack_message import pack_message, unpack_message
 from nicoll.plan.repack import plan_subgroups
 
-from .repack_exchange import Exchange, random_matrix, random_plan
-from .repack_tb import CLOCK_NS, TB, parse_config, within
+from .exchange import Exchange, random_matrix, random_plan
+from .tb import CLOCK_NS, TB, parse_config, within
 
 __all__ = ["CLOCK_NS", "TB", "Exchange", "within", "parse_config", "random_plan",
            "random_matrix"]

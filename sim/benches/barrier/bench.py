@@ -39,9 +39,9 @@ import cocotb
 
 from nicoll.hw.barrier import NOTICE_LAYOUT, TIME_WIDTH, BarrierNoticeKind
 
-from .barrier_golden import (AC, BOTH, COLLECT, COUNT, NORMAL, TIME, Decision, Plan, TreeGolden,
-                             format_tree, parse_tree)
-from .barrier_tb import CLOCK_NS, SEQ_MASK, TB, _env, _pack
+from .golden import (AC, BOTH, COLLECT, COUNT, NORMAL, TIME, Decision, Plan, TreeGolden,
+                     format_tree, parse_tree)
+from .tb import CLOCK_NS, SEQ_MASK, TB, _env, _pack
 
 __all__ = ["TB", "TreeGolden", "Decision", "parse_tree", "format_tree", "CLOCK_NS"]
 
