@@ -12,7 +12,7 @@ import os
 
 from nicoll.errors import NicollError
 from nicoll.hw.regmap import BusResponse
-from nicoll.transport import Transport
+from nicoll.driver.transport import Transport
 
 __all__ = ["SimCluster", "SimTransport", "OPS", "reply_budget", "split_strobe", "rows_for_load",
            "bytes_from_rows"]

@@ -59,8 +59,8 @@ def measure(cluster, *, idle_cycles=100_000, size=1 << 20, reads=2000):
 
 def main(argv=None):
     from nicoll import Cluster
-    from nicoll.demo import DEMO_CLUSTER
-    from nicoll.bench import parse_sizes
+    from nicoll.cli.demo_run import DEMO_CLUSTER
+    from nicoll.cli.bench_run import parse_sizes
     parser = argparse.ArgumentParser(
         prog="python -m nicoll.sim.speed",
         description="Simulated cycles per second of a simulated cluster: the bare model, "

@@ -1,7 +1,7 @@
 """Operand vectors for the reduction ALU benches, drawn to hit the edges, and the comparison.
 
 Used by the Amaranth-simulator unit tests (tests/test_hw_alu.py) and the Verilator bench
-(sim/benches/alu.py) alike.  About half of the elements are plain random bit patterns; the
+(sim/benches/alu/bench.py) alike.  About half of the elements are plain random bit patterns; the
 rest are edge values of the type (0, −0, ±1, integer min/max, largest and smallest normal,
 subnormals, ±inf, NaN) and operand pairs built for the op: exact and near cancellation and
 exponent carries for sums, overflow to inf and underflow to subnormal or zero for products.

@@ -1,15 +1,19 @@
 """nicoll: an open collective-offload engine for FPGA SmartNICs — the host side.
 
-Layers, bottom up: a transport per node (:mod:`nicoll.transport`; one per backend), the
-register access layer generated from the SystemRDL map (:mod:`nicoll.regs`), a
-:class:`Device` per node with its block drivers (:mod:`nicoll.barrier`, :mod:`nicoll.engine`),
-the collective compilers (:mod:`nicoll.schedule`), and a :class:`Cluster` of N nodes that
-runs collectives and barriers.
+Layers, bottom up, one folder each: the driver of one node (:mod:`nicoll.driver`: a transport
+per node, one per backend; the register access layer generated from the SystemRDL map; a
+:class:`Device` with its block drivers), the device model that is the fastest backend
+(:mod:`nicoll.model`), the collective compilers (:mod:`nicoll.schedule`), the planners and
+references the host works out off the device (:mod:`nicoll.plan`), a :class:`Cluster` of N
+nodes that runs collectives and barriers (:mod:`nicoll.cluster`) and the command line
+(:mod:`nicoll.cli`).  Beside them: the error type (:mod:`nicoll.errors`), the numpy reference
+of the reduction ops (:mod:`nicoll.ops`), a cluster's build parameters (:mod:`nicoll.config`)
+and the arithmetic of a region's bytes (:mod:`nicoll.region_bytes`).
 """
 
 from .cluster import Cluster
 from .config import BACKENDS, DATA_WIDTHS
-from .device import Device
+from .driver.device import Device
 from .errors import NicollError
 
 __all__ = ["Cluster", "Device", "NicollError", "BACKENDS", "DATA_WIDTHS"]

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from nicoll import NicollError
-from nicoll.actune import TuneResult, tune_count_threshold, tune_time_threshold
+from nicoll.plan.actune import TuneResult, tune_count_threshold, tune_time_threshold
 
 
 class Counted:

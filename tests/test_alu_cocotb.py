@@ -1,4 +1,4 @@
-"""cocotb + Verilator bench of the ReductionALU (sim/benches/alu.py), one build per configuration.
+"""cocotb + Verilator bench of the ReductionALU (sim/benches/alu/bench.py), one build per configuration.
 
 Default sample: NICOLL_ALU_VECTORS element pairs per (op, dtype) (default 1000, so the suite
 stays quick).  The long run, at least 100 000 per pair:
@@ -18,7 +18,7 @@ import pytest
 
 from nicoll.hw.alu import all_capabilities, alu_verilog
 from nicoll.hw.ops import ReduceOp
-from nicoll.sim.benches.alu import format_pairs
+from nicoll.sim.benches.alu.bench import format_pairs
 from nicoll.sim.verilator_backend import build_design, run_bench
 
 pytestmark = pytest.mark.verilator
@@ -53,7 +53,7 @@ def test_alu_bench(data_width, capabilities, tmp_path):
     env = {"NICOLL_DATA_WIDTH": str(data_width), "NICOLL_SEED": str(data_width),
            "NICOLL_ALU_VECTORS": os.environ.get("NICOLL_ALU_VECTORS", "1000"),
            "NICOLL_ALU_CAPS": format_pairs(capabilities)}
-    tests, failed = run_bench(folder, toplevel="nicoll_alu", module="nicoll.sim.benches.alu",
+    tests, failed = run_bench(folder, toplevel="nicoll_alu", module="nicoll.sim.benches.alu.bench",
                               test_dir=tmp_path, env=env)
     assert tests == 1, f"expected the bench's test to run, results show {tests}"
     assert failed == 0, f"the ALU bench failed; see {tmp_path / 'sim.log'}"

@@ -1,4 +1,4 @@
-"""cocotb + Verilator bench of trees of barrier units (sim/benches/barrier.py), one build per
+"""cocotb + Verilator bench of trees of barrier units (sim/benches/barrier/bench.py), one build per
 configuration, cached across runs.  Ref: seed 004.
 
 Three builds of :class:`nicoll.hw.sim.barrier_tree.BarrierTreeTop`, links of L = 1 cycle (a tree
@@ -29,7 +29,7 @@ import os
 import pytest
 
 from nicoll.hw.sim.barrier_tree_verilog import TOPLEVEL, barrier_tree_verilog
-from nicoll.sim.benches.barrier import parse_tree
+from nicoll.sim.benches.barrier.bench import parse_tree
 from nicoll.sim.verilator_backend import build_design, run_bench
 from nicoll.hw.tree import BarrierTree
 
@@ -106,7 +106,7 @@ def test_barrier_tree_bench(build_name, tree, barriers, tmp_path):
            "NICOLL_SEED": str(sum(map(ord, tree))),
            "NICOLL_BARRIERS": os.environ.get("NICOLL_BARRIERS", str(barriers)),
            "NICOLL_RESULTS": str(results)}
-    tests, failed = run_bench(folder, toplevel=TOPLEVEL, module="nicoll.sim.benches.barrier",
+    tests, failed = run_bench(folder, toplevel=TOPLEVEL, module="nicoll.sim.benches.barrier.bench",
                               test_dir=tmp_path, env=env)
     assert tests == BENCH_TESTS, f"expected the bench's {BENCH_TESTS} tests, results show {tests}"
     assert failed == 0, f"{failed} of {tests} bench tests failed; see {tmp_path / 'sim.log'}"

@@ -3,7 +3,7 @@
 import pytest
 
 from nicoll import NicollError
-from nicoll.bench import bound_cycles, parse_sizes, run_bench
+from nicoll.cli.bench_run import bound_cycles, parse_sizes, run_bench
 from nicoll.cli import main
 
 

@@ -2,7 +2,7 @@
 alltoall and alltoallv through the engines, on every backend of SIZES.
 
 Integers are checked exactly against numpy; floats bit for bit against the reduction order
-of nicoll.reduction_order for the algorithm, and identical on every rank that gets the
+of nicoll.plan.reduction_order for the algorithm, and identical on every rank that gets the
 whole vector; data movement against the concatenation / transpose.  Each call's counters
 (Cluster.last) are checked against the plan it ran.  Bad input is refused before anything is
 posted.
@@ -19,7 +19,7 @@ import pytest
 import nicoll
 from nicoll import NicollError
 from nicoll.cluster import collective_run
-from nicoll import reduction_order as order
+from nicoll.plan import reduction_order as order
 from nicoll import region_bytes
 from nicoll import schedule as sc
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
@@ -560,8 +560,8 @@ def test_subgroup_is_checked_before_anything_is_posted():
 
 def test_alltoallv_auto_follows_the_cost_model():
     # Small blocks go through the repack units, large ones pairwise (seed 003: a size
-    # threshold), as nicoll.repack_plan's cost model says for this build.
-    from nicoll.repack_plan import plan_subgroups
+    # threshold), as nicoll.plan.repack's cost model says for this build.
+    from nicoll.plan.repack import plan_subgroups
     nodes = 8
     with nicoll.Cluster(nodes=nodes, backend="model", **cluster_kwargs("model")) as cl:
         repack = cl.device(0).repack

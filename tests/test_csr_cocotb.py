@@ -1,4 +1,4 @@
-"""cocotb + Verilator bench of the CSR slave of one NicCore (sim/benches/csr.py).
+"""cocotb + Verilator bench of the CSR slave of one NicCore (sim/benches/csr/bench.py).
 
 One build folder per configuration, cached across runs.  NICOLL_CSR_OPS sets the number of
 random transactions per bench test (default 2000; CI keeps the default).
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.verilator
     (256, 0, 8)])
 def test_csr_slave_bench(data_width, node_id, max_nodes, tmp_path):
     from nicoll.hw.sim.cluster import niccore_verilog
-    from nicoll.sim.benches.csr import ALU_CAPABILITIES
+    from nicoll.sim.benches.csr.bench import ALU_CAPABILITIES
     params = dict(data_width=data_width, max_nodes=max_nodes, mem_size=1024,
                   alu_capabilities=ALU_CAPABILITIES)
     folder = build_design(name=f"niccore_w{data_width}", key=("niccore", params),
@@ -35,7 +35,7 @@ def test_csr_slave_bench(data_width, node_id, max_nodes, tmp_path):
            "NICOLL_MEM_SIZE": "1024", "NICOLL_NODE_ID": str(node_id),
            "NICOLL_SEED": str(data_width + node_id),
            "NICOLL_OPS": os.environ.get("NICOLL_CSR_OPS", "2000")}
-    tests, failed = run_bench(folder, toplevel="nicoll_niccore", module="nicoll.sim.benches.csr",
+    tests, failed = run_bench(folder, toplevel="nicoll_niccore", module="nicoll.sim.benches.csr.bench",
                               test_dir=tmp_path, env=env)
     assert tests == 3, f"expected the bench's 3 tests to run, results show {tests}"
     assert failed == 0, f"{failed} of {tests} bench tests failed; see {tmp_path / 'sim.log'}"

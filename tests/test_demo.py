@@ -5,7 +5,7 @@ import json
 import pytest
 
 import nicoll
-from nicoll import demo, synthesis
+from nicoll.cli import demo_run as demo, synth_record as synthesis
 
 from conftest import NODES, cluster_kwargs
 
@@ -96,7 +96,7 @@ def test_demo_refuses_bad_sizes_before_running():
 
 
 def test_bench_and_demo_convert_at_the_recorded_clock_of_their_width(tmp_path):
-    from nicoll import synthesis
+    from nicoll.cli import synth_record as synthesis
     record = tmp_path / "s.json"
     record.write_text("not json")       # a damaged record reads as empty, not as a crash
     assert synthesis.recorded_clock(64, record)[0] == synthesis.NOMINAL_MHZ

@@ -14,7 +14,7 @@ from nicoll import NicollError
 from nicoll.hw.regmap.generated import REGMAP
 from nicoll.hw.ops import DType, ReduceOp
 from nicoll.hw.regmap import BusResponse
-from nicoll.transport import Transport
+from nicoll.driver.transport import Transport
 
 from conftest import CLUSTER_KWARGS, NODES as NODES_OF, cluster_kwargs
 
@@ -138,7 +138,7 @@ def test_bus_error_names_the_register(cluster):
         def mem_read(self, address, length):
             return b"", BusResponse.SLVERR
 
-    from nicoll.regs import Registers
+    from nicoll.driver.regs import Registers
     address = REGMAP.block("global").register("SCRATCH").address
     with pytest.raises(NicollError, match=rf"SLVERR on read of global\.SCRATCH at {address:#06x}"):
         Registers(Failing()).global_.SCRATCH.read()

@@ -1,4 +1,4 @@
-"""The engine block's driver (nicoll.engine) and its device model (nicoll.engine_model).
+"""The engine block's driver (nicoll.driver.engine) and its device model (nicoll.model.engine).
 
 Lowering a schedule step into a COMMAND_LAYOUT command and packing it into CMD words, checked
 by unpacking with the layout itself; then the model engine's register-level behaviour, reached
@@ -12,9 +12,9 @@ from amaranth.lib import data
 
 import nicoll
 from nicoll import NicollError
-from nicoll import engine as eng
+from nicoll.driver import engine as eng
 from nicoll.hw.regmap.generated import REGMAP
-from nicoll.engine_model import MODEL_ALU_LATENCY
+from nicoll.model.engine import MODEL_ALU_LATENCY
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, DEFAULT_PACKET_BEATS,
                               DEFAULT_QUEUE_DEPTH, StepAction)
 from nicoll.hw.ops import DType, ReduceOp

@@ -17,9 +17,9 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.sim import Simulator
 
-import nicoll.engine as eng
+import nicoll.driver.engine as eng
 from nicoll import region_bytes
-from nicoll.engine_model import push_refusals
+from nicoll.model.engine import push_refusals
 from nicoll.hw.engine import (COMMAND_LAYOUT, COMMAND_WORDS, COUNTERS, ENGINE_ERROR_LAYOUT, Engine,
                               StepAction)
 from nicoll.hw.ops import DType, ReduceOp
@@ -798,7 +798,7 @@ def test_push_time_errors():
 
 def random_command_word(rng):
     """Random COMMAND_LAYOUT bits (a data.Const) and the same command as the device model
-    reads it from CMD0 .. CMD10 (nicoll.engine.unpack): values drawn around every bound the
+    reads it from CMD0 .. CMD10 (nicoll.driver.engine.unpack): values drawn around every bound the
     push checks have (memory's end, the walkers' count bits, MAX_NODES, the packet's beats,
     the aggregate's row multiples), any action code, any flags."""
     beat = BEAT
@@ -868,7 +868,7 @@ def _leaves(fields, prefix=()):
 
 def test_push_checks_agree_with_the_device_model():
     """One set of rules: random command words pushed into the gateware refuse with exactly
-    the ERRORS bits the device model's push check gives (nicoll.engine_model.push_refusals),
+    the ERRORS bits the device model's push check gives (nicoll.model.engine.push_refusals),
     and are queued exactly when it gives none.  Before the two were held together, the model
     refused a strided region whose runs pass memory's end (a product of fields) while the
     gateware, as the register map says, queues it and stops at its first row outside."""

@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """Repack units and control tree (seed 003) in the Amaranth simulator.
 
-Every result is compared with the exact messages nicoll.repack_plan builds (one transpose per
+Every result is compared with the exact messages nicoll.plan.repack builds (one transpose per
 sub-matrix) and with the numpy transpose of the whole block matrix.
 """
 
@@ -19,7 +19,7 @@ from nicoll.hw.repack import (HEADER_LAYOUT, RepackNoticeKind, OrderList, Repack
 from nicoll.hw.sim.repack_top import (CONTROL_PORTS, TOPLEVEL, RepackArrayTop,
                                   control_tdata_width, repack_verilog)
 from nicoll.hw.net.switch import Switch
-from nicoll.repack_plan import (beats_to_message, cost_repack, message_beats, pack_message,
+from nicoll.plan.repack import (beats_to_message, cost_repack, message_beats, pack_message,
                                 plan_subgroups, reference_alltoallv)
 from nicoll.sim.testbench import PERIOD, watchdog
 

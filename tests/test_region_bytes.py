@@ -1,4 +1,4 @@
-"""nicoll.regions against the definition of a region, byte by byte, over every small shape."""
+"""nicoll.region_bytes against the definition of a region, byte by byte, over every small shape."""
 
 import itertools
 

@@ -14,7 +14,7 @@ import random
 import pytest
 
 import nicoll
-from nicoll.engine import pack
+from nicoll.driver.engine import pack
 from nicoll.hw.regmap.generated import REGMAP
 from nicoll.schedule import Region, Step
 

@@ -1,4 +1,4 @@
-"""cocotb + Verilator bench of the repack array (sim/benches/repack.py), one build per
+"""cocotb + Verilator bench of the repack array (sim/benches/repack/bench.py), one build per
 configuration.
 
 One build (16 ranks, 4 units, max_group 8, 64-bit beats, 8 KiB unit buffers) serves every N
@@ -50,7 +50,7 @@ def run(config, tmp_path, tests, **env):
     env = {"NICOLL_REPACK_CONFIG": ",".join(map(str, config)),
            "NICOLL_REPACK_ROUNDS": os.environ.get("NICOLL_REPACK_ROUNDS", "4"),
            "COCOTB_TEST_FILTER": tests, **{k: str(v) for k, v in env.items()}}
-    count, failed = run_bench(folder, toplevel=TOPLEVEL, module="nicoll.sim.benches.repack",
+    count, failed = run_bench(folder, toplevel=TOPLEVEL, module="nicoll.sim.benches.repack.bench",
                               test_dir=tmp_path, env=env)
     return count, failed
 

@@ -1,4 +1,4 @@
-"""The repack planner (nicoll.repack_plan): subgroups, cost model, message bytes, references."""
+"""The repack planner (nicoll.plan.repack): subgroups, cost model, message bytes, references."""
 
 import math
 import random
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from nicoll import NicollError
 from nicoll.hw.repack import (HEADER_LAYOUT, MAX_BLOCK_BYTES, OrderList, buffer_bytes_needed,
                               length_table_layout)
-from nicoll.repack_plan import (DEFAULT_ALPHA, Message, beats_to_message, cost_direct,
+from nicoll.plan.repack import (DEFAULT_ALPHA, Message, beats_to_message, cost_direct,
                                 cost_repack, direct_threshold, message_beats, pack_message,
                                 plan_subgroups, reference_alltoallv, submatrix_tag,
                                 unpack_message)

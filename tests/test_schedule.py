@@ -1,5 +1,5 @@
-"""Collective schedules (nicoll.schedule), their numpy executor (nicoll.schedule_exec) and the
-reduction orders (nicoll.reduction_order).
+"""Collective schedules (nicoll.schedule), their numpy executor (nicoll.plan.schedule_exec) and the
+reduction orders (nicoll.plan.reduction_order).
 
 Every algorithm × N ∈ {1, 2, 3, 5, 6, 7, 8, 16} × counts {0, 1, N−1, N+1, odd, large-ish},
 ops and dtypes taken in turn: integers exactly against numpy, floats bit for bit against the
@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nicoll import NicollError
-from nicoll import reduction_order as order
+from nicoll.plan import reduction_order as order
 from nicoll import schedule as sc
-from nicoll import schedule_exec as ex
-from nicoll.schedule_figures import figures
+from nicoll.plan import schedule_exec as ex
+from nicoll.plan.schedule_figures import figures
 from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
 from nicoll.schedule import StepAction, Piece, Region, Schedule, Step

@@ -526,7 +526,7 @@ def _fake_result(seed, fmax_mhz, outreg_ff=0, endpoints_missed=None):
 
 
 def test_seed_sweep_is_recorded_seed_by_seed(tmp_path):
-    from nicoll import synthesis
+    from nicoll.cli import synth_record as synthesis
     sweep = [_fake_result(1, 198.4, 24), _fake_result(2, 205.1, 24), _fake_result(3, 190.0, 24)]
     best = max(sweep, key=lambda r: r.fmax_mhz)
     entry = synthesis.entry(best, block="packer", data_width=64, command="nicoll synth",
@@ -604,7 +604,7 @@ def test_a_failed_seed_neither_stops_the_sweep_nor_is_recorded(tmp_path, monkeyp
     results are printed, the command exits with an error naming the seed and its stage, and
     --record writes nothing.  One seed alone that fails is the same error, not a traceback."""
     import nicoll.hw.synth as hw_synth
-    from nicoll import synthesis
+    from nicoll.cli import synth_record as synthesis
     from nicoll.cli import main
     monkeypatch.setenv("NICOLL_BUILD_DIR", str(tmp_path / "build"))
     ran = []

@@ -1,6 +1,6 @@
 """The engine's command word: what a step does with what it receives, the command layout
 the host packs into CMD0 .. CMD10, the error bits and the build defaults the queue and the
-packetizer take.  One source for the gateware, the driver (nicoll.engine packs these
+packetizer take.  One source for the gateware, the driver (nicoll.driver.engine packs these
 layouts) and the device model."""
 
 from amaranth.lib import data, enum

@@ -4,7 +4,7 @@ A push is checked in two registered steps and acts in the cycle after them, so n
 series with the queue's write or with the engine's error register: the push registers the
 command with its checks (each a compare or a sum of its own fields), the regions' ends are
 bounded a cycle later, and the write (or the refusal) follows.  The rules are the device
-model's too (:func:`nicoll.engine_model.push_refusals`; a test holds the two together on
+model's too (:func:`nicoll.model.engine.push_refusals`; a test holds the two together on
 random command words).
 """
 

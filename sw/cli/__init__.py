@@ -13,6 +13,9 @@ Modules
   ``nicoll``), which runs the subcommand the arguments name;
 - :mod:`~nicoll.cli.demo`, :mod:`~nicoll.cli.regmap`, :mod:`~nicoll.cli.synth`,
   :mod:`~nicoll.cli.bench`: the subcommands;
+- :mod:`~nicoll.cli.demo_run`, :mod:`~nicoll.cli.bench_run`, :mod:`~nicoll.cli.synth_record`:
+  the work behind three of them (the demo's runs and pictures, the OSU-style sweep, the
+  synthesis record in docs/), which ``python -m nicoll.sim.speed`` and the tests use too;
 - :mod:`~nicoll.cli.console`: the rich console they print to.
 """
 

@@ -9,10 +9,10 @@ __all__ = ["bench_command"]
 def bench_command(args):
     import csv
     from rich.table import Table
-    from ..bench import format_size, parse_sizes, run_bench
+    from .bench_run import format_size, parse_sizes, run_bench
     console = rich_console()
     sizes = parse_sizes(args.sizes)
-    from ..synthesis import line_rate_gbps, recorded_clock
+    from .synth_record import line_rate_gbps, recorded_clock
     if args.clock_mhz:
         clock, clock_source = args.clock_mhz, "given with --clock-mhz"
     else:

@@ -25,8 +25,8 @@ def demo_command(args):
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
     from .. import Cluster
-    from ..bench import format_size
-    from ..demo import DEMO_CLUSTER, plot_barrier, plot_timeline, run_demo, synthesized_clock
+    from .bench_run import format_size
+    from .demo_run import DEMO_CLUSTER, plot_barrier, plot_timeline, run_demo, synthesized_clock
     console = rich_console()
     if args.clock_mhz:
         clock, clock_source = args.clock_mhz, "given with --clock-mhz"
@@ -77,7 +77,7 @@ def demo_command(args):
                       f"{row.bound:,.0f}" if row.bound else "-",
                       f"{eff:.3f}" if eff else "-",
                       f"{row.cycles / clock:.2f}" if row.cycles else "-", row.note)
-    from ..synthesis import line_rate_gbps
+    from .synth_record import line_rate_gbps
     width = DEMO_CLUSTER["data_width"]
     table.caption = (f"results checked bit for bit against the documented combining order and "
                      f"against numpy; cycles from the hardware counters; clock: {clock_source}; "

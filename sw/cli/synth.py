@@ -97,7 +97,7 @@ def synth_command(args):
         # recorded, and the other seeds' results above stay in their folders.
         raise NicollError(failed + ("; nothing recorded" if args.record else ""))
     if args.record:
-        from .. import synthesis
+        from . import synth_record as synthesis
         command = ".venv/bin/nicoll " + " ".join(_recorded_argv(args.argv))
         synthesis.record(synthesis.entry(result, block=args.block, data_width=args.data_width,
                                          command=command, parameters=parameters,

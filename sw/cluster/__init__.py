@@ -5,7 +5,7 @@ simulated cluster, starts it, and opens every node through the same driver code 
 the backend.  Use it as a context manager or call :meth:`Cluster.close`.
 
 Collectives (:meth:`Cluster.allreduce`, ...) compile into per-rank schedules
-(:mod:`nicoll.schedule`) and run on the nodes' engines (:mod:`nicoll.engine`): each rank's
+(:mod:`nicoll.schedule`) and run on the nodes' engines (:mod:`nicoll.driver.engine`): each rank's
 input goes into its device memory, its schedule into its engine's queue, every engine is
 armed for one common start cycle, and the outputs are read back once every engine is done.
 

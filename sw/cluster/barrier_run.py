@@ -8,7 +8,7 @@ import numbers
 
 from nicoll.hw.tree import BarrierTree
 
-from ..barrier import MODES
+from ..driver.barrier import MODES
 from ..errors import NicollError
 from .results import BarrierResult, CallStats
 from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle

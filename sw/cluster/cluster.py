@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import schedule as _schedule
 from ..config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
-from ..device import Device
+from ..driver.device import Device
 from ..errors import NicollError
 from .barrier_run import ClusterBarrier
 from .collective_run import CollectiveRunner, check_subgroup
@@ -33,9 +33,9 @@ class _ModelBackend:
     traces = False
 
     def __init__(self, config):
-        from ..barrier_model import BarrierNetworkModel, ModelClock
-        from ..engine_model import EngineNetworkModel
-        from ..model import ModelNode
+        from ..model.barrier import BarrierNetworkModel, ModelClock
+        from ..model.engine import EngineNetworkModel
+        from ..model.node import ModelNode
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
         self.engine = EngineNetworkModel(self.clock, config.max_nodes,
@@ -297,7 +297,7 @@ class Cluster:
 
         :param algorithm: ``"pairwise"``, ``"aggregate"`` (seed 003: through the repack units
             of node 0) or ``"auto"``: aggregate when the repack plan's cost model favours it
-            for these block sizes (:func:`nicoll.repack_plan.plan_subgroups`, ``method``
+            for these block sizes (:func:`nicoll.plan.repack.plan_subgroups`, ``method``
             "repack") and the build has units whose buffers hold it, else pairwise.
         :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
             the repack planner's choice.

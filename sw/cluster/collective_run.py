@@ -12,7 +12,7 @@ one loop, within a cycle budget made from the call's figures (``_BUDGET_*``).
 import numpy as np
 
 from .. import schedule as _schedule
-from ..engine import ERROR_NAMES, error_text
+from ..driver.engine import ERROR_NAMES, error_text
 from ..errors import NicollError
 from .results import AggregatePlan, CallStats
 from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
@@ -218,7 +218,7 @@ class CollectiveRunner:
         """The repack plan of node 0's units for an N×N matrix of block byte lengths; with
         ``quiet``, None instead of an error when the units cannot take it or the cost model
         prefers direct exchange."""
-        from ..repack_plan import plan_subgroups
+        from ..plan.repack import plan_subgroups
         from nicoll.hw.repack import MAX_BLOCK_BYTES
         repack = self._devices[0].repack
         n = self.nodes
@@ -247,7 +247,7 @@ class CollectiveRunner:
     def lay_out_aggregate(self, what, blocks, lengths, subgroup=None):
         """The :class:`AggregatePlan` of exchanging ``blocks[i][j]`` (uint8 arrays, of byte
         ``lengths``) through node 0's repack units, once every rank's memory holds its part."""
-        from ..aggregate import layout
+        from ..driver.repack import layout
         plan = self.aggregate_plan(lengths, subgroup=subgroup)
         layouts = layout(plan, blocks)
         for r, (lay, dev) in enumerate(zip(layouts, self._devices)):
@@ -259,7 +259,7 @@ class CollectiveRunner:
     def run_aggregate(self, aggregate, lengths):
         """Run the exchange of an :class:`AggregatePlan`; returns ``out[j][i]`` (uint8 arrays),
         the call's :class:`CallStats` and its start cycle."""
-        from ..aggregate import aggregate_command, read_messages
+        from ..driver.repack import aggregate_command, read_messages
         what, plan, layouts = aggregate.collective, aggregate.repack, aggregate.layouts
         n = self.nodes
         devices = self._devices

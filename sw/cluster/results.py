@@ -86,8 +86,8 @@ class ActivityTrace:
 class AggregatePlan:
     """What ``Cluster.last_plan`` holds after an aggregate exchange (seed 003)."""
     collective: str
-    #: The subgroups and the cost model's figures (:class:`~nicoll.repack_plan.RepackPlan`).
+    #: The subgroups and the cost model's figures (:class:`~nicoll.plan.repack.RepackPlan`).
     repack: object
-    #: Each rank's :class:`~nicoll.aggregate.RankLayout` in device memory.
+    #: Each rank's :class:`~nicoll.driver.repack.RankLayout` in device memory.
     layouts: tuple
     algorithm: str = "aggregate"

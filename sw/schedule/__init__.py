@@ -6,8 +6,8 @@
 A collective over N ranks compiles into a :class:`Plan`: one :class:`Schedule` per rank (a
 list of :class:`Step` commands) plus where each rank's input goes in its device buffer and
 where its output is read back.  The engine that runs a schedule knows nothing of rings,
-trees or recursive halving; :mod:`nicoll.schedule_exec` runs the same schedules in numpy and
-:mod:`nicoll.reduction_order` gives the order in which each algorithm combines the inputs.
+trees or recursive halving; :mod:`nicoll.plan.schedule_exec` runs the same schedules in numpy and
+:mod:`nicoll.plan.reduction_order` gives the order in which each algorithm combines the inputs.
 
 Modules
 -------

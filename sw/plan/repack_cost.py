@@ -1,0 +1,75 @@
+# Ref: seed 003 (CN111614581): repacking against direct pairwise exchange, the cost per rank.
+"""The cost model of an all-to-all(-v) on the repack units (seed 003): :func:`cost_direct`,
+:func:`cost_repack`, and :func:`direct_threshold`, the block size up to which repacking is
+the better method.  :func:`nicoll.plan.repack.plan_subgroups` chooses dh and dv by it.
+
+Cost model (cycles per rank; ``docs/repack.md`` derives it)
+-----------------------------------------------------------
+With ``α`` the cost of one message at a rank (posting it and handling its completion, in
+cycles), beats of ``B = data_width // 8`` bytes moving one per cycle, ``E = data_width // 16``
+length entries per table beat, blocks of ``a`` bytes, P source and Q destination subgroups,
+``M = max(P, Q)``, ``d = max(dh, dv)`` and U units:
+
+- direct pairwise exchange: ``T_direct = (N-1)·α + (N-1)·max(1, ⌈a/B⌉)`` (N-1 messages each
+  way, sends and receives overlapping);
+- repack, rank side: ``T_rank = M·α + 2·(M·(1 + ⌈d/E⌉) + ⌈N·a/B⌉)`` (M messages each way, each
+  with a header and a length table; the bytes cross the network twice, to the unit and
+  from it, and the unit stores and forwards);
+- repack, unit side: ``T_unit = min(U, P·Q)·(3 + d + dh) + ⌈P·Q/U⌉·((dh+dv)·(1 + ⌈d/E⌉) +
+  2·dh·dv·⌈a/B⌉)`` (the units are started one after the other, each start costing a scan
+  step, the rank lists read, the configuration and dh SEND notices; then the busiest unit's
+  beats in and out);
+- repack, control tree: ``T_ctrl = P·Q·(3 + d + 2·dh + dv) + N`` (it assigns one sub-matrix
+  at a time and sends one notice per cycle: per sub-matrix the start above plus dh TAKEN and
+  dv DELIVERED notices; then N DONE notices);
+- before all of it a setup of ``4·N + P·Q`` cycles (three passes over the rank lists, the
+  pair table cleared, N registrations);
+- ``T_repack = 4·N + P·Q + max(T_rank, T_unit, T_ctrl)``.
+
+Direct exchange wins once ``T_direct <= T_repack``; :func:`direct_threshold` returns the block
+size up to which repacking is strictly cheaper.
+"""
+
+from nicoll.hw.repack import MAX_BLOCK_BYTES, table_beats
+
+from .repack_checks import _check_data_width
+
+__all__ = ["DEFAULT_ALPHA", "cost_direct", "cost_repack", "direct_threshold"]
+
+#: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
+#: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
+DEFAULT_ALPHA = 100
+
+
+def cost_direct(n, block_bytes, data_width=64, alpha=DEFAULT_ALPHA):
+    """Cycles per rank of direct pairwise exchange (module docstring)."""
+    beat_bytes = _check_data_width(data_width) // 8
+    return (n - 1) * alpha + (n - 1) * max(1, -(-block_bytes // beat_bytes))
+
+
+def cost_repack(n, block_bytes, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
+    """Cycles per rank of a repacked exchange with dh×dv sub-matrices (module docstring)."""
+    width = _check_data_width(data_width)
+    beat_bytes = width // 8
+    p, q = -(-n // dh), -(-n // dv)
+    most = max(p, q)
+    head = 1 + table_beats(max(dh, dv), width)
+    rank_side = most * alpha + 2 * (most * head + -(-n * block_bytes // beat_bytes))
+    start = 3 + max(dh, dv) + dh
+    unit_side = (min(units, p * q) * start + -(-(p * q) // units) *
+                 ((dh + dv) * head + 2 * dh * dv * -(-block_bytes // beat_bytes)))
+    control = p * q * (start + dh + dv) + n
+    return 4 * n + p * q + max(rank_side, unit_side, control)
+
+
+def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
+    """The block size (bytes) up to which repacking beats direct exchange: the largest ``a``
+    such that ``cost_repack < cost_direct`` for every block size from 0 to ``a``; -1 if it
+    does not even at 0.  Above it use direct pairwise exchange."""
+    # Both costs step at beat boundaries, so the comparison can flip back and forth near the
+    # crossing; the threshold is the end of the first run, found by walking up from 0.
+    a = 0
+    while a <= MAX_BLOCK_BYTES and (cost_repack(n, a, dh, dv, data_width, units, alpha)
+                                    < cost_direct(n, a, data_width, alpha)):
+        a += 1
+    return a - 1
