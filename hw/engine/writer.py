@@ -18,11 +18,12 @@ from amaranth.lib.wiring import In, Out
 from .regions import write_row_layout
 from .rows import ROW_CHECKS, check_rows, row_ring
 from ..ops import DType, ReduceOp
+from ..lib.mirrors import Mirrored
 
 __all__ = ["RowWriter"]
 
 
-class RowWriter(wiring.Component):
+class RowWriter(Mirrored, wiring.Component):
     """Received rows into device memory, through the ALU when they reduce.
 
     Parameters
@@ -77,12 +78,6 @@ class RowWriter(wiring.Component):
             "hazard": Out(1), "empty": Out(1), "ended": Out(1),
             "region_error": Out(1), "alu_error": Out(1), "alu_beat": Out(1),
         })
-
-    @property
-    def mirrors(self):
-        """(flop, the expression it stands for) pairs, which a test holds equal in every
-        cycle (built by elaboration)."""
-        return self._mirrors
 
     def elaborate(self, platform):
         m = Module()
