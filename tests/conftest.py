@@ -87,6 +87,13 @@ def cluster_kwargs(backend):
     return dict(CLUSTER_KWARGS)
 
 
+#: Helper modules whose fixtures the test modules of one area share (the modules of an area
+#: were one module before they were split; a module-scoped fixture is still made once per
+#: test module that asks for it).  A fixture imported into a test module would be a name
+#: its test functions' arguments redefine.
+pytest_plugins = ["collectives_helpers"]
+
+
 #: Tests that take minutes of one core (the cocotb benches' Verilator builds; the core's place
 #: and route when asked for).  They are collected first, so the two workers run them alongside
 #: the short tests rather than finishing on them; the rest keep their order.  (Every Verilator
