@@ -91,7 +91,7 @@ def cluster_kwargs(backend):
 #: were one module before they were split; a module-scoped fixture is still made once per
 #: test module that asks for it).  A fixture imported into a test module would be a name
 #: its test functions' arguments redefine.
-pytest_plugins = ["collectives_helpers"]
+pytest_plugins = ["collectives_helpers", "engine_driver_helpers"]
 
 
 #: Tests that take minutes of one core (the cocotb benches' Verilator builds; the core's place
