@@ -99,7 +99,7 @@ pytest_plugins = ["collectives_helpers", "engine_driver_helpers"]
 #: the short tests rather than finishing on them; the rest keep their order.  (Every Verilator
 #: *cluster* test is in the one xdist group "verilator": they share one build, which a second
 #: worker would only wait for.  `--dist loadgroup` hands out the largest group first.)
-_LONG_FIRST = ("tests/test_synth.py::test_synthesize_niccore_small", "tests/test_alu_cocotb.py",
+_LONG_FIRST = ("tests/test_synth_flow.py::test_synthesize_niccore_small", "tests/test_alu_cocotb.py",
                "tests/test_csr_cocotb.py", "tests/test_barrier_cocotb.py",
                "tests/test_repack_cocotb.py")
 
