@@ -4,6 +4,8 @@ source, sequence number and beat, and testbenches that send and take them with r
 and ready, then cut the beats taken back into whole packets.
 """
 
+from nicoll.sim.testbench import stream_put
+
 
 def tagged_packet(rng, src, seq, beats, *, control=0, kind=None):
     """Beats whose data names (src, seq, beat) in bits 8..31, so a receiver can tell which
@@ -34,12 +36,8 @@ def packet_source(port, packets, rng, stall):
         for packet in packets:
             for beat in packet:
                 while rng.random() < stall:
-                    ctx.set(port.valid, 0)
                     await ctx.tick()
-                ctx.set(port.payload, beat)
-                ctx.set(port.valid, 1)
-                await ctx.tick().until(port.ready)
-        ctx.set(port.valid, 0)
+                await stream_put(ctx, port, beat)
     return tb
 
 

@@ -15,7 +15,7 @@ from amaranth.sim import Simulator
 
 from nicoll.hw.repack import RepackNoticeKind, RepackArray, RepackError, UnitEvent
 from nicoll.repack_plan import beats_to_message, message_beats, pack_message, reference_alltoallv
-from nicoll.sim.testbench import PERIOD, watchdog
+from nicoll.sim.testbench import PERIOD, stream_put, watchdog
 
 
 def random_blocks(rng, ranks_src, ranks_dst, *, max_len=64, zero_rows=True):
@@ -53,12 +53,8 @@ def split_messages(beats, width):
 async def send_beats(ctx, port, beats, rng, stall):
     for beat in beats:
         while stall and rng.random() < stall:
-            ctx.set(port.valid, 0)
             await ctx.tick()
-        ctx.set(port.payload, beat)
-        ctx.set(port.valid, 1)
-        await ctx.tick().until(port.ready)
-    ctx.set(port.valid, 0)
+        await stream_put(ctx, port, beat)
 
 
 def sink(port, store, rng, stall, fields=("data", "keep", "last", "rank"), gate=None):
