@@ -3,10 +3,8 @@ every backend of SIZES, the aggregate algorithm through the repack units (seed 0
 subgroup checks and the size threshold of alltoallv's automatic choice, and the in-place
 all-to-all sharing the barrier units.
 
-Integers are checked exactly against numpy; floats bit for bit against the reduction order
-of nicoll.reduction_order for the algorithm, and identical on every rank that gets the
-whole vector; data movement against the concatenation / transpose.  Each call's counters
-(Cluster.last) are checked against the plan it ran.
+Outputs are checked by collectives_helpers.check_outputs (integers exactly, floats bit for
+bit against nicoll.reduction_order), each call's counters by check_stats.
 """
 
 import itertools

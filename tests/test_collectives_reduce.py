@@ -3,10 +3,8 @@ allgather through the engines, on every backend of SIZES: every (op, dtype) pair
 collective × algorithm × N × count, every root, reduce_scatter counts, tree shapes, large
 vectors, and the Verilator activity trace against the counters.
 
-Integers are checked exactly against numpy; floats bit for bit against the reduction order
-of nicoll.reduction_order for the algorithm, and identical on every rank that gets the
-whole vector; data movement against the concatenation / transpose.  Each call's counters
-(Cluster.last) are checked against the plan it ran.
+Outputs are checked by collectives_helpers.check_outputs (integers exactly, floats bit for
+bit against nicoll.reduction_order), each call's counters by check_stats.
 """
 
 import itertools

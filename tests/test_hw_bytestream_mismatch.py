@@ -3,10 +3,7 @@
 (overrun) messages are flagged and every message after a bad one comes through whole, on
 hand-made and random cases; underruns the tail compares alone cannot tell.
 
-The references (hw_bytestream_helpers) work on numpy byte arrays and byte addresses: a region
-is the list of its byte addresses in stream order, a chunk list is those addresses grouped by
-(run, row), a message is the bytes at those addresses.  None of them walks a region the way
-the gateware does.
+The pure-Python references they are checked against: hw_bytestream_helpers.
 """
 
 import random

@@ -3,10 +3,7 @@
 alignment, the unpacker with a partial last beat, and every ``ready`` a function of the
 unit's registers alone.
 
-The references (hw_bytestream_helpers) work on numpy byte arrays and byte addresses: a region
-is the list of its byte addresses in stream order, a chunk list is those addresses grouped by
-(run, row), a message is the bytes at those addresses.  None of them walks a region the way
-the gateware does.
+The pure-Python references they are checked against: hw_bytestream_helpers.
 """
 
 import random

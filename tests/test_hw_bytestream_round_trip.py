@@ -4,10 +4,7 @@ every stream; packer and unpacker each alone under random backpressure against t
 reference beats and rows; the unpacker buffering the next message and taking an empty last
 beat.
 
-The references (hw_bytestream_helpers) work on numpy byte arrays and byte addresses: a region
-is the list of its byte addresses in stream order, a chunk list is those addresses grouped by
-(run, row), a message is the bytes at those addresses.  None of them walks a region the way
-the gateware does.
+The pure-Python references they are checked against: hw_bytestream_helpers.
 """
 
 import random

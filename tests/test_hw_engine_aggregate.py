@@ -3,9 +3,7 @@
 they start, REPACK_OUT packets the engine must refuse, and the registered sum tree that
 computes a slot's offset.
 
-Every test builds one simulator of the engine as node 0 sending to itself
-(hw_engine_helpers.Loopback) and runs short schedules on it, clearing the engine in between;
-results are checked against a byte-level model of device memory.
+The harness (node 0 sending to itself) and the memory model: hw_engine_helpers.
 """
 
 import random

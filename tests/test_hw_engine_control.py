@@ -3,9 +3,7 @@
 results, CONTROL.clear zeroing the counters, a strided region past memory that never runs,
 STEP counting finished commands, and the barrier command.
 
-Every test builds one simulator of the engine as node 0 sending to itself
-(hw_engine_helpers.Loopback) and runs short schedules on it, clearing the engine in between;
-results are checked against a byte-level model of device memory.
+The harness (node 0 sending to itself) and the memory model: hw_engine_helpers.
 """
 
 import random

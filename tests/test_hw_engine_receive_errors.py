@@ -3,9 +3,7 @@
 sender or operation, an ALU pair the build left out, and send / receive lengths that differ.
 Each stops the engine with its ERRORS bit and writes nothing it should not.
 
-Every test builds one simulator of the engine as node 0 sending to itself
-(hw_engine_helpers.Loopback) and runs short schedules on it, clearing the engine in between;
-results are checked against a byte-level model of device memory.
+The harness (node 0 sending to itself) and the memory model: hw_engine_helpers.
 """
 
 import random

@@ -3,9 +3,7 @@
 backpressure and at every alignment; packet headers, the wait for rows still in the ALU, the
 clear-to-send around the start, and a queue of several commands.
 
-Every test builds one simulator of the engine as node 0 sending to itself
-(hw_engine_helpers.Loopback) and runs short schedules on it, clearing the engine in between;
-results are checked against a byte-level model of device memory.
+The harness (node 0 sending to itself) and the memory model: hw_engine_helpers.
 """
 
 import random
