@@ -87,12 +87,19 @@ def cluster_kwargs(backend):
     return dict(CLUSTER_KWARGS)
 
 
+#: Helper modules whose fixtures the test modules of one area share (the modules of an area
+#: were one module before they were split; a module-scoped fixture is still made once per
+#: test module that asks for it).  A fixture imported into a test module would be a name
+#: its test functions' arguments redefine.
+pytest_plugins = ["collectives_helpers", "engine_driver_helpers"]
+
+
 #: Tests that take minutes of one core (the cocotb benches' Verilator builds; the core's place
 #: and route when asked for).  They are collected first, so the two workers run them alongside
 #: the short tests rather than finishing on them; the rest keep their order.  (Every Verilator
 #: *cluster* test is in the one xdist group "verilator": they share one build, which a second
 #: worker would only wait for.  `--dist loadgroup` hands out the largest group first.)
-_LONG_FIRST = ("tests/test_synth.py::test_synthesize_niccore_small", "tests/test_alu_cocotb.py",
+_LONG_FIRST = ("tests/test_synth_flow.py::test_synthesize_niccore_small", "tests/test_alu_cocotb.py",
                "tests/test_csr_cocotb.py", "tests/test_barrier_cocotb.py",
                "tests/test_repack_cocotb.py")
 

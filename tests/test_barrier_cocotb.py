@@ -10,7 +10,7 @@ hop is 3 cycles):
 - ``u16``: the same with 16 units and max_nodes 16: N = 15 as binary, 4-ary and chain trees.
   Its build takes about twice as long as ``u8``'s, so it runs when asked for
   (NICOLL_BARRIER_16=1); trees of 15 and 64 nodes are also simulated in the Amaranth tests
-  of tests/test_hw_barrier.py.
+  of tests/test_hw_barrier_*.py.
 - ``b64``: 64 units linked only along the binary tree (a crossbar of 64 would be 4096 links),
   max_nodes 64, 2 child slots.  Its Verilator build takes about 7 minutes on two cores, so it
   runs only when asked for (NICOLL_BARRIER_64=1), like the full 256-bit ALU.

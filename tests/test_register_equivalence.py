@@ -2,7 +2,7 @@
 the engine's and the barrier unit's registers, through the same driver on the model and on
 the Amaranth cluster, then every status and error field compared (one set of rules; the
 command words' push checks are compared one by one in
-tests/test_hw_engine.py::test_push_checks_agree_with_the_device_model).
+tests/test_hw_engine_refusals.py::test_push_checks_agree_with_the_device_model).
 
 Neither side is started into a collective: CONTROL.go is never written and START_AT stays far
 ahead, so what is compared is the register file's own behaviour: the queue, the push checks,

@@ -114,7 +114,7 @@ class Packetizer(Mirrored, wiring.Component):
         # `rem_after` follows at t + 1 and `fits_next` at t + 2, and the packet's end is read
         # no earlier than t + 3 (a header beat at t + 1, a payload beat at t + 2, `pkt_end_q`
         # at t + 3); packets of one payload beat run at that spacing
-        # (tests/test_hw_engine.py::test_packet_headers).
+        # (tests/test_hw_engine_transfers.py::test_packet_headers).
         fits_next = Signal()
         m.d.sync += fits_next.eq(rem_after <= limit_next)
         h_length = Mux(pkt_end_q, Mux(fits_next, rem_after, limit_next), packet_bytes)

@@ -401,7 +401,7 @@ def push_refusals(c, *, beat_bytes, mem_size, max_nodes, packet_beats):
     an idle engine with room in its queue; empty: it is queued.
 
     The rules are :class:`nicoll.hw.engine.Engine`'s push checks, and
-    ``tests/test_hw_engine.py::test_push_checks_agree_with_the_device_model`` holds the two
+    ``tests/test_hw_engine_refusals.py::test_push_checks_agree_with_the_device_model`` holds the two
     together on random command words.  A region is checked by its own fields: not empty,
     ``offset + length`` within memory, and a strided region's run no longer than its stride.
     Where the runs of a strided region end is a product of fields, which the gateware does

@@ -11,7 +11,7 @@ cycles on each side): of those registers only the software-written and constant 
 compared here; the barrier's behaviour is checked by tests/test_barrier_cluster.py and
 tests/test_barrier_cocotb.py.  The same holds for the engine block (random pushes and starts
 run on each side's own timing, and the model's ALU has no latency): only its
-software-written bits are compared; tests/test_collectives.py and tests/test_hw_engine.py
+software-written bits are compared; tests/test_collectives_*.py and tests/test_hw_engine_*.py
 check the engine.  The repack block's CYCLES (the cycles the control tree spent on its latest
 start) is not compared either: the model's exchanges take no time.  The core is built with
 the small ALU of :data:`ALU_CAPABILITIES`, which the model is given too.

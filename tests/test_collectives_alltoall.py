@@ -1,0 +1,205 @@
+"""All-to-all on a whole cluster: Cluster.alltoall and alltoallv through the engines on
+every backend of SIZES, the aggregate algorithm through the repack units (seed 003), its
+subgroup checks and the size threshold of alltoallv's automatic choice, and the in-place
+all-to-all sharing the barrier units.
+
+Outputs are checked by collectives_helpers.check_outputs (integers exactly, floats bit for
+bit against nicoll.plan.reduction_order), each call's counters by check_stats.
+"""
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nicoll
+from nicoll import NicollError
+from nicoll.plan import reduction_order as order
+from nicoll import schedule as sc
+
+from conftest import cluster_kwargs
+
+from collectives_helpers import SIZES, one_case, data_cases, backend_params, check_stats
+
+
+# -- all-to-all ---------------------------------------------------------------------------------
+
+ALLTOALL_CASES = [("pairwise", None), ("bruck", None), ("inplace", 1), ("inplace", 2),
+                  ("inplace", "N-1"), ("inplace", "N")]
+ALLTOALL_TYPES = [np.int8, np.float64, ml_dtypes.bfloat16, np.dtype([("a", "<u2"), ("b", "<f4")])]
+
+
+@pytest.mark.parametrize("backend, nodes, algorithm, scratch", backend_params(
+    each=lambda b, size: ((n,) + case for n in size["nodes"]
+                          for case in size["alltoall"] or ALLTOALL_CASES)))
+def test_alltoall(clusters, backend, nodes, algorithm, scratch):
+    cl = clusters(backend, nodes)
+    options = {}
+    if scratch is not None:
+        options["scratch_blocks"] = max(1, {"N-1": nodes - 1, "N": nodes}.get(scratch, scratch))
+    rng = np.random.default_rng(nodes)
+    # On the Amaranth cluster the largest blocks, of the structured type (see data_cases).
+    cases = list(zip((0, 1, 3, 7), ALLTOALL_TYPES))
+    for block, dtype in data_cases(backend, cases, cases[-1]):
+        raw = rng.integers(0, 256, (nodes, nodes * block * np.dtype(dtype).itemsize), np.uint8)
+        xs = [row.view(dtype) for row in raw]
+        outputs = cl.alltoall(xs, algorithm, **options)
+        want = order.reference("alltoall", xs)
+        for r, (got, ref) in enumerate(zip(outputs, want)):
+            assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes(), f"rank {r}"
+        plan = sc.alltoall(nodes, block, dtype, algorithm, **options)
+        check_stats(cl, plan)
+    if one_case(backend):
+        return      # the rows below: the driver's reshaping, the same on every backend
+    xs = [np.arange(2 * nodes, dtype=np.int32).reshape(nodes, 2) + 100 * r for r in range(nodes)]
+    outputs = cl.alltoall(xs, algorithm, **options)
+    for j, got in enumerate(outputs):          # rows are blocks: out[j] row i = xs[i] row j
+        assert got.shape == (nodes, 2)
+        np.testing.assert_array_equal(got, np.stack([xs[i][j] for i in range(nodes)]))
+
+
+@pytest.mark.parametrize("backend, nodes", backend_params(each=lambda b, size: size["nodes"]))
+def test_alltoallv(clusters, backend, nodes):
+    cl = clusters(backend, nodes)
+    rng = np.random.default_rng(nodes)
+    # On the Amaranth cluster about half the blocks empty (see data_cases).
+    for empty in data_cases(backend, (0.0, 0.5, 1.0), 0.5):
+        sizes = rng.integers(1, 9, (nodes, nodes)) * (rng.random((nodes, nodes)) >= empty)
+        blocks = [[rng.standard_normal(sizes[i][j]).astype(np.float32) for j in range(nodes)]
+                  for i in range(nodes)]
+        outputs = cl.alltoallv(blocks, "pairwise")
+        for i, j in itertools.product(range(nodes), repeat=2):
+            assert outputs[j][i].tobytes() == blocks[i][j].tobytes()
+        check_stats(cl, sc.alltoallv(sizes.tolist(), np.float32))
+
+
+# -- aggregate: the repack units (seed 003) ---------------------------------------------------
+
+def check_aggregate_stats(cl):
+    """Cluster.last against the exchange's layout: each rank sends its registration and one
+    packet per destination subgroup, and hears SEND and TAKEN per destination subgroup,
+    DELIVERED per source subgroup, DONE, and each received message in packets of the hub's
+    size."""
+    plan = cl.last_plan
+    assert plan.algorithm == "aggregate"
+    width = cl.data_width // 8
+    per_packet = cl.device(0).repack.packet_beats
+    last = cl.last
+    for r, lay in enumerate(plan.layouts):
+        q, p = lay.sends, lay.receives
+        sent = sum(int.from_bytes(lay.image[b * lay.send_slot:b * lay.send_slot + 4], "little")
+                   for b in range(q))
+        assert last.bytes_sent[r] == sent, f"rank {r}"
+        assert last.bytes_received[r] == sum(lay.recv_lengths), f"rank {r}"
+        assert last.packets[r] == 1 + q, f"rank {r}"
+        data_packets = sum(-(-(-(-n // width)) // per_packet) for n in lay.recv_lengths)
+        assert last.packets_received[r] == 2 * q + p + 1 + data_packets, f"rank {r}"
+        assert last.alu_beats[r] == 0
+    assert (last.cycles is None) == (cl.backend == "model")
+
+
+@pytest.mark.parametrize("backend, nodes", backend_params(each=lambda b, size: size["nodes"]))
+def test_aggregate(clusters, backend, nodes):
+    cl = clusters(backend, nodes)
+    rng = np.random.default_rng(nodes)
+    # All-to-all with equal blocks (empty ones too), then all-to-all-v with empty blocks.  On
+    # the Amaranth cluster the 3-element blocks, the all-to-all-v and no subgroups (see data_cases;
+    # the subgroups' order through the hub is the gateware's, on Verilator).
+    cases = list(zip((0, 1, 3), ALLTOALL_TYPES))
+    for block, dtype in data_cases(backend, cases, cases[-1]):
+        raw = rng.integers(0, 256, (nodes, nodes * block * np.dtype(dtype).itemsize), np.uint8)
+        xs = [row.view(dtype) for row in raw]
+        outputs = cl.alltoall(xs, "aggregate")
+        want = order.reference("alltoall", xs)
+        for r, (got, ref) in enumerate(zip(outputs, want)):
+            assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes(), f"rank {r}"
+        check_aggregate_stats(cl)
+    sizes = rng.integers(1, 9, (nodes, nodes)) * (rng.random((nodes, nodes)) >= 0.4)
+    blocks = [[rng.standard_normal(sizes[i][j]).astype(np.float32) for j in range(nodes)]
+              for i in range(nodes)]
+    outputs = cl.alltoallv(blocks, "aggregate")
+    for i, j in itertools.product(range(nodes), repeat=2):
+        assert outputs[j][i].dtype == np.float32
+        assert outputs[j][i].tobytes() == blocks[i][j].tobytes(), (i, j)
+    check_aggregate_stats(cl)
+    if one_case(backend):
+        return
+    # Several source subgroups through one unit, one sub-matrix after another: later ranks
+    # register while the first sub-matrix's notices are out (the hub must not hold them).
+    subgroup = max(1, (nodes + 1) // 3)
+    xs = [rng.integers(0, 1 << 15, nodes, dtype=np.int16) for _ in range(nodes)]
+    outputs = cl.alltoall(xs, "aggregate", subgroup=subgroup)
+    assert cl.last_plan.repack.dh == subgroup
+    for r, (got, ref) in enumerate(zip(outputs, order.reference("alltoall", xs))):
+        assert got.tobytes() == ref.tobytes(), f"rank {r}"
+    check_aggregate_stats(cl)
+
+
+def test_subgroup_is_checked_before_anything_is_posted():
+    with nicoll.Cluster(nodes=4, backend="model", mem_size=1 << 12) as cl:
+        xs = [np.arange(4, dtype=np.int32) for _ in range(4)]
+        with pytest.raises(NicollError, match=r"subgroup sets the repack sub-matrix size of "
+                                              r"algorithm 'aggregate', not of 'bruck'"):
+            cl.alltoall(xs, "bruck", subgroup=2)
+        with pytest.raises(NicollError, match=r"subgroup must be a positive int, not 0"):
+            cl.alltoall(xs, "aggregate", subgroup=0)
+        with pytest.raises(NicollError, match=r"dh must be an integer between 1 and 4"):
+            cl.alltoallv([[x[:1] for x in xs] for _ in range(4)], "aggregate", subgroup=5)
+        assert cl.last is None
+
+
+def test_alltoallv_auto_follows_the_cost_model():
+    # Small blocks go through the repack units, large ones pairwise (seed 003: a size
+    # threshold), as nicoll.plan.repack's cost model says for this build.
+    from nicoll.plan.repack import plan_subgroups
+    nodes = 8
+    with nicoll.Cluster(nodes=nodes, backend="model", **cluster_kwargs("model")) as cl:
+        repack = cl.device(0).repack
+        chosen = set()
+        for length in (1, 512):
+            try:
+                plan = plan_subgroups(nodes, length * 4, data_width=cl.data_width,
+                                      max_group=repack.max_group,
+                                      capacity_bytes=repack.capacity, units=repack.units)
+                want = "aggregate" if plan.method == "repack" else "pairwise"
+            except NicollError:         # no subgroup fits a unit's buffer
+                want = "pairwise"
+            chosen.add(want)
+            blocks = [[np.full(length, 10 * i + j, np.float32) for j in range(nodes)]
+                      for i in range(nodes)]
+            out = cl.alltoallv(blocks)
+            assert cl.last_plan.algorithm == want, length
+            for i, j in itertools.product(range(nodes), repeat=2):
+                np.testing.assert_array_equal(out[j][i], blocks[i][j])
+        # Both choices occur, so the test shows the switch.
+        assert chosen == {"aggregate", "pairwise"}
+
+
+def test_aggregate_without_repack_units_is_refused():
+    with nicoll.Cluster(nodes=3, backend="model", repack_units=0,
+                        **cluster_kwargs("model")) as cl:
+        xs = [np.zeros(3, np.int32)] * 3
+        with pytest.raises(NicollError, match=r"this build has no repack units"):
+            cl.alltoall(xs, "aggregate")
+        cl.alltoallv([[np.zeros(1, np.int32)] * 3] * 3)           # auto: pairwise
+        assert cl.last_plan.algorithm == "pairwise"
+
+
+# -- barriers in a collective ------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", backend_params(each=lambda b, size: [()], sweep=True))
+def test_inplace_alltoall_shares_the_barrier_units(clusters, backend):
+    nodes = max(n for n in SIZES[backend]["nodes"] if n <= 8)
+    cl = clusters(backend, nodes)
+    xs = [np.arange(nodes * 2, dtype=np.int16) + 100 * r for r in range(nodes)]
+    want = order.reference("alltoall", xs)
+    result = cl.barrier(mode="ac", m=1)             # leaves the root in mode "ac"
+    before = result.seq + 1
+    barriers = sum(step.barrier for step in
+                   sc.alltoall(nodes, 2, np.int16, "inplace").schedules[0].steps)
+    assert barriers > 0
+    outputs = cl.alltoall(xs, "inplace")
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(outputs, want))
+    assert [dev.barrier.status().seq for dev in cl.devices] == [before + barriers] * nodes
+    assert cl.barrier().seq == before + barriers
