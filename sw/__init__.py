@@ -7,14 +7,16 @@ per node, one per backend; the register access layer generated from the SystemRD
 references the host works out off the device (:mod:`nicoll.plan`), a :class:`Cluster` of N
 nodes that runs collectives and barriers (:mod:`nicoll.cluster`) and the command line
 (:mod:`nicoll.cli`).  Beside them: the error type (:mod:`nicoll.errors`), the numpy reference
-of the reduction ops (:mod:`nicoll.ops`), a cluster's build parameters (:mod:`nicoll.config`)
-and the arithmetic of a region's bytes (:mod:`nicoll.region_bytes`).
+of the reduction ops (:mod:`nicoll.ops`), a cluster's build parameters (:mod:`nicoll.config`),
+the arithmetic of a region's bytes (:mod:`nicoll.region_bytes`) and the network's parameters
+and their costs in cycles (:mod:`nicoll.fabric`).
 """
 
 from .cluster import Cluster
 from .config import BACKENDS, DATA_WIDTHS
 from .driver.device import Device
 from .errors import NicollError
+from .fabric import FABRICS, Fabric
 
-__all__ = ["Cluster", "Device", "NicollError", "BACKENDS", "DATA_WIDTHS"]
+__all__ = ["Cluster", "Device", "NicollError", "BACKENDS", "DATA_WIDTHS", "Fabric", "FABRICS"]
 __version__ = "0.1.0"
