@@ -32,6 +32,7 @@ import numpy as np
 from nicoll.hw.repack import MAX_BLOCK_BYTES, MAX_RANKS, OrderList, buffer_bytes_needed
 
 from ..errors import NicollError
+from ..fabric import NOMINAL_MHZ, resolve_fabric
 from .repack_checks import _check_data_width, _check_matrix, _is_int
 from .repack_cost import DEFAULT_ALPHA, cost_direct, cost_repack, direct_threshold
 from .repack_message import (Message, _as_bytes, beats_to_message, message_beats, pack_message,
@@ -234,7 +235,7 @@ def _check_size(value, name, n, max_group):
 
 def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_groups=None,
                    data_width=64, max_group=DEFAULT_MAX_GROUP, capacity_bytes=None, units=1,
-                   alpha=DEFAULT_ALPHA):
+                   alpha=DEFAULT_ALPHA, fabric=None, clock_mhz=NOMINAL_MHZ):
     """Plan an all-to-all(-v) over ``n`` ranks on repack units.
 
     ``block_bytes`` is the block size of an all-to-all, or the N×N matrix of block lengths of
@@ -247,6 +248,8 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
 
     ``method`` of the result is ``"repack"`` when the block size (the mean length, rounded
     up, for an all-to-all-v) is at most :func:`direct_threshold`, else ``"direct"``.
+    ``fabric`` and ``clock_mhz`` are the network the costs are modelled on (``"ideal"`` by
+    default; :mod:`nicoll.plan.repack_cost`).
     NicollError for bad arguments and for fixed sizes whose sub-matrices do not fit.
     """
     n = _check_n(n)
@@ -257,6 +260,7 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
         raise NicollError(f"units must be a positive integer, not {units!r}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha < 0:
         raise NicollError(f"alpha must be a non-negative number of cycles, not {alpha!r}")
+    network = dict(fabric=resolve_fabric(fabric), clock_mhz=clock_mhz)
     if capacity_bytes is not None and (not _is_int(capacity_bytes) or capacity_bytes <= 0):
         raise NicollError(f"capacity_bytes must be a positive integer, not {capacity_bytes!r}")
 
@@ -320,7 +324,7 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
             sg, dg = _chunks(n, d), _chunks(n, d)
             if not fits(sg, dg, d):
                 continue
-            cost = cost_repack(n, a_model, d, d, width, units, alpha)
+            cost = cost_repack(n, a_model, d, d, width, units, alpha, **network)
             if best is None or cost < best[0]:
                 best = (cost, d)
         if best is None:
@@ -336,9 +340,9 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
         raise NicollError(f"a sub-matrix of this plan needs {need} bytes of unit buffer, more "
                           f"than capacity_bytes = {capacity_bytes}; choose smaller dh / dv")
 
-    threshold = direct_threshold(n, dh, dv, width, units, alpha)
-    c_direct = cost_direct(n, a_model, width, alpha)
-    c_repack = cost_repack(n, a_model, dh, dv, width, units, alpha)
+    threshold = direct_threshold(n, dh, dv, width, units, alpha, **network)
+    c_direct = cost_direct(n, a_model, width, alpha, **network)
+    c_repack = cost_repack(n, a_model, dh, dv, width, units, alpha, **network)
     return RepackPlan(
         n=n, dh=dh, dv=dv, src_groups=src_groups, dst_groups=dst_groups, data_width=width,
         units=int(units), alpha=alpha, block_bytes=mean,

@@ -28,48 +28,93 @@ length entries per table beat, blocks of ``a`` bytes, P source and Q destination
 
 Direct exchange wins once ``T_direct <= T_repack``; :func:`direct_threshold` returns the block
 size up to which repacking is strictly cheaper.
+
+The network (``fabric``, a :class:`nicoll.Fabric` or a profile name, converted at
+``clock_mhz``) adds, with ``x(b)`` what a message of b bytes costs beyond its beats
+(:meth:`~nicoll.Fabric.message_extra_cycles`) and ``h`` one hop
+(:meth:`~nicoll.Fabric.hop_cycles`):
+
+- direct: per message ``x(a) + x(0) + 2·h`` (the engine's clear-to-send goes to the sender
+  and the data comes back);
+- rank side: ``Q·x(H + dv·a) + P·x(H + dh·a)`` with ``H = B·(1 + ⌈d/E⌉)`` the header and
+  table bytes (Q messages out, P in);
+- unit side: ``⌈P·Q/U⌉·(dh·x(H + dv·a) + dv·x(H + dh·a))``;
+- control tree: ``(P·Q·(2·dh + dv) + N)·x(n_h)`` for its notices of ``n_h`` header bytes;
+- and ``5·h`` on the way of one exchange: the registration, the SEND notice, the data to the
+  unit, the data back, the DONE notice.
+
+On the default ``"ideal"`` fabric every one of them is 0: the figures are the ones without a
+fabric.
 """
 
+from nicoll.hw.net.packet import packet_header_layout
 from nicoll.hw.repack import MAX_BLOCK_BYTES, table_beats
 
+from ..fabric import NOMINAL_MHZ, resolve_fabric
 from .repack_checks import _check_data_width
 
-__all__ = ["DEFAULT_ALPHA", "cost_direct", "cost_repack", "direct_threshold"]
+__all__ = ["DEFAULT_ALPHA", "REPACK_HOPS", "cost_direct", "cost_repack", "direct_threshold"]
 
 #: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
 #: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
 DEFAULT_ALPHA = 100
 
 
-def cost_direct(n, block_bytes, data_width=64, alpha=DEFAULT_ALPHA):
+#: Hops on the way of one repacked exchange (module docstring).
+REPACK_HOPS = 5
+
+
+def _network(fabric, clock_mhz, width):
+    """``(x, h)``: what a message of b bytes adds beyond its beats, and one hop, in cycles."""
+    fabric = resolve_fabric(fabric)
+
+    def extra(nbytes):
+        return fabric.message_extra_cycles(nbytes, clock_mhz, width)
+    return extra, fabric.hop_cycles(clock_mhz)
+
+
+def cost_direct(n, block_bytes, data_width=64, alpha=DEFAULT_ALPHA, *, fabric=None,
+                clock_mhz=NOMINAL_MHZ):
     """Cycles per rank of direct pairwise exchange (module docstring)."""
-    beat_bytes = _check_data_width(data_width) // 8
-    return (n - 1) * alpha + (n - 1) * max(1, -(-block_bytes // beat_bytes))
+    width = _check_data_width(data_width)
+    beat_bytes = width // 8
+    extra, hop = _network(fabric, clock_mhz, width)
+    network = extra(block_bytes) + extra(0) + 2 * hop
+    return (n - 1) * alpha + (n - 1) * (max(1, -(-block_bytes // beat_bytes)) + network)
 
 
-def cost_repack(n, block_bytes, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
+def cost_repack(n, block_bytes, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA, *,
+                fabric=None, clock_mhz=NOMINAL_MHZ):
     """Cycles per rank of a repacked exchange with dh×dv sub-matrices (module docstring)."""
     width = _check_data_width(data_width)
     beat_bytes = width // 8
+    extra, hop = _network(fabric, clock_mhz, width)
     p, q = -(-n // dh), -(-n // dv)
     most = max(p, q)
     head = 1 + table_beats(max(dh, dv), width)
-    rank_side = most * alpha + 2 * (most * head + -(-n * block_bytes // beat_bytes))
+    out_extra = extra(head * beat_bytes + dv * block_bytes)       # a message to a unit
+    in_extra = extra(head * beat_bytes + dh * block_bytes)        # a message from a unit
+    notice_extra = extra(-(-packet_header_layout().size // 8))
+    rank_side = (most * alpha + 2 * (most * head + -(-n * block_bytes // beat_bytes))
+                 + q * out_extra + p * in_extra)
     start = 3 + max(dh, dv) + dh
     unit_side = (min(units, p * q) * start + -(-(p * q) // units) *
-                 ((dh + dv) * head + 2 * dh * dv * -(-block_bytes // beat_bytes)))
-    control = p * q * (start + dh + dv) + n
-    return 4 * n + p * q + max(rank_side, unit_side, control)
+                 ((dh + dv) * head + 2 * dh * dv * -(-block_bytes // beat_bytes)
+                  + dh * out_extra + dv * in_extra))
+    control = p * q * (start + dh + dv) + n + (p * q * (2 * dh + dv) + n) * notice_extra
+    return 4 * n + p * q + max(rank_side, unit_side, control) + REPACK_HOPS * hop
 
 
-def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA):
+def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA, *, fabric=None,
+                     clock_mhz=NOMINAL_MHZ):
     """The block size (bytes) up to which repacking beats direct exchange: the largest ``a``
     such that ``cost_repack < cost_direct`` for every block size from 0 to ``a``; -1 if it
     does not even at 0.  Above it use direct pairwise exchange."""
     # Both costs step at beat boundaries, so the comparison can flip back and forth near the
     # crossing; the threshold is the end of the first run, found by walking up from 0.
+    network = dict(fabric=resolve_fabric(fabric), clock_mhz=clock_mhz)
     a = 0
-    while a <= MAX_BLOCK_BYTES and (cost_repack(n, a, dh, dv, data_width, units, alpha)
-                                    < cost_direct(n, a, data_width, alpha)):
+    while a <= MAX_BLOCK_BYTES and (cost_repack(n, a, dh, dv, data_width, units, alpha, **network)
+                                    < cost_direct(n, a, data_width, alpha, **network)):
         a += 1
     return a - 1

@@ -14,10 +14,18 @@ starts when piece j's exchange and piece j-1's reduction are done (so piece j's 
 overlaps it); a step with ``fence`` and a barrier wait for every reduction; a barrier costs
 ``barrier_cycles`` after the last arrival.  ``python -m nicoll.plan.schedule_exec`` prints the
 figures of ``docs/algorithms.md``.
+
+The network (``fabric``, a :class:`nicoll.Fabric`, converted at ``clock_mhz``) adds to each
+piece what its packets cost beyond their beats (per-packet bytes, minimum frame, the link
+rate) and two hops: the clear-to-send's way to the sender (with its own packet) and the
+data's way back; and to a barrier 2 · depth · hop for a binary tree over the ranks.  On the
+default ``"ideal"`` fabric all of that is 0: the figures are the ones without a fabric.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ..fabric import FABRICS, NOMINAL_MHZ, Fabric, resolve_fabric
 
 __all__ = ["CostModel"]
 
@@ -29,9 +37,25 @@ class CostModel:
     link_bytes_per_cycle: int = 32
     alu_bytes_per_cycle: int = 32
     barrier_cycles: int = 100
+    #: The network between the ranks (module docstring); its figures at ``clock_mhz``.
+    fabric: Fabric = field(default=FABRICS["ideal"], repr=False)
+    clock_mhz: float = field(default=NOMINAL_MHZ, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "fabric", resolve_fabric(self.fabric))
+        self.fabric.cycles(0, self.clock_mhz)          # checks the clock
 
     def message(self, nbytes):
-        return self.message_cycles + math.ceil(nbytes / self.link_bytes_per_cycle)
+        width = 8 * self.link_bytes_per_cycle
+        network = (self.fabric.message_extra_cycles(nbytes, self.clock_mhz, width)
+                   + self.fabric.packet_cycles(0, self.clock_mhz, width)
+                   + 2 * self.fabric.hop_cycles(self.clock_mhz))
+        return self.message_cycles + math.ceil(nbytes / self.link_bytes_per_cycle) + network
+
+    def barrier(self, nodes):
+        """Cycles from the last arrival at a barrier of ``nodes`` ranks to its release."""
+        depth = max(nodes - 1, 0).bit_length()
+        return self.barrier_cycles + 2 * depth * self.fabric.hop_cycles(self.clock_mhz)
 
     def reduction(self, nbytes):
         return math.ceil(nbytes / self.alu_bytes_per_cycle)

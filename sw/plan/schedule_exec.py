@@ -220,7 +220,7 @@ def execute(schedules, buffers=None, *, op=None, dtype=None, cost=None):
         waiting = [rank for rank in ranks if not rank.done and rank.step.barrier]
         if waiting and len(waiting) == len(ranks):
             # Ref: seed 001, S23: every rank has reached the synchronization.
-            release = max(rank.ready for rank in ranks) + cost.barrier_cycles
+            release = max(rank.ready for rank in ranks) + cost.barrier(len(ranks))
             for rank in ranks:
                 rank.ready = rank.finish = release
                 rank.reduction_behind = 0
