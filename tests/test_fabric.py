@@ -144,10 +144,15 @@ def test_message_cycles_sum_the_packets():
     assert IDEAL.message_extra_cycles(4000, clock, width) == 0
 
 
-def test_a_core_slower_than_the_link_hides_the_bytes():
-    # 256 bits at 125 MHz is 32 Gb/s: a packet's beats take longer than its 100 GbE frame.
+def test_where_the_wire_bytes_count():
+    # 256 bits at 125 MHz is 32 Gb/s: a one-packet message's beats outlast its 100 GbE frame;
+    # an empty frame is still 84 bytes, and a long message rounds each packet to beats.
     assert all(ROCE.message_extra_cycles(n, 125.0, 256) == 0 for n in (1, 8, 64, 1000))
-    assert ROCE.message_extra_cycles(0, 125.0, 256) == 1            # an empty frame is 84 bytes
+    assert ROCE.message_extra_cycles(0, 125.0, 256) == 1
+    assert ROCE.message_extra_cycles(4000, 125.0, 256) == 46 + 46 + 34 - 125
+    # 64 bits at 163.67 MHz: 76 bytes of link a cycle, an 8-byte packet's 90 take 2 cycles.
+    assert 100e9 / 8 / 163.67e6 < roce_wire_bytes(8) < 2 * 100e9 / 8 / 163.67e6
+    assert ROCE.message_extra_cycles(8, 163.67, 64) == 1
 
 
 # ---- "ideal" gives the figures from before the cost models took a fabric ----------------------
