@@ -26,6 +26,8 @@ from nicoll.hw.ops import DType, ReduceOp, op_supported_for
 from nicoll.ops import numpy_dtype
 from nicoll.schedule import StepAction, Piece, Region, Schedule, Step
 
+from collectives_helpers import data      # the same operands as the cluster tests'
+
 NODES = (1, 2, 3, 5, 6, 7, 8, 16)
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather")
 #: Every (op, dtype) pair MPI defines, taken in turn by the cases below.
@@ -47,26 +49,6 @@ NUMPY = {
 
 def counts_for(nodes):
     return sorted({0, 1, nodes - 1, nodes + 1, 2 * nodes + 3, 301})
-
-
-def data(rng, dtype, count, nodes, op="sum"):
-    """One array per rank: full-range integers; floats of mixed magnitude with a few
-    infinities, NaNs, signed zeros and subnormals, so the combining order shows in the bits."""
-    dtype = np.dtype(dtype)
-    xs = []
-    for _ in range(nodes):
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            low, high = (-3, 3) if op in ("land", "lor", "lxor") else (info.min, info.max)
-            x = rng.integers(max(low, info.min), high, size=count, dtype=dtype, endpoint=True)
-        else:
-            scale = 10.0 ** rng.integers(-3, 4, size=count)
-            x = (rng.standard_normal(count) * scale).astype(dtype)
-            special = rng.random(count) < 0.03
-            pool = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40], np.float64).astype(dtype)
-            x[special] = rng.choice(pool, size=int(special.sum()))
-        xs.append(x)
-    return xs
 
 
 def run_collective(collective, xs, op, algorithm, **options):
