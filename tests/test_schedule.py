@@ -22,17 +22,13 @@ from nicoll.plan import reduction_order as order
 from nicoll import schedule as sc
 from nicoll.plan import schedule_exec as ex
 from nicoll.plan.schedule_figures import figures
-from nicoll.hw.ops import DType, ReduceOp, op_supported_for
-from nicoll.ops import numpy_dtype
 from nicoll.schedule import StepAction, Piece, Region, Schedule, Step
 
-from collectives_helpers import data      # the same operands as the cluster tests'
+# The cluster tests' collectives, (op, dtype) pairs (every pair MPI defines, taken in turn by
+# the cases below) and operands.
+from collectives_helpers import COLLECTIVES, PAIRS, data
 
 NODES = (1, 2, 3, 5, 6, 7, 8, 16)
-COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather")
-#: Every (op, dtype) pair MPI defines, taken in turn by the cases below.
-PAIRS = [(op.mpi_name, numpy_dtype(dtype)) for dtype in DType for op in ReduceOp
-         if op_supported_for(op, dtype)]
 NUMPY = {
     "sum": lambda s: np.sum(s, axis=0, dtype=s.dtype),
     "prod": lambda s: np.prod(s, axis=0, dtype=s.dtype),
