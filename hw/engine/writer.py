@@ -220,20 +220,20 @@ class RowWriter(Mirrored, wiring.Component):
         res_data = Signal(len(result.payload.data), reset_less=True)
         m.d.sync += [res_valid.eq(result.valid & ~self.clear), res_error.eq(result.payload.error),
                      res_data.eq(result.payload.data)]
-        # The result's write decided in that register too: `res_write` (a valid result
-        # without an error) and its byte enables, zero unless it writes (the delay line's
-        # last mask as it will be next cycle).  Made there from the valid and error flags,
-        # the decision was two LUTs and three long wires in front of the write register's
-        # byte enables, the 256-bit engine's latest pin at seeds 1 and 2 of 75a8966 with
-        # the unpacker's beat slice multiplexed (res_valid -> the write's choice -> wr.en,
-        # 6.4-6.7 ns, 5.9 of it routing).  Tests hold both to their reference every cycle.
+        # The result's write decided in that register too: `res_write`, a valid result
+        # without an error.  Made there from the valid and error flags, the decision was two
+        # LUTs and three long wires in front of the write register's byte enables, the
+        # 256-bit engine's latest pin at seeds 1 and 2 of 75a8966 with the unpacker's beat
+        # slice multiplexed (res_valid -> the write's choice -> wr.en, 6.4-6.7 ns, 5.9 of it
+        # routing).  Its byte enables are the delay line's last mask behind that one flop:
+        # a register of enables zeroed unless it wrote put CONTROL.clear (a flop driving
+        # about 1 300 pins) and a LUT in front of their reset, the 256-bit NicCore's critical
+        # path at seed 1 of b69f8e2 (clear -> res_en's reset, 7.96 ns, 7.1 of it routing)
+        # and the 256-bit engine's alone at seed 1 of 05244bd (5.06 ns).  Tests hold
+        # res_write to its reference every cycle.
         res_write = Signal()
-        res_en = Signal(len(s1_mask))
-        writes = result.valid & ~self.clear & ~result.payload.error
-        m.d.sync += [res_write.eq(writes),
-                     res_en.eq(Mux(writes, pend_mask[-2] if depth > 1 else s1_mask, 0))]
-        self._mirrors += [(res_write, res_valid & ~res_error),
-                          (res_en, Mux(res_valid & ~res_error, pend_mask[-1], 0))]
+        m.d.sync += res_write.eq(result.valid & ~self.clear & ~result.payload.error)
+        self._mirrors += [(res_write, res_valid & ~res_error)]
         # Operand order: the local row is always `a`.  Every op of the ALU gives the same
         # bits either way (tests/test_hw_alu.py::test_every_op_is_commutative_bit_for_bit),
         # so the block RAM's read goes to the ALU's operand registers with no multiplexer in
@@ -266,7 +266,7 @@ class RowWriter(Mirrored, wiring.Component):
         copy_write = ~self.reduce & p["copy_take"] & ~res_write
         m.d.comb += [p["wr_addr"].eq(Mux(res_write, pend_row[-1], row.row)),
                      p["wr_data"].eq(Mux(res_write, res_data, row.data)),
-                     p["wr_en"].eq(res_en | Mux(copy_write, row.mask, 0)),
+                     p["wr_en"].eq(Mux(res_write, pend_mask[-1], 0) | Mux(copy_write, row.mask, 0)),
                      wr_issue.eq(res_write | copy_write)]
         with m.If(self.clear):
             m.d.sync += [s1_valid.eq(0), pend_valid.eq(0), s1_early.eq(0), pend_early.eq(0)]
