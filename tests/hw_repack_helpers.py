@@ -14,7 +14,8 @@ from amaranth.hdl import Const
 from amaranth.sim import Simulator
 
 from nicoll.hw.repack import RepackNoticeKind, RepackArray, RepackError, UnitEvent
-from nicoll.plan.repack import beats_to_message, message_beats, pack_message, reference_alltoallv
+from nicoll.plan.repack import (beats_to_message, message_beats, notice_counts, pack_message,
+                                reference_alltoallv)
 from nicoll.sim.testbench import PERIOD, stream_put, watchdog
 
 
@@ -326,11 +327,7 @@ class Exchange:
         return got
 
     def count(self, kind):
-        counts = [0] * self.plan.n
-        for notice in self.notices:
-            if notice["kind"] == kind:
-                counts[notice["rank"]] += 1
-        return counts
+        return notice_counts(self.notices, self.plan.n)[kind]
 
 
 def random_matrix(rng, n, max_len=64):
@@ -362,10 +359,9 @@ def check_exchange(ex):
     for j in range(n):
         assert sorted(received[j]) == sorted(expected[(j, a)] for a in range(p_groups))
     assert ex.sent == {r: q_groups for r in range(n)}
-    assert ex.count(RepackNoticeKind.SEND) == [q_groups] * n
-    assert ex.count(RepackNoticeKind.TAKEN) == [q_groups] * n
-    assert ex.count(RepackNoticeKind.DELIVERED) == [p_groups] * n
-    assert ex.count(RepackNoticeKind.DONE) == [1] * n
+    counts = notice_counts(ex.notices, n)
+    for kind, want in plan.notices_expected().items():
+        assert counts[kind] == want, f"{kind.name} notices per rank {counts[kind]}, not {want}"
     # A rank's DONE is its last notice.
     for r in range(n):
         mine = [x["kind"] for x in ex.notices if x["rank"] == r]

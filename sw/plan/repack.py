@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nicoll.hw.repack import MAX_BLOCK_BYTES, MAX_RANKS, OrderList, buffer_bytes_needed
+from nicoll.hw.repack import (MAX_BLOCK_BYTES, MAX_RANKS, OrderList, RepackNoticeKind,
+                              buffer_bytes_needed)
 
 from ..errors import NicollError
 from ..fabric import NOMINAL_MHZ, resolve_fabric
@@ -40,7 +41,7 @@ from .repack_message import (Message, _as_bytes, beats_to_message, message_beats
 from .repack_reference import reference_alltoallv
 
 __all__ = [
-    "DEFAULT_ALPHA", "DEFAULT_MAX_GROUP", "RepackPlan", "Message", "plan_subgroups",
+    "DEFAULT_ALPHA", "DEFAULT_MAX_GROUP", "RepackPlan", "Message", "plan_subgroups", "notice_counts",
     "cost_direct", "cost_repack", "direct_threshold", "pack_message", "unpack_message",
     "message_beats", "beats_to_message", "reference_alltoallv", "submatrix_tag",
 ]
@@ -91,6 +92,16 @@ class RepackPlan:
     def receives_per_rank(self):
         """Messages each rank receives from the units: one per source subgroup."""
         return len(self.src_groups)
+
+    def notices_expected(self):
+        """``{kind: [notices per rank]}`` a whole exchange sends (Ref: seed 003, steps
+        7.1-7.6): SEND and TAKEN once per destination subgroup, DELIVERED once per source
+        subgroup, DONE once."""
+        n = self.n
+        return {RepackNoticeKind.SEND: [self.sends_per_rank] * n,
+                RepackNoticeKind.TAKEN: [self.sends_per_rank] * n,
+                RepackNoticeKind.DELIVERED: [self.receives_per_rank] * n,
+                RepackNoticeKind.DONE: [1] * n}
 
     @property
     def src_order(self):
@@ -231,6 +242,15 @@ def _check_size(value, name, n, max_group):
         raise NicollError(f"{name} must be an integer between 1 and {min(n, max_group)} "
                           f"(N = {n}, max_group = {max_group}), not {value!r}")
     return int(value)
+
+
+def notice_counts(notices, n):
+    """``{kind: [count per rank]}`` of ``notices``, decoded notices (dicts with ``"kind"`` and
+    ``"rank"``) of ``n`` ranks."""
+    counts = {kind: [0] * n for kind in RepackNoticeKind}
+    for notice in notices:
+        counts[RepackNoticeKind(notice["kind"])][notice["rank"]] += 1
+    return counts
 
 
 def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_groups=None,

@@ -18,6 +18,7 @@ from cocotbext.axi import AxiStreamFrame
 
 from nicoll.hw.repack import (NOTICE_LAYOUT, ORDER_WRITE_LAYOUT, REGISTRATION_LAYOUT,
                               START_LAYOUT, RepackNoticeKind, RepackError)
+from nicoll.plan.repack import notice_counts
 from nicoll.plan.repack_message import unpack_message
 from nicoll.plan.repack import plan_subgroups
 from nicoll.plan.repack_reference import reference_alltoallv
@@ -222,11 +223,7 @@ class Exchange:
         return got
 
     def count(self, kind):
-        counts = [0] * self.plan.n
-        for notice in self.notices:
-            if notice["kind"] == kind:
-                counts[notice["rank"]] += 1
-        return counts
+        return notice_counts(self.notices, self.plan.n)[kind]
 
     def check_framing(self):
         """Every output message is whole: one tdest on all its beats, equal to its header's
@@ -291,11 +288,9 @@ class Exchange:
         want_in = Counter({(j, tag): 1 for a, b, s, d, tag in plan.submatrices() for j in d})
         assert out_per_sub == want_out, "not one message out per source and sub-matrix"
         assert in_per_sub == want_in, "not one message in per destination and sub-matrix"
-        p_groups, q_groups = len(plan.src_groups), len(plan.dst_groups)
-        assert self.count(RepackNoticeKind.SEND) == [q_groups] * n
-        assert self.count(RepackNoticeKind.TAKEN) == [q_groups] * n
-        assert self.count(RepackNoticeKind.DELIVERED) == [p_groups] * n
-        assert self.count(RepackNoticeKind.DONE) == [1] * n
+        counts = notice_counts(self.notices, n)
+        for kind, want in plan.notices_expected().items():
+            assert counts[kind] == want, f"{kind.name} notices per rank {counts[kind]}, not {want}"
         for r in range(n):
             mine = [x["kind"] for x in self.notices if x["rank"] == r]
             assert mine[-1] == RepackNoticeKind.DONE, f"rank {r}: DONE is not its last notice"
