@@ -253,6 +253,19 @@ def notice_counts(notices, n):
     return counts
 
 
+def _groups_and_size(groups, size, n, max_group, groups_name, size_name):
+    """Explicit subgroups checked, and the size they imply (their largest), which must agree
+    with ``size`` where both are given; ``(None, size)`` without subgroups."""
+    if groups is None:
+        return None, size
+    groups = _check_groups(groups, n, max_group, groups_name)
+    largest = max(map(len, groups))
+    if size is not None and size != largest:
+        raise NicollError(f"{size_name} = {size} disagrees with {groups_name}, whose largest "
+                          f"subgroup has {largest} ranks")
+    return groups, largest
+
+
 def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_groups=None,
                    data_width=64, max_group=DEFAULT_MAX_GROUP, capacity_bytes=None, units=1,
                    alpha=DEFAULT_ALPHA, fabric=None, clock_mhz=NOMINAL_MHZ):
@@ -311,20 +324,8 @@ def plan_subgroups(n, block_bytes, dh=None, dv=None, *, src_groups=None, dst_gro
 
     dh = _check_size(dh, "dh", n, max_group)
     dv = _check_size(dv, "dv", n, max_group)
-    if src_groups is not None:
-        src_groups = _check_groups(src_groups, n, max_group, "src_groups")
-        size = max(map(len, src_groups))
-        if dh is not None and dh != size:
-            raise NicollError(f"dh = {dh} disagrees with src_groups, whose largest subgroup "
-                              f"has {size} ranks")
-        dh = size
-    if dst_groups is not None:
-        dst_groups = _check_groups(dst_groups, n, max_group, "dst_groups")
-        size = max(map(len, dst_groups))
-        if dv is not None and dv != size:
-            raise NicollError(f"dv = {dv} disagrees with dst_groups, whose largest subgroup "
-                              f"has {size} ranks")
-        dv = size
+    src_groups, dh = _groups_and_size(src_groups, dh, n, max_group, "src_groups", "dh")
+    dst_groups, dv = _groups_and_size(dst_groups, dv, n, max_group, "dst_groups", "dv")
     if dh is None and dv is not None:
         dh = dv
     if dv is None and dh is not None:
