@@ -17,11 +17,14 @@ def watchdog(cycles):
     return run
 
 
-def run_testbenches(dut, *testbenches, watchdog_cycles=100_000):
-    """Simulate ``dut`` with a clock until every testbench returns."""
+def run_testbenches(dut, *testbenches, watchdog_cycles=100_000, background=()):
+    """Simulate ``dut`` with a clock until every testbench returns.  The testbenches in
+    ``background`` (monitors that never return) run beside them and are stopped with them."""
     sim = Simulator(dut)
     sim.add_clock(PERIOD)
     sim.add_testbench(watchdog(watchdog_cycles), background=True)
+    for testbench in background:
+        sim.add_testbench(testbench, background=True)
     for testbench in testbenches:
         sim.add_testbench(testbench)
     sim.run()
