@@ -14,10 +14,9 @@ import random
 from collections import deque
 
 import numpy as np
-from amaranth.sim import Simulator
 
 from nicoll.hw.engine.unpacker import RowUnpacker
-from nicoll.sim.testbench import PERIOD, watchdog
+from nicoll.sim.testbench import run_testbenches
 
 
 # ---- References ----------------------------------------------------------------------------
@@ -117,14 +116,8 @@ def reference_unpack(messages):
 # ---- Testbench helpers ---------------------------------------------------------------------
 
 def simulate(dut, *testbenches, background=(), watchdog_cycles=20_000):
-    sim = Simulator(dut)
-    sim.add_clock(PERIOD)
-    sim.add_testbench(watchdog(watchdog_cycles), background=True)
-    for tb in background:
-        sim.add_testbench(tb, background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
+    """:func:`nicoll.sim.testbench.run_testbenches` with this module's watchdog budget."""
+    run_testbenches(dut, *testbenches, watchdog_cycles=watchdog_cycles, background=background)
 
 
 async def offer(ctx, port, payload):

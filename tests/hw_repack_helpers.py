@@ -11,12 +11,11 @@ import random
 
 import numpy as np
 from amaranth.hdl import Const
-from amaranth.sim import Simulator
 
 from nicoll.hw.repack import RepackNoticeKind, RepackArray, RepackError, UnitEvent
 from nicoll.plan.repack import (beats_to_message, message_beats, notice_counts, pack_message,
                                 reference_alltoallv)
-from nicoll.sim.testbench import PERIOD, stream_put, watchdog
+from nicoll.sim.testbench import run_testbenches, stream_put
 
 
 def random_blocks(rng, ranks_src, ranks_dst, *, max_len=64, zero_rows=True):
@@ -70,13 +69,7 @@ def sink(port, store, rng, stall, fields=("data", "keep", "last", "rank"), gate=
 
 
 def simulate(dut, main, background, cycles):
-    sim = Simulator(dut)
-    sim.add_clock(PERIOD)
-    sim.add_testbench(watchdog(cycles), background=True)
-    for tb in background:
-        sim.add_testbench(tb, background=True)
-    sim.add_testbench(main)
-    sim.run()
+    run_testbenches(dut, main, watchdog_cycles=cycles, background=background)
 
 
 class UnitRun:
