@@ -7,6 +7,7 @@ from nicoll.hw.core import CoreParams
 from nicoll.hw.params import DATA_WIDTHS
 
 from .errors import NicollError
+from .fabric import SimLinks
 
 __all__ = ["ClusterConfig", "BACKENDS", "DATA_WIDTHS", "DEFAULT_MEM_SIZE", "DEFAULT_MAX_NODES",
            "DEFAULT_SIM_ALU_CAPABILITIES", "build_defaults"]
@@ -57,6 +58,9 @@ class ClusterConfig:
     #: Repack units of each node (seed 003); node 0's serve the cluster's aggregate
     #: exchanges.  0 builds none (algorithm "aggregate" is then refused).
     repack_units: int = 1
+    #: The fabric between the NICs and the switch in cycles (:meth:`nicoll.Fabric.sim_links`);
+    #: the default builds no links (the ``"ideal"`` fabric).
+    links: SimLinks = SimLinks()
 
     def __post_init__(self):
         if self.alu_capabilities is not None:
@@ -86,10 +90,15 @@ class ClusterConfig:
                           repack_units=self.repack_units)
 
     def hw_kwargs(self):
-        """Keyword arguments for the gateware constructors."""
+        """Keyword arguments for the gateware constructors (the links only when there are
+        any, so an ideal cluster's Verilog is the one it was before links existed)."""
+        links = {} if self.links.ideal else dict(
+            uplink_latency=self.links.uplink, downlink_latency=self.links.downlink,
+            link_gap=self.links.gap)
         return dict(nodes=self.nodes, data_width=self.data_width,
                     max_nodes=self.max_nodes, mem_size=self.mem_size,
-                    alu_capabilities=self.alu_capabilities, repack_units=self.repack_units)
+                    alu_capabilities=self.alu_capabilities, repack_units=self.repack_units,
+                    **links)
 
     def slug(self):
         """A short name for build folders."""
@@ -99,4 +108,4 @@ class ClusterConfig:
             slug += "_alu" + hashlib.sha256(names.encode()).hexdigest()[:8]
         if self.repack_units != 1:
             slug += f"_rp{self.repack_units}"
-        return slug
+        return slug + self.links.slug()

@@ -15,7 +15,8 @@ switch's one-cycle output buffer), and ``"roce100"``, RoCEv2 over 100 GbE throug
 cut-through switch.  ``docs/fabric.md`` gives the source of every number.
 
 The cost models (:mod:`nicoll.plan.schedule_cost`, :mod:`nicoll.plan.repack_cost`) take a
-fabric; the simulated cluster does not model one yet.
+fabric, and the simulated clusters put one between each NIC port and the switch
+(:meth:`Fabric.sim_links`: a latency and a gap per packet on each link, in cycles).
 """
 
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import math
 
 from .errors import NicollError
 
-__all__ = ["Fabric", "FABRICS", "NOMINAL_MHZ", "resolve_fabric"]
+__all__ = ["Fabric", "FABRICS", "NOMINAL_MHZ", "SimLinks", "resolve_fabric"]
 
 #: The core clock (MHz) the cost models convert a fabric's figures at when given none: the
 #: nominal clock used where no synthesis figure is recorded.
@@ -45,6 +46,25 @@ def _is_number(value):
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SimLinks:
+    """The fabric of a simulated cluster, in cycles: each NIC's link to the switch
+    (``uplink``) and back (``downlink``) delays every beat by that many cycles, and each link
+    leaves ``gap`` idle cycles after every packet (:class:`nicoll.hw.sim.fabric.FabricLink`)."""
+    uplink: int = 0
+    downlink: int = 0
+    gap: int = 0
+
+    @property
+    def ideal(self):
+        """No link adds anything: the links are wires and the cluster is built without them."""
+        return self.uplink == self.downlink == self.gap == 0
+
+    def slug(self):
+        """A short name for build folders ('' when ideal)."""
+        return "" if self.ideal else f"_f{self.uplink}-{self.downlink}-{self.gap}"
 
 
 @dataclass(frozen=True)
@@ -214,6 +234,29 @@ class Fabric:
         ``"ideal"``): :meth:`message_cycles` less ``ceil(nbytes / (data_width / 8))``."""
         total = self.message_cycles(nbytes, clock_mhz, data_width)
         return total - -(-nbytes // _beat_bytes(data_width))
+
+    def sim_links(self, clock_mhz, data_width):
+        """The :class:`SimLinks` of a simulated cluster at ``clock_mhz`` and ``data_width``.
+
+        The hop's latency (:meth:`hop_cycles`) is split over the two links, the uplink
+        taking the odd cycle; the simulated switch's and NICs' own cycles come on top (four
+        per hop on ``"ideal"``).  The gap is what the wire needs per packet beyond the beats
+        the simulated packet already takes (its header beats and its payload's), at the
+        packet size where that is largest, so no packet leaves a port faster than the wire
+        carries it; at a core line rate below the link rate it is 0.
+        """
+        from nicoll.hw.net.packet import header_beats
+        hop = self.hop_cycles(clock_mhz)
+        if math.isinf(self.link_gbps):
+            gap = 0
+        else:
+            beat = _beat_bytes(data_width)
+            head = header_beats(data_width)
+            most = self.max_payload_bytes
+            sizes = range(0, (most if most is not None else 16 * beat) + 1)
+            gap = max(0, max(self.packet_cycles(p, clock_mhz, data_width) - -(-p // beat)
+                             - head for p in sizes))
+        return SimLinks(uplink=hop - hop // 2, downlink=hop // 2, gap=gap)
 
     def _check_payload(self, payload):
         if not _is_int(payload) or payload < 0:

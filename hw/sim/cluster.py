@@ -1,7 +1,9 @@
 """A simulated cluster: N NIC cores joined by a switch, and its Verilog.
 
 Node ``i``'s ``net_tx`` feeds the switch's ``rx_i`` and the switch's ``tx_i`` feeds node ``i``'s
-``net_rx``; node ``i``'s ``node_id`` is tied to ``i``.  The host reaches each node through the
+``net_rx``, each through a :class:`~nicoll.hw.sim.fabric.FabricLink` when the cluster is built
+with a fabric (a latency in cycles per link and a gap after each packet; without one, the
+default, they are wires and nothing is built); node ``i``'s ``node_id`` is tied to ``i``.  The host reaches each node through the
 top-level ports ``n<i>_s_axil`` (registers) and ``n<i>_s_axi`` (device memory).
 
 In the Verilog from :func:`cluster_verilog` and :func:`niccore_verilog` an interface member
@@ -26,6 +28,7 @@ from ..bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
 from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK_UNITS, NicCore,
                       CoreParams)
 from ..net.packet import DEST_WIDTH
+from .fabric import FabricLink
 from .verilog import prepare_yosys, simulation_verilog
 from ..net.switch import Switch
 
@@ -52,6 +55,11 @@ class ClusterTop(wiring.Component):
     repack_units : int
         Repack units of node 0, whose units and control tree serve the cluster's aggregate
         exchanges (seed 003); the other nodes build none, since nothing would reach theirs.
+    uplink_latency, downlink_latency, link_gap : int
+        The fabric (issue 20), in cycles: each node's link into the switch delays a beat by
+        ``uplink_latency``, its link out of it by ``downlink_latency``, and each link idles
+        ``link_gap`` cycles after every packet (:class:`~nicoll.hw.sim.fabric.FabricLink`).
+        All 0 (the default): no link is built.
 
     Members
     -------
@@ -70,7 +78,8 @@ class ClusterTop(wiring.Component):
     """
 
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
-                 alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS):
+                 alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS,
+                 uplink_latency=0, downlink_latency=0, link_gap=0):
         params = CoreParams(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
                             alu_capabilities=alu_capabilities, repack_units=repack_units)
         self._alu_capabilities = params.alu_capabilities
@@ -84,6 +93,11 @@ class ClusterTop(wiring.Component):
         self._max_nodes = max_nodes
         self._mem_size = mem_size
         self._repack_units = repack_units
+        # Built once here so bad figures are refused before anything else is built.
+        self._link_args = [(uplink_latency, link_gap), (downlink_latency, link_gap)]
+        for latency, gap in self._link_args:
+            probe = FabricLink(data_width, latency=latency, gap=gap)
+            probe._MustUse__silence = True
         members = {}
         for i in range(nodes):
             members[f"n{i}_s_axil"] = In(AXI4LiteSignature(CSR_ADDR_WIDTH))
@@ -142,19 +156,44 @@ class ClusterTop(wiring.Component):
             m.submodules[f"node{i}"] = core
             wiring.connect(m, wiring.flipped(self.s_axil(i)), core.s_axil)
             wiring.connect(m, wiring.flipped(self.s_axi(i)), core.s_axi)
-            wiring.connect(m, core.net_tx, switch.rx(i))
-            wiring.connect(m, switch.tx(i), core.net_rx)
+            to_switch, from_switch = _links(m, i, self._data_width, self._link_args)
+            wiring.connect(m, core.net_tx, to_switch(switch.rx(i)))
+            wiring.connect(m, from_switch(switch.tx(i), flipped=True), core.net_rx)
             m.d.comb += core.node_id.eq(i)
         m.d.comb += self.switch_dropped.eq(switch.dropped)
         return m
+
+
+def _links(m, i, data_width, link_args):
+    """Node ``i``'s two links, built into ``m`` unless both are wires.  Returns two functions
+    that put a link in front of a switch port: ``to_switch(rx)`` gives the stream the node's
+    ``net_tx`` drives, ``from_switch(tx, flipped=True)`` the one that drives its ``net_rx``
+    (the port itself where the link is a wire)."""
+    def place(name, latency, gap):
+        if not latency and not gap:
+            return lambda port, flipped=False: port
+        link = FabricLink(data_width, latency=latency, gap=gap)
+        m.submodules[f"{name}{i}"] = link
+
+        def join(port, flipped=False):
+            if flipped:                 # the switch drives the link
+                wiring.connect(m, port, link.i)
+                return link.o
+            wiring.connect(m, link.o, port)
+            return link.i
+        return join
+    (up, gap_up), (down, gap_down) = link_args
+    return place("uplink", up, gap_up), place("downlink", down, gap_down)
 
 
 class _ClusterOfInstances(wiring.Component):
     """The ports of :class:`ClusterTop`, with each node an instance of the Verilog module
     ``nicoll_niccore`` (:func:`niccore_verilog`) instead of its own copy of the gateware."""
 
-    def __init__(self, *, nodes, **core_kwargs):
+    def __init__(self, *, nodes, uplink_latency=0, downlink_latency=0, link_gap=0,
+                 **core_kwargs):
         self._nodes = nodes
+        self._link_args = [(uplink_latency, link_gap), (downlink_latency, link_gap)]
         core = _NicCoreVerilogTop(**core_kwargs)
         self._core_signature = core.signature
         # Only its signature is wanted here; niccore_verilog() converts a core of its own.
@@ -162,7 +201,8 @@ class _ClusterOfInstances(wiring.Component):
         self._plain_module = (CORE_MODULE if not core_kwargs.get("repack_units", DEFAULT_REPACK_UNITS)
                               else PLAIN_CORE_MODULE)
         self._data_width = core_kwargs.get("data_width", 256)
-        top = ClusterTop(nodes=nodes, **core_kwargs)
+        top = ClusterTop(nodes=nodes, uplink_latency=uplink_latency,
+                         downlink_latency=downlink_latency, link_gap=link_gap, **core_kwargs)
         top._MustUse__silence = True          # only its ports are copied
         members = dict(top.signature.members)
         for i in range(nodes):
@@ -196,7 +236,11 @@ class _ClusterOfInstances(wiring.Component):
                 m.d.comb += self.cycles.eq(local.cycles)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), local.s_axil)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axi")), local.s_axi)
-            tx, rx = switch.rx(i), switch.tx(i)
+            # The links run in the nodes' domain, as the switch does.
+            links = Module()
+            to_switch, from_switch = _links(links, i, self._data_width, self._link_args)
+            m.submodules[f"links{i}"] = DomainRenamer("nodes")(links)
+            tx, rx = to_switch(switch.rx(i)), from_switch(switch.tx(i), flipped=True)
             m.d.comb += [tx.payload.data.eq(local.net_tx.tdata), tx.payload.keep.eq(local.net_tx.tkeep),
                          tx.payload.last.eq(local.net_tx.tlast), tx.payload.dest.eq(local.net_tx.tdest),
                          tx.payload.control.eq(local.net_tx.tuser), tx.valid.eq(local.net_tx.tvalid),
@@ -223,10 +267,12 @@ def cluster_verilog(*, optimize=True, **kwargs):
     """
     kwargs = dict(kwargs)
     nodes = kwargs.pop("nodes")
+    links = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap")
+             if k in kwargs}
     parts = [(_NicCoreVerilogTop(**kwargs), CORE_MODULE)]
     if nodes > 1 and kwargs.get("repack_units", DEFAULT_REPACK_UNITS):
         parts.append((_NicCoreVerilogTop(**dict(kwargs, repack_units=0)), PLAIN_CORE_MODULE))
-    parts.append((_ClusterOfInstances(nodes=nodes, **kwargs), "nicoll_cluster"))
+    parts.append((_ClusterOfInstances(nodes=nodes, **links, **kwargs), "nicoll_cluster"))
     if not optimize:
         return "\n".join(simulation_verilog(part, name, optimize=False) for part, name in parts)
     # Each module's Yosys run starts as soon as it is converted, so the runs overlap the

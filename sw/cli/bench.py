@@ -20,7 +20,7 @@ def bench_command(args):
     algorithms = [a.strip() for a in args.algorithm.split(",") if a.strip()]
     table = Table(title=f"{args.collective}, {args.nodes} nodes on {args.backend}, "
                         f"{args.dtype} {args.op}, data_width {args.data_width}, "
-                        f"µs at {clock:.1f} MHz")
+                        f"fabric {args.fabric}, µs at {clock:.1f} MHz")
     for column in ("size", "algorithm", "cycles avg", "min", "max", "µs", "algbw GB/s",
                    "busbw GB/s", "bound", "efficiency", "result"):
         table.add_column(column, justify="right")
@@ -35,7 +35,7 @@ def bench_command(args):
                                   algorithms=algorithms, backend=args.backend, dtype=args.dtype,
                                   op=args.op, data_width=args.data_width,
                                   mem_size=args.mem_size, clock_mhz=clock,
-                                  repack_units=args.repack_units,
+                                  repack_units=args.repack_units, fabric=args.fabric,
                                   progress=lambda message: status.update(message),
                                   on_row=on_row)
     for row in rows:

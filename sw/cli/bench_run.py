@@ -182,8 +182,12 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
 
 def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
-              mem_size=None, clock_mhz=125.0, repack_units=1, progress=None, on_row=None):
+              mem_size=None, clock_mhz=125.0, repack_units=1, fabric="ideal", progress=None,
+              on_row=None):
     """Run the sweep; return ``(rows, figures)``.
+
+    ``fabric``: the network between the NICs and the switch (a profile name of
+    :data:`nicoll.FABRICS` or a :class:`nicoll.Fabric`), converted to cycles at ``clock_mhz``.
 
     ``repack_units``: repack units of each node (node 0's serve algorithm "aggregate").
     ``mem_size`` (bytes of device memory per node) defaults to the smallest power of two the
@@ -226,8 +230,8 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
     rng = np.random.default_rng(1)
     with Cluster(nodes=nodes, backend=backend, data_width=data_width,
                  max_nodes=max_nodes or max(8, nodes), mem_size=mem_size,
-                 alu_capabilities=[pair], repack_units=repack_units,
-                 progress=progress) as cluster:
+                 alu_capabilities=[pair], repack_units=repack_units, fabric=fabric,
+                 clock_mhz=clock_mhz, progress=progress) as cluster:
         clock = cluster.device(0)
         first = clock.cycles()
         t0 = time.monotonic()

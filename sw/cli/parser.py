@@ -129,6 +129,10 @@ def _parser():
     bench.add_argument("--repack-units", type=int, default=1,
                        help="repack units of each node; node 0's serve alltoall 'aggregate' "
                             "(default 1)")
+    bench.add_argument("--fabric", default="ideal",
+                       help="the network between the NICs and the switch: a profile of "
+                            "nicoll.FABRICS (ideal, roce100; default ideal), converted to "
+                            "cycles at the --clock-mhz clock")
     bench.add_argument("--csv", help="also write the rows to this CSV file")
     bench.set_defaults(func=bench_command)
     return parser

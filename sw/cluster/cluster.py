@@ -17,9 +17,11 @@ from .. import schedule as _schedule
 from ..config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
 from ..driver.device import Device
 from ..errors import NicollError
+from ..fabric import resolve_fabric
 from .barrier_run import ClusterBarrier
 from .collective_run import CollectiveRunner, check_subgroup
 from .results import TRACE_LANES, ActivityTrace
+from .timing import core_clock_mhz
 
 __all__ = ["Cluster"]
 
@@ -83,20 +85,34 @@ class Cluster:
         pair the build lacks is refused with a message naming this option.
     :param repack_units: repack units of node 0 (seed 003), which serve
         ``alltoall``/``alltoallv`` with algorithm ``"aggregate"``; 0 builds none.
+    :param fabric: the network between the NICs and the switch: a profile name of
+        :data:`nicoll.FABRICS` (``"ideal"``, the default: a beat a cycle and nothing more;
+        ``"roce100"``) or a :class:`nicoll.Fabric`.  On the simulators each NIC's links to
+        the switch then delay every beat by the hop's latency and idle after each packet as
+        the wire needs (:meth:`nicoll.Fabric.sim_links`); the model has no cycle timing and
+        only keeps it (:attr:`fabric`).
+    :param clock_mhz: the core clock the fabric's ns are converted to cycles at; None for
+        the recorded Fmax of the NIC core of this ``data_width`` (``docs/synthesis.json``),
+        else the nominal clock (:data:`nicoll.fabric.NOMINAL_MHZ`).
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
                  mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
-                 progress=None):
+                 fabric=None, clock_mhz=None, progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
         max_nodes, alu_capabilities = build_defaults(backend, nodes, max_nodes, alu_capabilities)
+        #: The :class:`nicoll.Fabric` between the NICs and the switch.
+        self.fabric = resolve_fabric(fabric)
+        #: The clock (MHz) its figures are converted to cycles at.
+        self.clock_mhz = core_clock_mhz(data_width) if clock_mhz is None else clock_mhz
+        links = self.fabric.sim_links(self.clock_mhz, data_width)
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
-                                    repack_units=repack_units)
+                                    repack_units=repack_units, links=links)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:

@@ -4,7 +4,8 @@ before it comes, and the pause between two polls of a wait for the nodes.
 
 from ..errors import NicollError
 
-__all__ = ["ARM_ACCESSES", "start_cycle", "check_armed_in_time", "poll_pause"]
+__all__ = ["ARM_ACCESSES", "start_cycle", "check_armed_in_time", "poll_pause",
+           "core_clock_mhz"]
 
 #: Bus accesses that arm one node (a 64-bit cycle and a CONTROL write), for the common start.
 ARM_ACCESSES = 3
@@ -34,3 +35,11 @@ def poll_pause(elapsed):
     not answering status reads, and notices the end at most about 12 % late in simulated
     time, which no figure counts: cycles come from the hardware's START/FINISHED counters."""
     return max(16, min(4096, max(0, elapsed) // 8))
+
+
+def core_clock_mhz(data_width):
+    """The clock (MHz) a NIC core of ``data_width`` runs at: the Fmax recorded for it in
+    ``docs/synthesis.json``, else the nominal clock (the figure ``nicoll demo`` and ``nicoll
+    bench`` convert cycles to time at)."""
+    from ..cli.synth_record import recorded_clock
+    return recorded_clock(data_width)[0]
