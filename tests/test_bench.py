@@ -39,3 +39,12 @@ def test_cli_sweep_on_the_model_writes_csv(tmp_path, capsys):
     assert len(lines) == 1 + 2 * 2 and all(line.endswith("True") for line in lines[1:])
     assert main(["bench", "allreduce", "--backend", "model", "--algorithm", "nope"]) == 2
     assert "has no algorithm 'nope'" in capsys.readouterr().err
+
+
+def test_cli_takes_a_fabric(capsys):
+    assert main(["bench", "alltoall", "--nodes", "4", "--sizes", "64", "--backend", "model",
+                 "--fabric", "roce100", "--clock-mhz", "125"]) == 0
+    assert "fabric roce100" in capsys.readouterr().out
+    assert main(["bench", "alltoall", "--nodes", "4", "--sizes", "64", "--backend", "model",
+                 "--fabric", "roce400"]) == 2
+    assert "fabric must be a nicoll.Fabric or one of 'ideal', 'roce100'" in capsys.readouterr().err

@@ -101,7 +101,7 @@ def test_links_delay_by_the_hops_crossed():
     xs = [np.arange(8, dtype=np.int32) + 100 * r for r in range(2)]
 
     def exchange(cl):
-        return cl.alltoall(xs)
+        return cl.alltoall(xs, "pairwise")
     ideal, ideal_cycles = _run("ideal", exchange)
     slow, slow_cycles = _run(HOP40, exchange)
     for got in (ideal, slow):
@@ -122,7 +122,7 @@ def test_links_on_verilator_match_the_amaranth_cluster():
         with nicoll.Cluster(2, backend=backend, data_width=64, max_nodes=8, mem_size=1 << 12,
                             alu_capabilities=[("sum", "int32")], fabric=HOP40,
                             clock_mhz=100) as cl:
-            exchanged = cl.alltoall(xs)
+            exchanged = cl.alltoall(xs, "pairwise")
             exchange_cycles = cl.last.cycles
             summed = cl.allreduce(xs, op="sum")
             return exchanged, summed, (exchange_cycles, cl.last.cycles)

@@ -18,6 +18,7 @@ from ..config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
 from ..driver.device import Device
 from ..errors import NicollError
 from ..fabric import resolve_fabric
+from ..plan.schedule_cost import cluster_cost_model
 from .barrier_run import ClusterBarrier
 from .collective_run import CollectiveRunner, check_subgroup
 from .results import TRACE_LANES, ActivityTrace
@@ -124,8 +125,9 @@ class Cluster:
         self._closed = False
         timed = self._backend.timed
         self._barrier = ClusterBarrier(self._devices, timed=timed)
-        self._collectives = CollectiveRunner(self._devices, self.config, self._barrier,
-                                             timed=timed)
+        self._collectives = CollectiveRunner(
+            self._devices, self.config, self._barrier, timed=timed,
+            cost=cluster_cost_model(data_width, fabric=self.fabric, clock_mhz=self.clock_mhz))
         self._last_start = None
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None
@@ -279,8 +281,11 @@ class Cluster:
 
         :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
             input's place with ``scratch_blocks`` blocks of scratch, default 1),
-            ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``
-            (pairwise).
+            ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``:
+            pairwise or bruck, whichever the cost model calibrated for this cluster's data
+            width, fabric and clock gives fewer cycles
+            (:func:`nicoll.plan.schedule_cost.cluster_cost_model`; ``last_plan.algorithm``
+            says which).
         :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
             the repack planner's choice.
         :param options: ``segments`` of :func:`nicoll.schedule.alltoall`.
@@ -304,8 +309,14 @@ class Cluster:
             blocks = [[r[j * step:(j + 1) * step] for j in range(self.nodes)] for r in raw]
             out = self._run_aggregate("alltoall", blocks, subgroup)
             return [np.concatenate(row).view(xs[0].dtype).reshape(xs[0].shape) for row in out]
-        plan = _schedule.alltoall(self.nodes, size // self.nodes, xs[0].dtype, algorithm,
-                                  **options)
+        block = size // self.nodes
+        plan = None
+        if algorithm == "auto" and "scratch_blocks" not in options:
+            plan = self._collectives.cheapest(_compiled(
+                lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
+                                                     **options), ("pairwise", "bruck")))
+        if plan is None:
+            plan = _schedule.alltoall(self.nodes, block, xs[0].dtype, algorithm, **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
 
     def alltoallv(self, blocks, algorithm="auto", *, subgroup=None, **options):
@@ -392,3 +403,14 @@ class Cluster:
         state = "closed" if self._closed else "open"
         return (f"<nicoll.Cluster {self.nodes} nodes on {self.backend}, "
                 f"data_width {self.data_width}, {state}>")
+
+
+def _compiled(compile_plan, candidates):
+    """``compile_plan(algorithm)`` of each of ``candidates`` that takes the call's options."""
+    plans = []
+    for algorithm in candidates:
+        try:
+            plans.append(compile_plan(algorithm))
+        except NicollError:
+            pass
+    return plans

@@ -55,13 +55,33 @@ class CollectiveRunner:
     :class:`~nicoll.cluster.barrier_run.ClusterBarrier`).  ``timed``: the backend counts
     cycles (a simulator), so a call's cycles are measured; the device model's are not."""
 
-    def __init__(self, devices, config, barrier, *, timed):
+    def __init__(self, devices, config, barrier, *, timed, cost):
         self._devices = devices
         self._barrier = barrier
         self._timed = timed
         self.nodes = config.nodes
         self.data_width = config.data_width
         self._alu_pairs = None
+        #: The :class:`~nicoll.plan.schedule_cost.CostModel` "auto" picks by.
+        self.cost = cost
+
+    # -- "auto" -----------------------------------------------------------------------------
+
+    def cheapest(self, candidates):
+        """Of ``candidates`` (compiled :class:`~nicoll.schedule.Plan`s), the one the cost
+        model gives the fewest cycles among those the nodes can run (the buffer fits device
+        memory, the steps the engine's queue); the first that runs on a tie; None when none
+        can run (the caller's own choice then says why)."""
+        from ..plan.schedule_exec import execute
+        runnable = [plan for plan in candidates if self._fits(plan)]
+        if not runnable:
+            return None
+        return min(runnable, key=lambda plan: execute(plan, cost=self.cost).cycles)
+
+    def _fits(self, plan):
+        return all(schedule.buffer_bytes <= dev.mem_size
+                   and len(schedule.steps) <= dev.engine.depth
+                   for schedule, dev in zip(plan.schedules, self._devices))
 
     # -- argument checks -------------------------------------------------------------------
 

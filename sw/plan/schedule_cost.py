@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from ..fabric import FABRICS, NOMINAL_MHZ, Fabric, resolve_fabric
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "MEASURED_MESSAGE_CYCLES", "cluster_cost_model"]
+
+#: The fixed cycles of one piece (``CostModel.message_cycles``) fitted to the simulated cluster
+#: per data width: its engines' command handling, the clear-to-send round on the cluster's own
+#: wire, the header beats (four at 64 bits, one at 256).  Fitted to all-to-all sweeps on
+#: Verilator, pairwise and bruck, blocks of 8, 64 and 512 bytes, on "ideal" and "roce100"
+#: (docs/fabric.md, "Calibration", gives the commands and the figures).
+MEASURED_MESSAGE_CYCLES = {64: 40, 256: 40}
 
 
 @dataclass(frozen=True)
@@ -59,3 +66,14 @@ class CostModel:
 
     def reduction(self, nbytes):
         return math.ceil(nbytes / self.alu_bytes_per_cycle)
+
+
+def cluster_cost_model(data_width, *, fabric=None, clock_mhz=NOMINAL_MHZ):
+    """The :class:`CostModel` of a simulated cluster of ``data_width``: a beat a cycle on the
+    links and into the ALU, the per-piece cycles measured at that width
+    (:data:`MEASURED_MESSAGE_CYCLES`; at a width not measured, those of the nearest one),
+    and ``fabric`` at ``clock_mhz``."""
+    nearest = min(MEASURED_MESSAGE_CYCLES, key=lambda w: (abs(w - data_width), w))
+    return CostModel(message_cycles=MEASURED_MESSAGE_CYCLES[nearest],
+                     link_bytes_per_cycle=data_width // 8, alu_bytes_per_cycle=data_width // 8,
+                     fabric=fabric, clock_mhz=clock_mhz)

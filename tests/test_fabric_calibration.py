@@ -1,0 +1,121 @@
+"""The schedule cost model calibrated against the simulated cluster: ``cluster_cost_model``
+against all-to-all sweeps measured on Verilator (``tests/data/alltoall_sweep.json``: the
+command of each sweep is in the file), and ``algorithm="auto"`` of ``Cluster.alltoall``
+choosing by it, checked live on the suite's Verilator cluster."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nicoll
+import nicoll.schedule as sc
+from nicoll.plan.schedule_cost import (CostModel, MEASURED_MESSAGE_CYCLES,
+                                       cluster_cost_model)
+from nicoll.plan.schedule_exec import execute
+
+from collectives_helpers import SIZES
+from conftest import cluster_kwargs
+
+SWEEP = json.loads((Path(__file__).parent / "data" / "alltoall_sweep.json").read_text())
+SCHEDULES = ("pairwise", "bruck")
+
+
+def _measured():
+    """{(data_width, fabric, nodes, clock, bytes per rank): {algorithm: cycles}}."""
+    cases = {}
+    for row in SWEEP["rows"]:
+        assert row["correct"], row
+        key = (row["data_width"], row["fabric"], row["nodes"], row["clock_mhz"],
+               row["bytes_per_rank"])
+        cases.setdefault(key, {})[row["algorithm"]] = row["cycles_max"]
+    return cases
+
+
+def _estimate(key, algorithm):
+    width, fabric, nodes, clock, size = key
+    plan = sc.alltoall(nodes, size // 4 // nodes, "float32", algorithm)
+    return execute(plan, cost=cluster_cost_model(width, fabric=fabric, clock_mhz=clock)).cycles
+
+
+def test_the_sweep_covers_both_widths_and_fabrics():
+    cases = _measured()
+    assert {(k[0], k[1]) for k in cases} == {(w, f) for w in MEASURED_MESSAGE_CYCLES
+                                             for f in ("ideal", "roce100")}
+    assert all(set(SCHEDULES) <= set(algorithms) for algorithms in cases.values())
+
+
+@pytest.mark.parametrize("key", sorted(_measured()), ids=lambda k: f"w{k[0]}-{k[1]}-{k[4]}B")
+def test_estimates_within_ten_percent(key):
+    measured = _measured()[key]
+    for algorithm in SCHEDULES:
+        estimate = _estimate(key, algorithm)
+        assert abs(estimate / measured[algorithm] - 1) <= 0.10, (algorithm, estimate,
+                                                                 measured[algorithm])
+
+
+def test_the_uncalibrated_model_misses():
+    """The default per-piece cost (set for the model's own figures) is off by more than the
+    calibration allows at 64 bits: the calibration is what makes the test above pass."""
+    worst = 0
+    for key, measured in _measured().items():
+        width, fabric, nodes, clock, size = key
+        if width != 64:
+            continue
+        plan = sc.alltoall(nodes, size // 4 // nodes, "float32", "pairwise")
+        cost = CostModel(link_bytes_per_cycle=8, alu_bytes_per_cycle=8, fabric=fabric,
+                         clock_mhz=clock)
+        worst = max(worst, abs(execute(plan, cost=cost).cycles / measured["pairwise"] - 1))
+    assert worst > 0.10
+
+
+def test_auto_picks_the_faster_in_nine_of_ten():
+    cases = _measured()
+    right = sum(min(SCHEDULES, key=lambda a: _estimate(key, a))
+                == min(SCHEDULES, key=lambda a: measured[a])
+                for key, measured in cases.items())
+    assert right >= 0.9 * len(cases)
+
+
+def test_cluster_auto_follows_the_cost_model():
+    """On the model (no cycles to measure): the choice is the cost model's, made with the
+    cluster's width, fabric and clock, and the answer is an all-to-all."""
+    for fabric, block, want in (("ideal", 2, "bruck"), ("ideal", 128, "pairwise"),
+                                ("roce100", 16, "bruck"), ("roce100", 128, "pairwise")):
+        with nicoll.Cluster(16, data_width=64, fabric=fabric, clock_mhz=150.97) as cl:
+            xs = [np.arange(16 * block, dtype=np.float32) + 1000 * r for r in range(16)]
+            ys = cl.alltoall(xs)
+            assert cl.last_plan.algorithm == want, (fabric, block)
+            for j, y in enumerate(ys):
+                np.testing.assert_array_equal(
+                    y, np.concatenate([x[j * block:(j + 1) * block] for x in xs]))
+
+
+def test_auto_keeps_an_explicit_choice_and_its_errors():
+    with nicoll.Cluster(4) as cl:
+        xs = [np.arange(8, dtype=np.int32)] * 4
+        cl.alltoall(xs, "pairwise")
+        assert cl.last_plan.algorithm == "pairwise"
+        with pytest.raises(nicoll.NicollError, match="scratch_blocks"):
+            cl.alltoall(xs, scratch_blocks=1)
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator")
+def test_auto_is_the_faster_on_verilator(clusters):
+    """Live, on the suite's Verilator cluster: the algorithm auto picks takes no more cycles
+    than the other one, at 8-byte blocks and at 512."""
+    nodes = SIZES["verilator"]["nodes"][0]
+    cl = clusters("verilator", nodes)
+    assert cl.config.mem_size == SIZES["verilator"]["mem_size"]
+    for block in (2, 128):
+        xs = [np.arange(nodes * block, dtype=np.int32) + 1000 * r for r in range(nodes)]
+        cycles = {}
+        for algorithm in SCHEDULES:
+            cl.alltoall(xs, algorithm)
+            cycles[algorithm] = cl.last.cycles
+        cl.alltoall(xs)
+        picked = cl.last_plan.algorithm
+        assert cycles[picked] <= min(cycles.values()), (block, picked, cycles)
+    assert cluster_kwargs("verilator")["data_width"] == cl.data_width
