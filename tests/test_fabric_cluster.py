@@ -133,3 +133,25 @@ def test_links_on_verilator_match_the_amaranth_cluster():
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(got[1][0], xs[0] + xs[1])
     assert got[2] == want[2]
+
+
+def test_alltoallv_auto_plans_on_the_clusters_fabric():
+    """alltoallv's "auto" asks the repack planner with the cluster's fabric and clock: 160-byte
+    blocks at N = 8 (256 bits, one unit) go pairwise on "ideal" but through the units on
+    "roce100", whose hops make the 7 direct messages dearer than one repacked exchange."""
+    from nicoll.plan.repack import plan_subgroups
+    nodes, length = 8, 40                       # 40 float32: 160 bytes a block
+    for fabric, want in (("ideal", "pairwise"), ("roce100", "aggregate")):
+        with nicoll.Cluster(nodes, fabric=fabric, clock_mhz=125) as cl:
+            repack = cl.device(0).repack
+            plan = plan_subgroups(nodes, 4 * length, data_width=256, max_group=repack.max_group,
+                                  capacity_bytes=repack.capacity, units=repack.units,
+                                  fabric=fabric, clock_mhz=125)
+            assert (plan.method == "repack") == (want == "aggregate")
+            blocks = [[np.full(length, 10 * i + j, np.float32) for j in range(nodes)]
+                      for i in range(nodes)]
+            out = cl.alltoallv(blocks)
+            assert cl.last_plan.algorithm == want, fabric
+            for i in range(nodes):
+                for j in range(nodes):
+                    np.testing.assert_array_equal(out[j][i], blocks[i][j])

@@ -255,7 +255,8 @@ class CollectiveRunner:
             try:
                 plan = plan_subgroups(n, lengths, subgroup, data_width=self.data_width,
                                       max_group=repack.max_group, capacity_bytes=repack.capacity,
-                                      units=repack.units)
+                                      units=repack.units, fabric=self.cost.fabric,
+                                      clock_mhz=self.cost.clock_mhz)
             except NicollError as exc:
                 problem = str(exc)
         if problem is None and not quiet:
