@@ -9,14 +9,16 @@ import datetime
 import json
 from pathlib import Path
 
+# The clock cycles are converted at when no NIC core of that data width has been recorded:
+# the cost models' nominal clock, one figure for both.
+from ..fabric import NOMINAL_MHZ
+
 __all__ = ["RECORD_PATH", "TABLE_PATH", "NOMINAL_MHZ", "entry", "record", "load", "markdown",
            "recorded_clock", "line_rate_gbps"]
 
 _DOCS = Path(__file__).resolve().parents[2] / "docs"
 RECORD_PATH = _DOCS / "synthesis.json"
 TABLE_PATH = _DOCS / "synthesis.md"
-#: The clock cycles are converted at when no NIC core of that data width has been recorded.
-NOMINAL_MHZ = 125.0
 
 
 def entry(result, *, block, data_width, command, parameters, sweep=None):
