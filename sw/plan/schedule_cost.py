@@ -7,8 +7,10 @@ Cycle model
 -----------
 :class:`CostModel` is a first-order estimate for comparing schedules, not a measurement
 (measured cycles come from the hardware counters of a simulated cluster).  It assumes a
-non-blocking switch and full-duplex links; each piece costs ``message_cycles`` plus its
-bytes at ``link_bytes_per_cycle`` and starts when both ends are ready; a reduction costs its
+non-blocking switch and full-duplex links; a message costs ``message_cycles`` plus its
+bytes at ``link_bytes_per_cycle`` and starts when both ends are ready, and a message in
+segments pays ``message_cycles`` with its first segment only (the engine sends a step's
+segments as packets of one command: :meth:`CostModel.segment`); a reduction costs its
 bytes at ``alu_bytes_per_cycle`` and runs on one ALU per rank; the exchange of piece j+1
 starts when piece j's exchange and piece j-1's reduction are done (so piece j's reduction
 overlaps it); a step with ``fence`` and a barrier wait for every reduction; a barrier costs
@@ -16,10 +18,11 @@ overlaps it); a step with ``fence`` and a barrier wait for every reduction; a ba
 figures of ``docs/algorithms.md``.
 
 The network (``fabric``, a :class:`nicoll.Fabric`, converted at ``clock_mhz``) adds to each
-piece what its packets cost beyond their beats (per-packet bytes, minimum frame, the link
-rate) and two hops: the clear-to-send's way to the sender (with its own packet) and the
-data's way back; and to a barrier 2 · depth · hop for a binary tree over the ranks.  On the
-default ``"ideal"`` fabric all of that is 0: the figures are the ones without a fabric.
+segment what its packets cost beyond their beats (per-packet bytes, minimum frame, the link
+rate), and to each message two hops: the clear-to-send's way to the sender (with its own
+packet), which leaves as soon as the receiver is ready (a sender up to a hop later waits that
+much less), and the data's way back; to a barrier 2 · depth · hop for a binary tree over
+the ranks.  On the default ``"ideal"`` fabric all of that is 0.
 """
 
 import math
@@ -58,6 +61,18 @@ class CostModel:
                    + self.fabric.packet_cycles(0, self.clock_mhz, width)
                    + 2 * self.fabric.hop_cycles(self.clock_mhz))
         return self.message_cycles + math.ceil(nbytes / self.link_bytes_per_cycle) + network
+
+    @property
+    def hop(self):
+        """One hop of the fabric, NIC to NIC, in cycles (0 on ``"ideal"``)."""
+        return self.fabric.hop_cycles(self.clock_mhz)
+
+    def segment(self, nbytes):
+        """A message's later segment: a packet of the same command, so its beats and what
+        the wire adds to them, without the message's fixed cost and hops."""
+        width = 8 * self.link_bytes_per_cycle
+        return (math.ceil(nbytes / self.link_bytes_per_cycle)
+                + self.fabric.message_extra_cycles(nbytes, self.clock_mhz, width))
 
     def barrier(self, nodes):
         """Cycles from the last arrival at a barrier of ``nodes`` ranks to its release."""

@@ -263,8 +263,17 @@ def _try_send(rank, ranks, cost):
         raise NicollError(f"{where}: segment {send[0]} arrives while segment {recv[0]} is expected")
     if rank.buffer is not None:
         peer.staged = rank.read(send[2])
-    start = max(rank.ready, peer.ready)
-    rank.send_end = peer.recv_end = start + cost.message(send[1])
+    if rank.t == 0:
+        # The step's command and its rendezvous: the receiver's clear-to-send leaves as the
+        # receiver becomes ready and reaches the sender a hop later, and the data takes the
+        # other hop.  A sender later than the receiver by up to a hop waits that much less.
+        start = max(rank.ready - cost.hop, peer.ready)
+        end = start + cost.message(send[1])
+    else:
+        # A later segment is a packet of the same command (docs/engine.md, "Segments become
+        # packets"): no second rendezvous.
+        end = max(rank.ready, peer.ready) + cost.segment(send[1])
+    rank.send_end = peer.recv_end = end
     rank.sent = peer.received = True
     if peer is rank:
         rank.counts["bytes_copied_locally"] += send[1]
