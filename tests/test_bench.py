@@ -27,7 +27,31 @@ def test_sizes_below_one_element_make_one_row():
     rows, _ = run_bench("allreduce", nodes=3, sizes=[1, 2, 4, 8], backend="model")
     assert [row.size for row in rows] == [4, 8]
     assert all(row.correct for row in rows)
-    assert all(row.cycles_max == 0 for row in rows)      # the model counts no cycles
+
+
+def test_the_model_backend_prints_the_calibrated_estimate():
+    """The model counts no cycles: its rows carry the calibrated cost model's cycles for the
+    plan that ran, marked as estimates; an aggregate exchange gets none (its model is not
+    calibrated)."""
+    import nicoll.schedule as sc
+    from nicoll.plan.schedule_cost import cluster_cost_model
+    from nicoll.plan.schedule_exec import execute
+    rows, _ = run_bench("alltoall", nodes=8, sizes=[64, 4096], backend="model", data_width=64,
+                        algorithms=("pairwise", "bruck", "aggregate"), fabric="roce100",
+                        clock_mhz=150.0)
+    cost = cluster_cost_model(64, fabric="roce100", clock_mhz=150.0)
+    for row in rows:
+        assert row.correct
+        if row.algorithm == "aggregate":
+            assert not row.estimated and row.cycles_max == 0
+            continue
+        plan = sc.alltoall(8, row.size // 4 // 8, "float32", row.algorithm)
+        assert row.estimated and row.cycles_max == row.cycles_min == execute(plan, cost=cost).cycles
+        assert row.as_dict()["estimated"] is True
+    rows, _ = run_bench("allreduce", nodes=4, sizes=[1024], backend="model")
+    plan = sc.allreduce(4, 256, "float32", "sum")
+    assert rows[0].estimated and rows[0].cycles_max == execute(
+        plan, cost=cluster_cost_model(256, clock_mhz=125.0)).cycles
 
 
 def test_cli_sweep_on_the_model_writes_csv(tmp_path, capsys):

@@ -28,7 +28,7 @@ def bench_command(args):
         def on_row(row):
             eff = row.efficiency
             console.print(f"  {format_size(row.size):>6} B  {row.algorithm:<18} "
-                          f"{row.cycles_max:>9} cycles  "
+                          f"{row.cycles_max:>9} cycles{' (estimate)' if row.estimated else ''}  "
                           f"{'-' if eff is None else f'{eff:.3f}'}  "
                           f"{'✓' if row.correct else '✗'}")
         rows, figures = run_bench(args.collective, nodes=args.nodes, sizes=sizes,
@@ -40,7 +40,8 @@ def bench_command(args):
                                   on_row=on_row)
     for row in rows:
         eff = row.efficiency
-        table.add_row(format_size(row.size), row.algorithm, f"{row.cycles_avg:.0f}",
+        table.add_row(format_size(row.size), row.algorithm,
+                      f"~{row.cycles_avg:.0f}" if row.estimated else f"{row.cycles_avg:.0f}",
                       str(row.cycles_min), str(row.cycles_max), f"{row.microseconds:.2f}",
                       f"{row.algbw_gbs:.3f}", f"{row.busbw_gbs:.3f}", f"{row.bound:.0f}",
                       "-" if eff is None else f"{eff:.3f}", "✓" if row.correct else "✗")
@@ -50,6 +51,10 @@ def bench_command(args):
                      + (f" ({rate:,.0f} cycles/s)" if rate else "")
                      + f"; clock: {clock_source}; line rate {args.data_width} b × {clock:.1f} MHz"
                      f" = {line_rate_gbps(args.data_width, clock):.1f} Gb/s per port")
+    if any(row.estimated for row in rows):
+        table.caption += ("; ~ cycles are estimates of the cost model calibrated on Verilator "
+                          "(nicoll.plan.schedule_cost.cluster_cost_model, docs/fabric.md): "
+                          "the model backend counts no cycles")
     console.print(table)
     if args.csv:
         with open(args.csv, "w", newline="") as f:

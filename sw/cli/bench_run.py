@@ -102,6 +102,9 @@ class BenchRow:
     bound: float            # cycles, see bound_cycles
     correct: bool
     clock_mhz: float
+    #: The cycles are the calibrated cost model's estimate, not hardware counters (the
+    #: model backend counts none): :func:`nicoll.plan.schedule_cost.cluster_cost_model`.
+    estimated: bool = False
 
     @property
     def microseconds(self):
@@ -128,7 +131,8 @@ class BenchRow:
                 "clock_MHz": self.clock_mhz,
                 "us": round(self.microseconds, 3), "algbw_GBps": round(self.algbw_gbs, 3),
                 "busbw_GBps": round(self.busbw_gbs, 3), "bound": round(self.bound, 1),
-                "efficiency": None if eff is None else round(eff, 4), "correct": self.correct}
+                "efficiency": None if eff is None else round(eff, 4), "correct": self.correct,
+                "estimated": self.estimated}
 
 
 def same_outputs(outputs, expected):
@@ -180,6 +184,24 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
     return _schedule.allreduce(nodes, count, dtype, op, algorithm)
 
 
+def _estimator(cluster):
+    """On a backend that counts no cycles (the model): a function giving the calibrated cost
+    model's cycles for a schedule plan, None for an aggregate exchange (the repack cost model
+    is not calibrated: docs/fabric.md)."""
+    if cluster.backend != "model":
+        return None
+    from ..plan.schedule_cost import cluster_cost_model
+    from ..plan.schedule_exec import execute
+    cost = cluster_cost_model(cluster.data_width, fabric=cluster.fabric,
+                              clock_mhz=cluster.clock_mhz)
+
+    def estimate(plan):
+        if not hasattr(plan, "schedules"):
+            return None
+        return execute(plan, cost=cost).cycles
+    return estimate
+
+
 def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
               mem_size=None, clock_mhz=125.0, repack_units=1, fabric="ideal", progress=None,
@@ -195,6 +217,9 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
     ``figures`` holds ``simulated_cycles``, ``wall_seconds`` and ``cycles_per_second`` (the
     cluster's simulated cycles per wall second over the whole sweep, loading included).
     ``progress(message)`` hears what is happening; ``on_row(row)`` gets each row as it comes.
+    On the model backend, which counts no cycles, a row's cycles are the calibrated cost
+    model's estimate for the plan that ran (``BenchRow.estimated``); an aggregate exchange
+    there has none (0 cycles).
     """
     from ..cluster import Cluster
     if collective not in COLLECTIVES:
@@ -234,6 +259,7 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
                  clock_mhz=clock_mhz, progress=progress) as cluster:
         clock = cluster.device(0)
         first = clock.cycles()
+        estimator = _estimator(cluster)
         t0 = time.monotonic()
         for size, count in zip(sizes, counts):
             xs = _inputs(rng, collective, nodes, count, np_dtype)
@@ -245,12 +271,17 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
                                  cluster.last_plan.algorithm)
                 correct = same_outputs(outputs, want)
                 last = cluster.last
-                per_rank = last.rank_cycles or [0] * nodes
+                per_rank = last.rank_cycles or None
+                estimate = (estimator(cluster.last_plan)
+                            if per_rank is None and estimator is not None else None)
+                estimated = estimate is not None
+                if per_rank is None:
+                    per_rank = [estimate if estimated else 0] * nodes
                 row = BenchRow(collective=collective, algorithm=cluster.last_plan.algorithm,
                                nodes=nodes, size=xs[0].nbytes, cycles_avg=float(np.mean(per_rank)),
                                cycles_min=int(min(per_rank)), cycles_max=int(max(per_rank)),
                                bound=bound_cycles(collective, nodes, xs[0].nbytes, data_width),
-                               correct=correct, clock_mhz=clock_mhz)
+                               correct=correct, clock_mhz=clock_mhz, estimated=estimated)
                 rows.append(row)
                 if on_row:
                     on_row(row)
