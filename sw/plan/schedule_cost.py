@@ -14,7 +14,8 @@ segments as packets of one command: :meth:`CostModel.segment`); a reduction cost
 bytes at ``alu_bytes_per_cycle`` and runs on one ALU per rank; the exchange of piece j+1
 starts when piece j's exchange and piece j-1's reduction are done (so piece j's reduction
 overlaps it); a step with ``fence`` and a barrier wait for every reduction; a barrier costs
-``barrier_cycles`` after the last arrival.  ``python -m nicoll.plan.schedule_exec`` prints the
+``barrier_cycles``, and ``barrier_level_cycles`` per level of its tree, after the last
+arrival.  ``python -m nicoll.plan.schedule_exec`` prints the
 figures of ``docs/algorithms.md``.
 
 The network (``fabric``, a :class:`nicoll.Fabric`, converted at ``clock_mhz``) adds to each
@@ -30,7 +31,8 @@ from dataclasses import dataclass, field
 
 from ..fabric import FABRICS, NOMINAL_MHZ, Fabric, resolve_fabric
 
-__all__ = ["CostModel", "MEASURED_MESSAGE_CYCLES", "cluster_cost_model"]
+__all__ = ["CostModel", "MEASURED_MESSAGE_CYCLES", "MEASURED_BARRIER_CYCLES",
+           "cluster_cost_model"]
 
 #: The fixed cycles of one piece (``CostModel.message_cycles``) fitted to the simulated cluster
 #: per data width: its engines' command handling, the clear-to-send round on the cluster's own
@@ -38,6 +40,10 @@ __all__ = ["CostModel", "MEASURED_MESSAGE_CYCLES", "cluster_cost_model"]
 #: Verilator, pairwise and bruck, blocks of 8, 64 and 512 bytes, on "ideal" and "roce100"
 #: (docs/fabric.md, "Calibration", gives the commands and the figures).
 MEASURED_MESSAGE_CYCLES = {64: 40, 256: 40}
+#: A barrier's release on the simulated cluster, after the last done, for a binary tree of
+#: depth d: 2 + 18·d cycles on its own wire (56 at N = 8, 74 at N = 16, 256 bits, Verilator)
+#: and 2·d hops more on a fabric (exactly so, on "roce100").  Two points, two parameters.
+MEASURED_BARRIER_CYCLES = (2, 18)
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,9 @@ class CostModel:
     link_bytes_per_cycle: int = 32
     alu_bytes_per_cycle: int = 32
     barrier_cycles: int = 100
+    #: Cycles a barrier adds per level of its tree besides the hops (the units' own work on
+    #: the way up and down).
+    barrier_level_cycles: int = 0
     #: The network between the ranks (module docstring); its figures at ``clock_mhz``.
     fabric: Fabric = field(default=FABRICS["ideal"], repr=False)
     clock_mhz: float = field(default=NOMINAL_MHZ, repr=False)
@@ -77,7 +86,8 @@ class CostModel:
     def barrier(self, nodes):
         """Cycles from the last arrival at a barrier of ``nodes`` ranks to its release."""
         depth = max(nodes - 1, 0).bit_length()
-        return self.barrier_cycles + 2 * depth * self.fabric.hop_cycles(self.clock_mhz)
+        return (self.barrier_cycles
+                + depth * (self.barrier_level_cycles + 2 * self.fabric.hop_cycles(self.clock_mhz)))
 
     def reduction(self, nbytes):
         return math.ceil(nbytes / self.alu_bytes_per_cycle)
@@ -89,6 +99,8 @@ def cluster_cost_model(data_width, *, fabric=None, clock_mhz=NOMINAL_MHZ):
     (:data:`MEASURED_MESSAGE_CYCLES`; at a width not measured, those of the nearest one),
     and ``fabric`` at ``clock_mhz``."""
     nearest = min(MEASURED_MESSAGE_CYCLES, key=lambda w: (abs(w - data_width), w))
+    base, per_level = MEASURED_BARRIER_CYCLES
     return CostModel(message_cycles=MEASURED_MESSAGE_CYCLES[nearest],
                      link_bytes_per_cycle=data_width // 8, alu_bytes_per_cycle=data_width // 8,
+                     barrier_cycles=base, barrier_level_cycles=per_level,
                      fabric=fabric, clock_mhz=clock_mhz)
