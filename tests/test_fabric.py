@@ -15,7 +15,7 @@ from nicoll import FABRICS, Fabric, NicollError
 from nicoll.fabric import resolve_fabric
 from nicoll.hw.net.packet import packet_header_layout
 from nicoll.plan.repack import cost_direct, cost_repack, direct_threshold, plan_subgroups
-from nicoll.plan.repack_cost import REPACK_HOPS
+from nicoll.plan.repack_cost import repack_hops
 from nicoll.plan.schedule_cost import CostModel
 from nicoll.plan.schedule_exec import execute
 
@@ -267,6 +267,6 @@ def test_repack_costs_on_roce():
     notice = math.ceil(packet_header_layout().size / 8)
     assert ROCE.message_extra_cycles(notice, 125.0, w) == 0
     assert cost_repack(n, a, 4, 4, w, 4, alpha, fabric="roce100") - \
-        cost_repack(n, a, 4, 4, w, 4, alpha) == REPACK_HOPS * hop
+        cost_repack(n, a, 4, 4, w, 4, alpha) == repack_hops(4, 4, 4) * hop == 10 * hop
     plan = plan_subgroups(16, 8, units=4, fabric="roce100")
     assert plan.cost_direct > plan_subgroups(16, 8, units=4).cost_direct
