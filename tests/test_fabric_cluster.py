@@ -59,6 +59,8 @@ def test_cluster_takes_a_fabric():
     assert cl.fabric is ROCE and cl.clock_mhz == 125
     assert cl.config.links == ROCE.sim_links(125, 256)
     assert cl.config.slug().endswith(cl.config.links.slug())
+    from nicoll.plan.schedule_cost import cluster_cost_model
+    assert cl.cost_model == cluster_cost_model(256, fabric=ROCE, clock_mhz=125)
     cl.close()
     default = nicoll.Cluster(2)
     assert default.fabric is FABRICS["ideal"] and default.config.links.ideal

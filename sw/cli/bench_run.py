@@ -190,15 +190,12 @@ def _estimator(cluster):
     is not calibrated: docs/fabric.md)."""
     if cluster.backend != "model":
         return None
-    from ..plan.schedule_cost import cluster_cost_model
     from ..plan.schedule_exec import execute
-    cost = cluster_cost_model(cluster.data_width, fabric=cluster.fabric,
-                              clock_mhz=cluster.clock_mhz)
 
     def estimate(plan):
         if not hasattr(plan, "schedules"):
             return None
-        return execute(plan, cost=cost).cycles
+        return execute(plan, cost=cluster.cost_model).cycles
     return estimate
 
 

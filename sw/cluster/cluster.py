@@ -125,9 +125,13 @@ class Cluster:
         self._closed = False
         timed = self._backend.timed
         self._barrier = ClusterBarrier(self._devices, timed=timed)
-        self._collectives = CollectiveRunner(
-            self._devices, self.config, self._barrier, timed=timed,
-            cost=cluster_cost_model(data_width, fabric=self.fabric, clock_mhz=self.clock_mhz))
+        #: The :class:`~nicoll.plan.schedule_cost.CostModel` calibrated for this cluster's
+        #: data width, fabric and clock (:func:`~nicoll.plan.schedule_cost.cluster_cost_model`):
+        #: what "auto" of :meth:`alltoall` picks by.
+        self.cost_model = cluster_cost_model(data_width, fabric=self.fabric,
+                                             clock_mhz=self.clock_mhz)
+        self._collectives = CollectiveRunner(self._devices, self.config, self._barrier,
+                                             timed=timed, cost=self.cost_model)
         self._last_start = None
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None

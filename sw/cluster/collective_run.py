@@ -73,15 +73,24 @@ class CollectiveRunner:
         memory, the steps the engine's queue); the first that runs on a tie; None when none
         can run (the caller's own choice then says why)."""
         from ..plan.schedule_exec import execute
-        runnable = [plan for plan in candidates if self._fits(plan)]
+        runnable = [plan for plan in candidates if self._refusal(plan) is None]
         if not runnable:
             return None
         return min(runnable, key=lambda plan: execute(plan, cost=self.cost).cycles)
 
-    def _fits(self, plan):
-        return all(schedule.buffer_bytes <= dev.mem_size
-                   and len(schedule.steps) <= dev.engine.depth
-                   for schedule, dev in zip(plan.schedules, self._devices))
+    def _refusal(self, plan):
+        """Why the nodes would refuse ``plan`` (its buffer does not fit a rank's device
+        memory, or its steps the engine's queue), or None."""
+        for r, (schedule, dev) in enumerate(zip(plan.schedules, self._devices)):
+            if schedule.buffer_bytes > dev.mem_size:
+                return (f"{plan.collective} ({plan.algorithm}) needs a "
+                        f"{schedule.buffer_bytes}-byte buffer on rank {r}; its device "
+                        f"memory holds {dev.mem_size} bytes")
+            if len(schedule.steps) > dev.engine.depth:
+                return (f"{plan.collective} ({plan.algorithm}) takes "
+                        f"{len(schedule.steps)} steps on rank {r}; the engine's queue "
+                        f"holds {dev.engine.depth}")
+        return None
 
     # -- argument checks -------------------------------------------------------------------
 
@@ -170,15 +179,9 @@ class CollectiveRunner:
         the call's :class:`CallStats` and its start cycle."""
         devices = self._devices
         # Everything the nodes would refuse is refused here, before anything is posted.
-        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
-            if schedule.buffer_bytes > dev.mem_size:
-                raise NicollError(f"{plan.collective} ({plan.algorithm}) needs a "
-                                  f"{schedule.buffer_bytes}-byte buffer on rank {r}; its device "
-                                  f"memory holds {dev.mem_size} bytes")
-            if len(schedule.steps) > dev.engine.depth:
-                raise NicollError(f"{plan.collective} ({plan.algorithm}) takes "
-                                  f"{len(schedule.steps)} steps on rank {r}; the engine's queue "
-                                  f"holds {dev.engine.depth}")
+        refusal = self._refusal(plan)
+        if refusal is not None:
+            raise NicollError(refusal)
         barriers = sum(step.barrier for step in plan.schedules[0].steps)
         if barriers:
             # Barrier steps (seed 001, S23) run through the barrier units: they need the tree,
