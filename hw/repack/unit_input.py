@@ -125,10 +125,7 @@ class InputParser(Mirrored, wiring.Component):
         self._taken_post(m, v)
         self._input_beat(m, v)
         self._configured(m, v)
-        in_q = v.in_q
-        self._mirrors = [(v.taken_now, v.taken_in_fsm), v.all_zero_mirror,
-                         (in_q.head_ok & v.in_q_valid,
-                          in_q.tag_ok & in_q.rank_ok & in_q.hit.any() & v.in_q_valid)]
+        self._mirrors = [(v.taken_now, v.taken_in_fsm), v.all_zero_mirror]
         return m
 
     def _input_stage(self, m, v):
@@ -159,11 +156,6 @@ class InputParser(Mirrored, wiring.Component):
         in_q = Signal(data.StructLayout({
             "beat": message_beat_layout(W), "tsum": LENGTH_WIDTH + LE, "nz": E, "big": E,
             "tag_ok": 1, "rank_ok": 1, "count_ok": 1, "full_keep": 1, "hit": G,
-            # tag_ok & rank_ok & hit.any(), made as the beat loads: in a header's acceptance
-            # (which enables `received` and `arrived`) the three flags and the OR over
-            # `hit` were two of the five LUTs of the 256-bit unit's latest path at seed 1
-            # of 2887307 (in_q -> rank_ok, all_zero's LUTs -> arrived:CE, 5.07 ns).
-            "head_ok": 1,
             "over": 1, "small": 1,
             # keep is a low mask of at least one byte, and its byte count mod B: the final
             # data beat's keep is checked against the message's byte count with these, a
@@ -189,12 +181,6 @@ class InputParser(Mirrored, wiring.Component):
         load = ~in_q_valid | in_ready
         m.d.comb += self.i.ready.eq(load)
         sk_full_keep = sk.full_keep
-        sk_tag_ok = Mux(idle, sk_hdr.tag == p.tag, sk_hdr.tag == c.tag)
-        sk_rank_ok = sk_hdr.rank == sk.beat.rank
-        sk_hit = Signal(G)
-        m.d.comb += sk_hit.eq(Mux(idle,
-                                  self.cfg.src_on & Cat(p.src[k] == sk_hdr.rank for k in range(G)),
-                                  src_on & Cat(c.src[k] == sk_hdr.rank for k in range(G))))
         sk_pad_nz = (sk.nz & ~tb_mask).any()
         with m.If(load):
             m.d.sync += [
@@ -204,14 +190,16 @@ class InputParser(Mirrored, wiring.Component):
                 in_q.zero.eq(~sk.nz.any()), in_q.small.eq(sk.tsum <= B),
                 in_q.pad_nz.eq(sk_pad_nz),
                 in_q.final_ok.eq(sk_full_keep & ~sk.beat.last & ~sk_pad_nz),
-                in_q.tag_ok.eq(sk_tag_ok),
-                in_q.rank_ok.eq(sk_rank_ok),
+                in_q.tag_ok.eq(Mux(idle, sk_hdr.tag == p.tag, sk_hdr.tag == c.tag)),
+                in_q.rank_ok.eq(sk_hdr.rank == sk.beat.rank),
                 in_q.count_ok.eq(Mux(idle, sk_hdr.count == p.dv, sk_hdr.count == c.dv)),
                 in_q.full_keep.eq(sk_full_keep),
                 in_q.keep_low.eq(sk.beat.keep[0] & ~(sk.beat.keep[1:] & ~sk.beat.keep[:-1]).any()),
                 in_q.keep_n.eq(low_mask_count(sk.beat.keep)[:LB]),
-                in_q.hit.eq(sk_hit),
-                in_q.head_ok.eq(sk_tag_ok & sk_rank_ok & sk_hit.any()),
+                in_q.hit.eq(Mux(idle,
+                                self.cfg.src_on & Cat(p.src[k] == sk_hdr.rank
+                                                      for k in range(G)),
+                                src_on & Cat(c.src[k] == sk_hdr.rank for k in range(G)))),
             ]
 
         beat = in_q.beat
@@ -407,9 +395,19 @@ class InputParser(Mirrored, wiring.Component):
                      v.room_left.eq(v.room_bytes), v.msg_zero.eq(1),
                      v.tab_wsel.eq(Const(1, NB) << (idx if NB == G else idx & (NB - 1))),
                      v.tab_wrow.eq(0 if NB == G else (idx >> LE) * TBMAX)]
-        # The acceptance first, from head_ok; the refusals' order names the error.
-        duplicate = (received & hit).any()
-        with m.If(v.st_collect & in_q.head_ok & ~duplicate):
+        with m.If(~v.st_collect):
+            m.d.comb += count(RepackError.STRAY)
+            m.d.sync += head_or_drop()
+        with m.Elif(~in_q.tag_ok):
+            m.d.comb += count(RepackError.WRONG_TAG)
+            m.d.sync += head_or_drop()
+        with m.Elif(~hit.any() | ~in_q.rank_ok):
+            m.d.comb += count(RepackError.UNKNOWN_SOURCE)
+            m.d.sync += head_or_drop()
+        with m.Elif((received & hit).any()):
+            m.d.comb += count(RepackError.DUPLICATE)
+            m.d.sync += head_or_drop()
+        with m.Else():
             # The source has arrived, whatever its message turns out to be.
             m.d.sync += [
                 received.eq(received | (Const(1, G) << idx)),
@@ -423,18 +421,6 @@ class InputParser(Mirrored, wiring.Component):
                 m.d.sync += head_or_drop()
             with m.Else():
                 m.d.sync += in_state.eq(v.IN_TABLE)
-        with m.Elif(~v.st_collect):
-            m.d.comb += count(RepackError.STRAY)
-            m.d.sync += head_or_drop()
-        with m.Elif(~in_q.tag_ok):
-            m.d.comb += count(RepackError.WRONG_TAG)
-            m.d.sync += head_or_drop()
-        with m.Elif(~hit.any() | ~in_q.rank_ok):
-            m.d.comb += count(RepackError.UNKNOWN_SOURCE)
-            m.d.sync += head_or_drop()
-        with m.Else():
-            m.d.comb += count(RepackError.DUPLICATE)
-            m.d.sync += head_or_drop()
 
     @staticmethod
     def _table_beat(m, v):
