@@ -53,7 +53,8 @@ def bench_command(args):
                      f" = {line_rate_gbps(args.data_width, clock):.1f} Gb/s per port")
     if any(row.estimated for row in rows):
         table.caption += ("; ~ cycles are estimates of the cost model calibrated on Verilator "
-                          "(nicoll.plan.schedule_cost.cluster_cost_model, docs/fabric.md): "
+                          "(nicoll.plan.schedule_cost.cluster_cost_model, "
+                          "nicoll.plan.repack_cost.cluster_repack_cycles, docs/fabric.md): "
                           "the model backend counts no cycles")
     console.print(table)
     if args.csv:

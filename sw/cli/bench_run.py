@@ -186,16 +186,22 @@ def _plan(collective, nodes, count, dtype, op, algorithm):
 
 def _estimator(cluster):
     """On a backend that counts no cycles (the model): a function giving the calibrated cost
-    model's cycles for a schedule plan, None for an aggregate exchange (the repack cost model
-    is not calibrated: docs/fabric.md)."""
+    models' cycles for the plan that ran, a schedule's
+    (:func:`nicoll.plan.schedule_cost.cluster_cost_model`) or an aggregate exchange's
+    (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`, at its subgroups)."""
     if cluster.backend != "model":
         return None
+    from ..plan.repack_cost import cluster_repack_cycles
     from ..plan.schedule_exec import execute
+    cost = cluster.cost_model
 
     def estimate(plan):
-        if not hasattr(plan, "schedules"):
-            return None
-        return execute(plan, cost=cluster.cost_model).cycles
+        if hasattr(plan, "schedules"):
+            return execute(plan, cost=cost).cycles
+        repack = plan.repack
+        return cluster_repack_cycles(repack.n, math.ceil(repack.block_bytes), repack.dh,
+                                     repack.dv, repack.data_width, repack.units,
+                                     fabric=cost.fabric, clock_mhz=cost.clock_mhz)
     return estimate
 
 
@@ -215,8 +221,7 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
     cluster's simulated cycles per wall second over the whole sweep, loading included).
     ``progress(message)`` hears what is happening; ``on_row(row)`` gets each row as it comes.
     On the model backend, which counts no cycles, a row's cycles are the calibrated cost
-    model's estimate for the plan that ran (``BenchRow.estimated``); an aggregate exchange
-    there has none (0 cycles).
+    models' estimate for the plan that ran (``BenchRow.estimated``).
     """
     from ..cluster import Cluster
     if collective not in COLLECTIVES:

@@ -286,9 +286,11 @@ class Cluster:
         :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
             input's place with ``scratch_blocks`` blocks of scratch, default 1),
             ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``:
-            pairwise or bruck, whichever the cost model calibrated for this cluster's data
-            width, fabric and clock gives fewer cycles
-            (:func:`nicoll.plan.schedule_cost.cluster_cost_model`; ``last_plan.algorithm``
+            pairwise, bruck or (with repack units in the build and no ``options``)
+            aggregate, whichever the cost models calibrated for this cluster's data width,
+            fabric and clock give fewer cycles
+            (:func:`nicoll.plan.schedule_cost.cluster_cost_model`,
+            :func:`nicoll.plan.repack_cost.cluster_repack_cycles`; ``last_plan.algorithm``
             says which).
         :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
             the repack planner's choice.
@@ -319,6 +321,12 @@ class Cluster:
             plan = self._collectives.cheapest(_compiled(
                 lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
                                                      **options), ("pairwise", "bruck")))
+            step = block * xs[0].dtype.itemsize
+            aggregate = (None if options or not self._devices[0].repack.units else
+                         self._collectives.aggregate_estimate([[step] * self.nodes] * self.nodes))
+            if aggregate is not None and (plan is None or
+                                          aggregate[0] < self._collectives.estimate(plan)):
+                return self.alltoall(xs, "aggregate")
         if plan is None:
             plan = _schedule.alltoall(self.nodes, block, xs[0].dtype, algorithm, **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]

@@ -78,6 +78,27 @@ class CollectiveRunner:
             return None
         return min(runnable, key=lambda plan: execute(plan, cost=self.cost).cycles)
 
+    def estimate(self, plan):
+        """The cost model's cycles for a compiled schedule on this cluster."""
+        from ..plan.schedule_exec import execute
+        return execute(plan, cost=self.cost).cycles
+
+    def aggregate_estimate(self, lengths):
+        """``(cycles, plan)``: the calibrated estimate of an aggregate exchange of an N×N
+        matrix of block byte lengths on node 0's units, at the subgroups the repack planner
+        chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`); None when the units
+        cannot take it."""
+        from ..plan.repack_cost import cluster_repack_cycles
+        try:
+            plan = self.aggregate_plan(lengths)
+        except NicollError:
+            return None
+        mean = -(-sum(map(sum, lengths)) // (self.nodes * self.nodes))
+        cycles = cluster_repack_cycles(self.nodes, mean, plan.dh, plan.dv, self.data_width,
+                                       plan.units, fabric=self.cost.fabric,
+                                       clock_mhz=self.cost.clock_mhz)
+        return cycles, plan
+
     def _refusal(self, plan):
         """Why the nodes would refuse ``plan`` (its buffer does not fit a rank's device
         memory, or its steps the engine's queue), or None."""

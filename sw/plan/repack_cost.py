@@ -50,17 +50,28 @@ On the default ``"ideal"`` fabric every one of them is 0: the figures are the on
 fabric.
 """
 
+import math
+
 from nicoll.hw.net.packet import packet_header_layout
 from nicoll.hw.repack import MAX_BLOCK_BYTES, table_beats
 
 from ..fabric import NOMINAL_MHZ, resolve_fabric
 from .repack_checks import _check_data_width
 
-__all__ = ["DEFAULT_ALPHA", "repack_hops", "cost_direct", "cost_repack", "direct_threshold"]
+__all__ = ["DEFAULT_ALPHA", "MEASURED_REPACK_CYCLES", "repack_hops", "cost_direct", "cost_repack",
+           "direct_threshold", "cluster_repack_cycles"]
 
 #: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
 #: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
 DEFAULT_ALPHA = 100
+
+
+#: The simulated cluster's aggregate exchange (one unit behind node 0's port), fitted by least
+#: squares to the nine "ideal" aggregate rows of the Verilator sweeps (tests/data/
+#: alltoall_sweep.json; 23.2, 36.8 and 1.66 unrounded): cycles once per exchange, per
+#: sub-matrix, and per beat a sub-matrix moves through the hub's port (its messages in and out
+#: with their packet headers and length tables).  :func:`cluster_repack_cycles` uses them.
+MEASURED_REPACK_CYCLES = (23, 37, 5 / 3)
 
 
 def repack_hops(p, q, units):
@@ -123,3 +134,31 @@ def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA, *, 
                                     < cost_direct(n, a, data_width, alpha, **network)):
         a += 1
     return a - 1
+
+
+def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, units=1, *, fabric=None,
+                          clock_mhz=NOMINAL_MHZ):
+    """Cycles of an aggregate exchange on the simulated cluster (the slowest rank's, as
+    ``nicoll bench`` reports them), calibrated: ``4·N + P·Q`` of setup (the model above),
+    then :data:`MEASURED_REPACK_CYCLES` ``(c, s, k)``: ``c + ⌈P·Q/U⌉·(s + k·m)`` with ``m``
+    the beats of one sub-matrix's messages (``dh`` in, each a packet header, a message
+    header and length table, and ``dv`` blocks; ``dv`` out, each with ``dh`` blocks), plus
+    :func:`repack_hops` hops of ``fabric`` at ``clock_mhz``.
+
+    The sub-matrices of a unit run one after another, each a round trip through the
+    control tree, the source ranks and the unit; within 10 % of the 18 measured aggregate
+    rows (N = 8 and 16, 64 and 256 bits, 8 to 512-byte blocks, "ideal" and "roce100", one
+    unit).  Not measured with more than one unit: the units' rounds are taken to overlap
+    fully."""
+    width = _check_data_width(data_width)
+    beat_bytes = width // 8
+    _, hop = _network(fabric, clock_mhz, width)
+    p, q = -(-n // dh), -(-n // dv)
+    packet_header = -(-packet_header_layout().size // width)
+    head = packet_header + 1 + table_beats(max(dh, dv), width)
+    beats = (dh * (head + -(-(dv * block_bytes) // beat_bytes))
+             + dv * (head + -(-(dh * block_bytes) // beat_bytes)))
+    once, per_round, per_beat = MEASURED_REPACK_CYCLES
+    rounds = -(-(p * q) // units)
+    return math.ceil(4 * n + p * q + once + rounds * (per_round + per_beat * beats)
+                     + repack_hops(p, q, units) * hop)
