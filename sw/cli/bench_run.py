@@ -200,8 +200,8 @@ def _estimator(cluster):
             return execute(plan, cost=cost).cycles
         repack = plan.repack
         return cluster_repack_cycles(repack.n, math.ceil(repack.block_bytes), repack.dh,
-                                     repack.dv, repack.data_width, repack.units,
-                                     fabric=cost.fabric, clock_mhz=cost.clock_mhz)
+                                     repack.dv, repack.data_width, fabric=cost.fabric,
+                                     clock_mhz=cost.clock_mhz)
     return estimate
 
 

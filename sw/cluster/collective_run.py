@@ -86,8 +86,9 @@ class CollectiveRunner:
     def aggregate_estimate(self, lengths):
         """``(cycles, plan)``: the calibrated estimate of an aggregate exchange of an N×N
         matrix of block byte lengths on node 0's units, at the subgroups the repack planner
-        chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`); None when the units
-        cannot take it."""
+        chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`; calibrated for one
+        unit, an upper estimate for more, so that ``auto`` picks aggregate only where it
+        would win without the units' overlap); None when the units cannot take it."""
         from ..plan.repack_cost import cluster_repack_cycles
         try:
             plan = self.aggregate_plan(lengths)
@@ -95,8 +96,7 @@ class CollectiveRunner:
             return None
         mean = -(-sum(map(sum, lengths)) // (self.nodes * self.nodes))
         cycles = cluster_repack_cycles(self.nodes, mean, plan.dh, plan.dv, self.data_width,
-                                       plan.units, fabric=self.cost.fabric,
-                                       clock_mhz=self.cost.clock_mhz)
+                                       fabric=self.cost.fabric, clock_mhz=self.cost.clock_mhz)
         return cycles, plan
 
     def _refusal(self, plan):

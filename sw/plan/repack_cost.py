@@ -136,20 +136,20 @@ def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA, *, 
     return a - 1
 
 
-def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, units=1, *, fabric=None,
+def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, *, fabric=None,
                           clock_mhz=NOMINAL_MHZ):
-    """Cycles of an aggregate exchange on the simulated cluster (the slowest rank's, as
-    ``nicoll bench`` reports them), calibrated: ``4·N + P·Q`` of setup (the model above),
-    then :data:`MEASURED_REPACK_CYCLES` ``(c, s, k)``: ``c + ⌈P·Q/U⌉·(s + k·m)`` with ``m``
-    the beats of one sub-matrix's messages (``dh`` in, each a packet header, a message
-    header and length table, and ``dv`` blocks; ``dv`` out, each with ``dh`` blocks), plus
-    :func:`repack_hops` hops of ``fabric`` at ``clock_mhz``.
+    """Cycles of an aggregate exchange on the simulated cluster with one repack unit (the
+    slowest rank's, as ``nicoll bench`` reports them), calibrated: ``4·N + P·Q`` of setup (the
+    model above), then :data:`MEASURED_REPACK_CYCLES` ``(c, s, k)``: ``c + P·Q·(s + k·m)``
+    with ``m`` the beats of one sub-matrix's messages through the hub's port (``dh`` in, each
+    a packet header, a message header and length table, and ``dv`` blocks; ``dv`` out, each
+    with ``dh`` blocks), plus :func:`repack_hops` hops of ``fabric`` at ``clock_mhz``.
 
-    The sub-matrices of a unit run one after another, each a round trip through the
-    control tree, the source ranks and the unit; within 10 % of the 18 measured aggregate
-    rows (N = 8 and 16, 64 and 256 bits, 8 to 512-byte blocks, "ideal" and "roce100", one
-    unit).  Not measured with more than one unit: the units' rounds are taken to overlap
-    fully."""
+    The unit runs its sub-matrices one after another, each a round trip through the
+    control tree, the source ranks and the unit.  Within 10 % of the 18 measured one-unit
+    rows (N = 8 and 16, 64 and 256 bits, 8 to 512-byte blocks, "ideal" and "roce100").  With
+    four units the measured exchanges take 0.25 to 1.11 of this figure (docs/fabric.md): for
+    a build with more units it is an upper estimate, not a calibrated one."""
     width = _check_data_width(data_width)
     beat_bytes = width // 8
     _, hop = _network(fabric, clock_mhz, width)
@@ -159,6 +159,5 @@ def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, units=1, *, fab
     beats = (dh * (head + -(-(dv * block_bytes) // beat_bytes))
              + dv * (head + -(-(dh * block_bytes) // beat_bytes)))
     once, per_round, per_beat = MEASURED_REPACK_CYCLES
-    rounds = -(-(p * q) // units)
-    return math.ceil(4 * n + p * q + once + rounds * (per_round + per_beat * beats)
-                     + repack_hops(p, q, units) * hop)
+    return math.ceil(4 * n + p * q + once + p * q * (per_round + per_beat * beats)
+                     + repack_hops(p, q, 1) * hop)
