@@ -154,8 +154,7 @@ class AggregateSender(Mirrored, wiring.Component):
         # from a cycle later than the one before (the steps' flags say when).
         agg_levels = _registered_sum_tree(m, agg_terms, self.slot, name="agg_sum")
         return {"sends_fifo": sends_fifo, "agg_group": agg_group, "agg_levels": agg_levels,
-                "agg_len_valid": Signal(name="agg_len_valid"),
-                "agg_checking": Signal(name="agg_checking"), "agg_fits": Signal(name="agg_fits")}
+                "agg_len_valid": Signal(), "agg_checking": Signal(), "agg_fits": Signal()}
 
     def _steps(self, m, p):
         """The registered steps from a pop to a message's start, and the counts."""

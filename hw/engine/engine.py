@@ -236,14 +236,6 @@ class Engine(Mirrored, wiring.Component):
         # are ORed.
         any_error = Signal()
         m.d.sync += any_error.eq(~self.clear & (any_error | raise_error.as_value().any()))
-        # A second copy, stored inverted (so synthesis keeps the two apart), stops the two
-        # halves; any_error itself the control and the aggregate sender.  With one flop for
-        # all four the placer put it beside its loads and 2.05 ns of wire from the OR in
-        # front of it (the 256-bit engine's second-latest pin at seed 1 of the forty-second
-        # pass, core.error:M, 5.09 ns).
-        no_error = Signal(init=1)
-        m.d.sync += no_error.eq(self.clear | (no_error & ~raise_error.as_value().any()))
-        self._mirrors.append((no_error, ~any_error))
 
         # The state machine (joined in _control): the queue refuses a push while it runs.
         m.submodules.control = control = EngineControl()
@@ -388,7 +380,7 @@ class Engine(Mirrored, wiring.Component):
         """The transmit half (Transmitter, built in _datapath): a command's send, or an
         aggregate message, once its clear-to-send arrived."""
         transmitter, aggregate, raise_error = v.transmitter, v.aggregate, v.raise_error
-        m.d.comb += [transmitter.clear.eq(self.clear), transmitter.stop.eq(~v.no_error),
+        m.d.comb += [transmitter.clear.eq(self.clear), transmitter.stop.eq(v.any_error),
                      transmitter.hazard.eq(v.hazard), transmitter.node_id.eq(self.node_id),
                      transmitter.command.eq(v.cur), transmitter.start.eq(v.tx_start),
                      transmitter.agg_start.eq(aggregate.start),
@@ -412,7 +404,7 @@ class Engine(Mirrored, wiring.Component):
         the counters and the errors."""
         receiver, aggregate, raise_error = v.receiver, v.aggregate, v.raise_error
         got = receiver.header
-        m.d.comb += [receiver.clear.eq(self.clear), receiver.stop.eq(~v.no_error),
+        m.d.comb += [receiver.clear.eq(self.clear), receiver.stop.eq(v.any_error),
                      receiver.op.eq(self.op), receiver.dtype.eq(self.dtype),
                      receiver.command.eq(v.cur), receiver.start.eq(v.rx_start),
                      receiver.loading.eq(v.control.loading),
