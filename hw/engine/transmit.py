@@ -311,16 +311,8 @@ class Transmitter(Mirrored, wiring.Component):
         r_n = Signal(lane_bits + 1)
         r_last = Signal()
         t_advance = ~r_valid | packer.rows.ready
-        # The issue reads its own copy of the advance, from a second r_valid flop stored
-        # inverted (so synthesis keeps the two apart): the advance also enables the read
-        # port's block RAMs and the data register, and from that wide net the issue was the
-        # 256-bit engine's latest path at seed 1 of 2887307 (the packer's flush -> advance
-        # -> issue -> tx_checked's load flops, 5.30 ns, 1.9 ns of it the advance's route).
-        r_empty = Signal(init=1)
-        t_room = r_empty | packer.rows.ready
         t_outside = tx_checked.o_blocked[1]
-        t_issue = tx_checked.o.valid & t_room & ~tx_checked.o_blocked[0] & ~self.stop
-        self._mirrors.append((t_room, t_advance))
+        t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~self.stop
         # A strided region ran off memory.
         m.d.comb += self.region_error.eq(tx_checked.o.valid & t_outside)
         # The row is read, and the stage's fields load, whenever the stage advances: what
@@ -333,7 +325,7 @@ class Transmitter(Mirrored, wiring.Component):
         with m.If(t_advance):
             m.d.sync += [t_valid.eq(t_issue & ~t_outside),
                          t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last),
-                         r_valid.eq(t_valid), r_empty.eq(~t_valid), r_data.eq(send_rd.data),
+                         r_valid.eq(t_valid), r_data.eq(send_rd.data),
                          r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
         with m.If(self.agg_reading):
             m.d.comb += [send_rd.addr.eq(self.agg_slot[lane_bits:]), send_rd.en.eq(1)]
