@@ -32,7 +32,7 @@ _STOP = object()
 class AmaranthCluster(SimCluster):
     def __init__(self, config):
         from nicoll.hw.sim.cluster import ClusterTop
-        self.nodes = config.nodes
+        self.nodes = config.hw_nodes
         self.config = config
         self.top = ClusterTop(**config.hw_kwargs())
         self._requests = queue.Queue()

@@ -55,7 +55,7 @@ class VerilatorCluster(SimCluster):
     """A running Verilator simulation of the cluster, reached over two pipes."""
 
     def __init__(self, config, *, progress=None):
-        self.nodes = config.nodes
+        self.nodes = config.hw_nodes
         self.config = config
         self.build_dir = build_cluster(config, progress)
         self.run_dir = Path(tempfile.mkdtemp(prefix="nicoll-vl-"))

@@ -55,9 +55,14 @@ class ClusterConfig:
     #: (op, dtype) pairs the ALU computes, as a sorted tuple of (ReduceOp, DType); None: all
     #: pairs MPI defines.  Given as any iterable of (op name, numpy dtype) pairs.
     alu_capabilities: tuple | None = None
-    #: Repack units of each node (seed 003); node 0's serve the cluster's aggregate
-    #: exchanges.  0 builds none (algorithm "aggregate" is then refused).
+    #: Repack units (seed 003) that serve the cluster's aggregate exchanges: node 0's, or
+    #: with ``repack_node`` those of a node of their own.  0 builds none (algorithm
+    #: "aggregate" is then refused).
     repack_units: int = 1
+    #: The repack units and their control tree on a switch port of their own (node id
+    #: ``nodes``, after the ranks), so that node 0 is an ordinary rank (seed 003 places
+    #: them in the switch); False: on node 0's port.
+    repack_node: bool = False
     #: The fabric between the NICs and the switch in cycles (:meth:`nicoll.Fabric.sim_links`);
     #: the default builds no links (the ``"ideal"`` fabric).
     links: SimLinks = SimLinks()
@@ -79,9 +84,26 @@ class ClusterConfig:
             self.core_params()
         except (TypeError, ValueError) as exc:
             raise NicollError(str(exc)) from None
+        if not isinstance(self.repack_node, bool):
+            raise NicollError(f"repack_node must be a bool, not {self.repack_node!r}")
+        if self.repack_node and not self.repack_units:
+            raise NicollError("repack_node needs repack units (repack_units >= 1)")
         if not 1 <= self.nodes <= self.max_nodes:
             raise NicollError(f"nodes must be between 1 and max_nodes={self.max_nodes}, "
                               f"not {self.nodes!r}")
+        if self.hw_nodes > self.max_nodes:
+            raise NicollError(f"the repack node takes node id {self.nodes}: nodes + 1 = "
+                              f"{self.hw_nodes} must be at most max_nodes={self.max_nodes}")
+
+    @property
+    def hw_nodes(self):
+        """The simulated cluster's NIC cores: the ranks, and the repack node if any."""
+        return self.nodes + int(self.repack_node)
+
+    @property
+    def hub(self):
+        """The node id of the repack units serving the cluster."""
+        return self.nodes if self.repack_node else 0
 
     def core_params(self):
         """The build of each node as :class:`nicoll.hw.core.CoreParams` (checked)."""
@@ -98,7 +120,7 @@ class ClusterConfig:
         return dict(nodes=self.nodes, data_width=self.data_width,
                     max_nodes=self.max_nodes, mem_size=self.mem_size,
                     alu_capabilities=self.alu_capabilities, repack_units=self.repack_units,
-                    **links)
+                    **({"repack_node": True} if self.repack_node else {}), **links)
 
     def slug(self):
         """A short name for build folders."""
@@ -108,4 +130,6 @@ class ClusterConfig:
             slug += "_alu" + hashlib.sha256(names.encode()).hexdigest()[:8]
         if self.repack_units != 1:
             slug += f"_rp{self.repack_units}"
+        if self.repack_node:
+            slug += "_rn"
         return slug + self.links.slug()

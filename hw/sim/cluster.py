@@ -53,8 +53,13 @@ class ClusterTop(wiring.Component):
     data_width, max_nodes, mem_size, alu_capabilities :
         As for :class:`~nicoll.hw.core.NicCore`; every node is built alike.
     repack_units : int
-        Repack units of node 0, whose units and control tree serve the cluster's aggregate
-        exchanges (seed 003); the other nodes build none, since nothing would reach theirs.
+        Repack units whose units and control tree serve the cluster's aggregate exchanges
+        (seed 003): node 0's, or the repack node's; the other nodes build none, since
+        nothing would reach theirs.
+    repack_node : bool
+        Put the repack units on a switch port of their own: one more core, node id
+        ``nodes``, built with the units (its engine and barrier unit stay idle), with ports
+        ``n<nodes>_s_axil`` / ``n<nodes>_s_axi``; node 0 is then an ordinary rank.
     uplink_latency, downlink_latency, link_gap : int
         The fabric (issue 20), in cycles: each node's link into the switch delays a beat by
         ``uplink_latency``, its link out of it by ``downlink_latency``, and each link idles
@@ -78,8 +83,12 @@ class ClusterTop(wiring.Component):
     """
 
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
-                 alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS,
+                 alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS, repack_node=False,
                  uplink_latency=0, downlink_latency=0, link_gap=0):
+        if not isinstance(repack_node, bool):
+            raise TypeError(f"repack_node must be a bool, not {repack_node!r}")
+        if repack_node and not repack_units:
+            raise ValueError("repack_node needs repack units (repack_units >= 1)")
         params = CoreParams(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
                             alu_capabilities=alu_capabilities, repack_units=repack_units)
         self._alu_capabilities = params.alu_capabilities
@@ -88,7 +97,13 @@ class ClusterTop(wiring.Component):
         if not 1 <= nodes <= max_nodes:
             raise ValueError(f"nodes must be between 1 and max_nodes ({max_nodes}), "
                              f"not {nodes!r}")
+        if nodes + repack_node > max_nodes:
+            raise ValueError(f"the repack node takes node id {nodes}: nodes + 1 must be at "
+                             f"most max_nodes ({max_nodes})")
         self._nodes = nodes
+        self._repack_node = repack_node
+        self._hub = nodes if repack_node else 0
+        self._hw_nodes = nodes + repack_node
         self._data_width = data_width
         self._max_nodes = max_nodes
         self._mem_size = mem_size
@@ -99,7 +114,7 @@ class ClusterTop(wiring.Component):
             probe = FabricLink(data_width, latency=latency, gap=gap)
             probe._MustUse__silence = True
         members = {}
-        for i in range(nodes):
+        for i in range(self._hw_nodes):
             members[f"n{i}_s_axil"] = In(AXI4LiteSignature(CSR_ADDR_WIDTH))
             members[f"n{i}_s_axi"] = In(AXI4Signature(addr_width=AXI_ADDR_WIDTH,
                                                       data_width=data_width,
@@ -115,19 +130,29 @@ class ClusterTop(wiring.Component):
             self._cores = [NicCore(data_width=self._data_width, max_nodes=self._max_nodes,
                                    mem_size=self._mem_size,
                                    alu_capabilities=self._alu_capabilities,
-                                   repack_units=self._repack_units if i == 0 else 0)
-                           for i in range(self._nodes)]
+                                   repack_units=self._repack_units if i == self._hub else 0)
+                           for i in range(self._hw_nodes)]
         return self._cores
 
     @property
     def switch(self):
         if self._switch is None:
-            self._switch = Switch(self._nodes, self._data_width)
+            self._switch = Switch(self._hw_nodes, self._data_width)
         return self._switch
 
     @property
     def nodes(self):
         return self._nodes
+
+    @property
+    def hw_nodes(self):
+        """The cores: the ranks, and the repack node if there is one."""
+        return self._hw_nodes
+
+    @property
+    def hub(self):
+        """The node id of the repack units."""
+        return self._hub
 
     @property
     def data_width(self):
@@ -190,9 +215,10 @@ class _ClusterOfInstances(wiring.Component):
     """The ports of :class:`ClusterTop`, with each node an instance of the Verilog module
     ``nicoll_niccore`` (:func:`niccore_verilog`) instead of its own copy of the gateware."""
 
-    def __init__(self, *, nodes, uplink_latency=0, downlink_latency=0, link_gap=0,
-                 **core_kwargs):
-        self._nodes = nodes
+    def __init__(self, *, nodes, repack_node=False, uplink_latency=0, downlink_latency=0,
+                 link_gap=0, **core_kwargs):
+        self._nodes = nodes + repack_node
+        self._hub = nodes if repack_node else 0
         self._link_args = [(uplink_latency, link_gap), (downlink_latency, link_gap)]
         core = _NicCoreVerilogTop(**core_kwargs)
         self._core_signature = core.signature
@@ -201,11 +227,11 @@ class _ClusterOfInstances(wiring.Component):
         self._plain_module = (CORE_MODULE if not core_kwargs.get("repack_units", DEFAULT_REPACK_UNITS)
                               else PLAIN_CORE_MODULE)
         self._data_width = core_kwargs.get("data_width", 256)
-        top = ClusterTop(nodes=nodes, uplink_latency=uplink_latency,
+        top = ClusterTop(nodes=nodes, repack_node=repack_node, uplink_latency=uplink_latency,
                          downlink_latency=downlink_latency, link_gap=link_gap, **core_kwargs)
         top._MustUse__silence = True          # only its ports are copied
         members = dict(top.signature.members)
-        for i in range(nodes):
+        for i in range(self._nodes):
             members[f"n{i}_activity"] = Out(ACTIVITY_LANES)
         members["cycles"] = Out(64)
         super().__init__(members)
@@ -226,7 +252,7 @@ class _ClusterOfInstances(wiring.Component):
             for path, member, value in self._core_signature.flatten(local):
                 ports[("i_" if member.flow == In else "o_") + "__".join(path)] = value
             m.d.comb += local.node_id.eq(i)
-            module = CORE_MODULE if i == 0 else self._plain_module
+            module = CORE_MODULE if i == self._hub else self._plain_module
             m.submodules[f"node{i}"] = Instance(module, **ports)
             m.d.comb += getattr(self, f"n{i}_activity").eq(Cat(
                 local.net_tx.tvalid & local.net_tx.tready,
@@ -256,9 +282,10 @@ class _ClusterOfInstances(wiring.Component):
 def cluster_verilog(*, optimize=True, **kwargs):
     """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``, for simulation.
 
-    The core is converted once, as module ``nicoll_niccore`` (node 0, with the repack units),
-    and once more without repack units as ``nicoll_niccore_plain`` for the other nodes (when
-    there are any and node 0 has units); each is instantiated for its nodes.  Elaborating one
+    The core is converted once, as module ``nicoll_niccore`` (with the repack units: node 0,
+    or the repack node of ``repack_node=True``), and once more without repack units as
+    ``nicoll_niccore_plain`` for the other nodes (when there are any and the build has
+    units); each is instantiated for its nodes.  Elaborating one
     copy instead of N keeps big clusters quick to build.
 
     With ``optimize`` (the default) Yosys's generic optimizations run over the netlist before
@@ -267,10 +294,11 @@ def cluster_verilog(*, optimize=True, **kwargs):
     """
     kwargs = dict(kwargs)
     nodes = kwargs.pop("nodes")
-    links = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap")
-             if k in kwargs}
+    links = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap",
+                                        "repack_node") if k in kwargs}
     parts = [(_NicCoreVerilogTop(**kwargs), CORE_MODULE)]
-    if nodes > 1 and kwargs.get("repack_units", DEFAULT_REPACK_UNITS):
+    if (nodes > 1 or links.get("repack_node")) and kwargs.get("repack_units",
+                                                             DEFAULT_REPACK_UNITS):
         parts.append((_NicCoreVerilogTop(**dict(kwargs, repack_units=0)), PLAIN_CORE_MODULE))
     parts.append((_ClusterOfInstances(nodes=nodes, **links, **kwargs), "nicoll_cluster"))
     if not optimize:

@@ -35,7 +35,8 @@ def bench_command(args):
                                   algorithms=algorithms, backend=args.backend, dtype=args.dtype,
                                   op=args.op, data_width=args.data_width,
                                   mem_size=args.mem_size, clock_mhz=clock,
-                                  repack_units=args.repack_units, fabric=args.fabric,
+                                  repack_units=args.repack_units,
+                                  repack_node=args.repack_node, fabric=args.fabric,
                                   progress=lambda message: status.update(message),
                                   on_row=on_row)
     for row in rows:

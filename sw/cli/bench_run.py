@@ -207,14 +207,16 @@ def _estimator(cluster):
 
 def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
               backend="verilator", dtype="float32", op="sum", data_width=256, max_nodes=None,
-              mem_size=None, clock_mhz=125.0, repack_units=1, fabric="ideal", progress=None,
+              mem_size=None, clock_mhz=125.0, repack_units=1, repack_node=False, fabric="ideal",
+              progress=None,
               on_row=None):
     """Run the sweep; return ``(rows, figures)``.
 
     ``fabric``: the network between the NICs and the switch (a profile name of
     :data:`nicoll.FABRICS` or a :class:`nicoll.Fabric`), converted to cycles at ``clock_mhz``.
 
-    ``repack_units``: repack units of each node (node 0's serve algorithm "aggregate").
+    ``repack_units``: the repack units serving algorithm "aggregate": node 0's, or with
+    ``repack_node`` those of a node of their own on the switch.
     ``mem_size`` (bytes of device memory per node) defaults to the smallest power of two the
     largest size needs; giving it lets sweeps of different sizes share one build.
     ``figures`` holds ``simulated_cycles``, ``wall_seconds`` and ``cycles_per_second`` (the
@@ -256,8 +258,9 @@ def run_bench(collective, *, nodes=8, sizes=(1, 1 << 20), algorithms=("auto",),
     rows = []
     rng = np.random.default_rng(1)
     with Cluster(nodes=nodes, backend=backend, data_width=data_width,
-                 max_nodes=max_nodes or max(8, nodes), mem_size=mem_size,
-                 alu_capabilities=[pair], repack_units=repack_units, fabric=fabric,
+                 max_nodes=max_nodes or max(8, nodes + repack_node), mem_size=mem_size,
+                 alu_capabilities=[pair], repack_units=repack_units, repack_node=repack_node,
+                 fabric=fabric,
                  clock_mhz=clock_mhz, progress=progress) as cluster:
         clock = cluster.device(0)
         first = clock.cycles()

@@ -126,6 +126,9 @@ def _parser():
                        help="clock for the µs and bandwidth columns (default: the recorded Fmax "
                             "of the NIC core of that data width in docs/synthesis.json, else "
                             "a nominal 125)")
+    bench.add_argument("--repack-node", action="store_true",
+                       help="put the repack units on a switch port of their own (a node after "
+                            "the ranks) instead of node 0's")
     bench.add_argument("--repack-units", type=int, default=1,
                        help="repack units of each node; node 0's serve alltoall 'aggregate' "
                             "(default 1)")

@@ -42,12 +42,13 @@ class _ModelBackend:
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
         self.engine = EngineNetworkModel(self.clock, config.max_nodes,
-                                         repack_units=config.repack_units, repack_nodes=(0,))
+                                         repack_units=config.repack_units,
+                                         repack_nodes=(config.hub,))
         self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
                                  max_nodes=config.max_nodes, mem_size=config.mem_size,
                                  alu_capabilities=config.alu_capabilities,
                                  clock=self.clock, barrier=self.barrier, engine=self.engine)
-                       for rank in range(config.nodes)]
+                       for rank in range(config.hw_nodes)]
 
     def transports(self):
         return list(self._nodes)
@@ -84,8 +85,13 @@ class Cluster:
         :data:`~nicoll.config.DEFAULT_SIM_ALU_CAPABILITIES` (sum on float32) on the
         simulators, whose build time and speed grow with every float unit.  A reduction on a
         pair the build lacks is refused with a message naming this option.
-    :param repack_units: repack units of node 0 (seed 003), which serve
-        ``alltoall``/``alltoallv`` with algorithm ``"aggregate"``; 0 builds none.
+    :param repack_units: repack units (seed 003), which serve ``alltoall``/``alltoallv`` with
+        algorithm ``"aggregate"``: node 0's, or the repack node's; 0 builds none.
+    :param repack_node: put the repack units and their control tree on a switch port of
+        their own (a node after the ranks, id ``nodes``; needs ``nodes + 1 <= max_nodes``),
+        so that node 0 is an ordinary rank, as seed 003 places them in the switch; the
+        ranks register and receive their notices through the switch.  False (the default):
+        on node 0's port.
     :param fabric: the network between the NICs and the switch: a profile name of
         :data:`nicoll.FABRICS` (``"ideal"``, the default: a beat a cycle and nothing more;
         ``"roce100"``) or a :class:`nicoll.Fabric`.  On the simulators each NIC's links to
@@ -101,11 +107,13 @@ class Cluster:
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
                  mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
-                 fabric=None, clock_mhz=None, progress=None):
+                 repack_node=False, fabric=None, clock_mhz=None, progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
-        max_nodes, alu_capabilities = build_defaults(backend, nodes, max_nodes, alu_capabilities)
+        # The default max_nodes makes room for the repack node's id too.
+        cores = nodes + 1 if repack_node is True and isinstance(nodes, int) else nodes
+        max_nodes, alu_capabilities = build_defaults(backend, cores, max_nodes, alu_capabilities)
         #: The :class:`nicoll.Fabric` between the NICs and the switch.
         self.fabric = resolve_fabric(fabric)
         #: The clock (MHz) its figures are converted to cycles at.
@@ -113,15 +121,18 @@ class Cluster:
         links = self.fabric.sim_links(self.clock_mhz, data_width)
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
-                                    repack_units=repack_units, links=links)
+                                    repack_units=repack_units, repack_node=repack_node,
+                                    links=links)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:
-            self._devices = [Device(t, rank=rank)
-                             for rank, t in enumerate(self._backend.transports())]
+            devices = [Device(t, rank=rank) for rank, t in enumerate(self._backend.transports())]
         except BaseException:
             self._backend.close()
             raise
+        # The ranks; the repack node, if any, is the device after them.
+        self._devices = devices[:nodes]
+        self._hub_device = devices[self.config.hub]
         self._closed = False
         timed = self._backend.timed
         self._barrier = ClusterBarrier(self._devices, timed=timed)
@@ -131,7 +142,8 @@ class Cluster:
         self.cost_model = cluster_cost_model(data_width, fabric=self.fabric,
                                              clock_mhz=self.clock_mhz)
         self._collectives = CollectiveRunner(self._devices, self.config, self._barrier,
-                                             timed=timed, cost=self.cost_model)
+                                             timed=timed, cost=self.cost_model,
+                                             hub=self._hub_device)
         self._last_start = None
         #: :class:`CallStats` of the last call; None before the first.
         self.last = None
@@ -151,6 +163,13 @@ class Cluster:
     def devices(self):
         self._check_open()
         return list(self._devices)
+
+    @property
+    def repack_device(self):
+        """The :class:`~nicoll.Device` whose repack units serve ``"aggregate"`` exchanges:
+        node 0's, or with ``repack_node=True`` the repack node's (node id ``nodes``)."""
+        self._check_open()
+        return self._hub_device
 
     def device(self, rank):
         """The :class:`~nicoll.Device` of node ``rank``."""
@@ -322,7 +341,7 @@ class Cluster:
                 lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
                                                      **options), ("pairwise", "bruck")))
             step = block * xs[0].dtype.itemsize
-            aggregate = (None if options or not self._devices[0].repack.units else
+            aggregate = (None if options or not self._hub_device.repack.units else
                          self._collectives.aggregate_estimate([[step] * self.nodes] * self.nodes))
             if aggregate is not None and (plan is None or
                                           aggregate[0] < self._collectives.estimate(plan)):

@@ -55,8 +55,12 @@ class CollectiveRunner:
     :class:`~nicoll.cluster.barrier_run.ClusterBarrier`).  ``timed``: the backend counts
     cycles (a simulator), so a call's cycles are measured; the device model's are not."""
 
-    def __init__(self, devices, config, barrier, *, timed, cost):
+    def __init__(self, devices, config, barrier, *, timed, cost, hub=None):
         self._devices = devices
+        #: The device whose repack units serve aggregate exchanges (node 0's, or the repack
+        #: node's: ``config.hub``).
+        self._hub = devices[0] if hub is None else hub
+        self._hub_id = config.hub
         self._barrier = barrier
         self._timed = timed
         self.nodes = config.nodes
@@ -85,7 +89,7 @@ class CollectiveRunner:
 
     def aggregate_estimate(self, lengths):
         """``(cycles, plan)``: the calibrated estimate of an aggregate exchange of an N×N
-        matrix of block byte lengths on node 0's units, at the subgroups the repack planner
+        matrix of block byte lengths on the cluster's units, at the subgroups the repack planner
         chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`; calibrated for one
         unit, an upper estimate for more, so that ``auto`` picks aggregate only where it
         would win without the units' overlap); None when the units cannot take it."""
@@ -264,7 +268,7 @@ class CollectiveRunner:
         prefers direct exchange."""
         from ..plan.repack import plan_subgroups
         from nicoll.hw.repack import MAX_BLOCK_BYTES
-        repack = self._devices[0].repack
+        repack = self._hub.repack
         n = self.nodes
         problem = None
         if not repack.units:
@@ -291,7 +295,8 @@ class CollectiveRunner:
 
     def lay_out_aggregate(self, what, blocks, lengths, subgroup=None):
         """The :class:`AggregatePlan` of exchanging ``blocks[i][j]`` (uint8 arrays, of byte
-        ``lengths``) through node 0's repack units, once every rank's memory holds its part."""
+        ``lengths``) through the cluster's repack units, once every rank's memory holds its
+        part."""
         from ..driver.repack import layout
         plan = self.aggregate_plan(lengths, subgroup=subgroup)
         layouts = layout(plan, blocks)
@@ -308,12 +313,12 @@ class CollectiveRunner:
         what, plan, layouts = aggregate.collective, aggregate.repack, aggregate.layouts
         n = self.nodes
         devices = self._devices
-        hub = devices[0]
+        hub = self._hub
         for lay, dev in zip(layouts, devices):
             dev.mem_load(0, lay.image)
             dev.mem_load(lay.recv_offset, bytes(lay.receives * lay.recv_slot))
             dev.engine.clear()
-            dev.engine.push(aggregate_command(lay, 0))
+            dev.engine.push(aggregate_command(lay, self._hub_id))
             dev.engine.wait_pushes(1)
             dev.engine.check()
         hub.repack.lists(plan)

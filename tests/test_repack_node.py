@@ -1,0 +1,99 @@
+# amaranth: UnusedElaboratable=no
+"""The repack units on a switch port of their own (``Cluster(..., repack_node=True)``, seed
+003 places them in the switch): node 0 is an ordinary rank, the ranks register with and hear
+from node ``nodes``, and every aggregate exchange still gives MPI's answer, on each backend."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import nicoll
+from nicoll.hw.sim.cluster import ClusterTop
+
+from nicoll.plan import reduction_order as order
+
+
+def _exchange(cl, rng, blocks=(0, 1, 3)):
+    """All-to-all of int32 blocks of each size in ``blocks`` and an all-to-all-v with empty
+    blocks, through the repack units; every answer checked."""
+    n = cl.nodes
+    for block in blocks:
+        xs = [rng.integers(-1 << 30, 1 << 30, n * block, dtype=np.int32) for _ in range(n)]
+        outputs = cl.alltoall(xs, "aggregate")
+        assert cl.last_plan.algorithm == "aggregate"
+        for r, (got, ref) in enumerate(zip(outputs, order.reference("alltoall", xs))):
+            assert got.tobytes() == ref.tobytes(), f"rank {r}, blocks of {block}"
+    sizes = rng.integers(1, 6, (n, n)) * (rng.random((n, n)) >= 0.4)
+    blocks = [[rng.integers(0, 256, sizes[i][j], dtype=np.uint8) for j in range(n)]
+              for i in range(n)]
+    outputs = cl.alltoallv(blocks, "aggregate")
+    for i, j in itertools.product(range(n), repeat=2):
+        assert outputs[j][i].tobytes() == blocks[i][j].tobytes(), (i, j)
+
+
+def _check_places(cl):
+    n = cl.nodes
+    assert cl.config.hub == n and cl.config.hw_nodes == n + 1
+    assert cl.repack_device.repack.units >= 1
+    assert all(cl.device(r).repack.units == 0 for r in range(n)), "every rank is ordinary"
+    # Each rank sent its registration and one message per destination subgroup, all to the
+    # repack node, and node 0 carried nothing for anyone else.
+    lay0 = cl.last_plan.layouts[0]
+    assert cl.last.packets[0] == 1 + lay0.sends
+
+
+def test_model():
+    rng = np.random.default_rng(3)
+    with nicoll.Cluster(8, data_width=256, repack_node=True) as cl:
+        assert cl.config.max_nodes == 9                 # room for the repack node's id
+        _exchange(cl, rng)
+        _check_places(cl)
+        # Several sub-matrices, one after another through one unit.
+        xs = [rng.integers(0, 1 << 15, 8, dtype=np.int16) for _ in range(8)]
+        outputs = cl.alltoall(xs, "aggregate", subgroup=3)
+        assert cl.last_plan.repack.dh == 3
+        for got, ref in zip(outputs, order.reference("alltoall", xs)):
+            assert got.tobytes() == ref.tobytes()
+
+
+def test_amaranth():
+    rng = np.random.default_rng(4)
+    with nicoll.Cluster(3, "amaranth", data_width=64, mem_size=4096, repack_node=True) as cl:
+        _exchange(cl, rng, blocks=(2,))
+        _check_places(cl)
+
+
+@pytest.mark.xdist_group("verilator_repack_node")
+def test_verilator():
+    rng = np.random.default_rng(5)
+    with nicoll.Cluster(4, "verilator", data_width=64, max_nodes=8, mem_size=4096,
+                        repack_node=True) as cl:
+        _exchange(cl, rng, blocks=(1, 2))
+        _check_places(cl)
+        assert cl.last.cycles > 0
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(nicoll.NicollError, match="repack_node needs repack units"):
+        nicoll.Cluster(4, repack_node=True, repack_units=0)
+    with pytest.raises(nicoll.NicollError, match="nodes \\+ 1 = 9 must be at most max_nodes=8"):
+        nicoll.Cluster(8, repack_node=True, max_nodes=8)
+    with pytest.raises(nicoll.NicollError, match="repack_node must be a bool, not 'yes'"):
+        nicoll.Cluster(4, repack_node="yes")
+    with pytest.raises(TypeError, match="repack_node must be a bool"):
+        ClusterTop(nodes=2, max_nodes=4, repack_node=1)
+    with pytest.raises(ValueError, match="needs repack units"):
+        ClusterTop(nodes=2, max_nodes=4, repack_node=True, repack_units=0)
+    with pytest.raises(ValueError, match="nodes \\+ 1 must be at most max_nodes \\(4\\)"):
+        ClusterTop(nodes=4, max_nodes=4, repack_node=True)
+
+
+def test_gateware_places_the_units_on_their_own_port():
+    top = ClusterTop(nodes=3, max_nodes=4, data_width=64, mem_size=4096, repack_node=True)
+    assert top.hw_nodes == 4 and top.hub == 3
+    assert [core._repack_units for core in top.cores] == [0, 0, 0, 1]
+    assert hasattr(top, "n3_s_axil") and not hasattr(top, "n4_s_axil")
+    plain = ClusterTop(nodes=3, max_nodes=4, data_width=64, mem_size=4096)
+    assert plain.hw_nodes == 3 and plain.hub == 0
+    assert [core._repack_units for core in plain.cores] == [1, 0, 0]
