@@ -84,7 +84,7 @@ def check_aggregate_stats(cl):
     plan = cl.last_plan
     assert plan.algorithm == "aggregate"
     width = cl.data_width // 8
-    per_packet = cl.device(0).repack.packet_beats
+    per_packet = cl.repack_device.repack.packet_beats
     last = cl.last
     for r, lay in enumerate(plan.layouts):
         q, p = lay.sends, lay.receives
@@ -101,7 +101,20 @@ def check_aggregate_stats(cl):
 
 @pytest.mark.parametrize("backend, nodes", backend_params(each=lambda b, size: size["nodes"]))
 def test_aggregate(clusters, backend, nodes):
-    cl = clusters(backend, nodes)
+    check_aggregate(clusters(backend, nodes), backend, nodes)
+
+
+def test_aggregate_on_the_repack_node():
+    """The same exchanges with the units on a node of their own (repack_node=True), on the
+    model; tests/test_repack_node.py runs them on the simulators."""
+    nodes = SIZES["model"]["nodes"][-1]
+    kwargs = dict(cluster_kwargs("model"), mem_size=SIZES["model"]["mem_size"])
+    with nicoll.Cluster(nodes=nodes, repack_node=True, **kwargs) as cl:
+        assert cl.device(0).repack.units == 0
+        check_aggregate(cl, "model", nodes)
+
+
+def check_aggregate(cl, backend, nodes):
     rng = np.random.default_rng(nodes)
     # All-to-all with equal blocks (empty ones too), then all-to-all-v with empty blocks.  On
     # the Amaranth cluster the 3-element blocks, the all-to-all-v and no subgroups (see data_cases;
