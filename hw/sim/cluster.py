@@ -294,13 +294,14 @@ def cluster_verilog(*, optimize=True, **kwargs):
     """
     kwargs = dict(kwargs)
     nodes = kwargs.pop("nodes")
-    links = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap",
-                                        "repack_node") if k in kwargs}
+    # The top's own arguments (the links, the repack node); the rest build each core.
+    top_args = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap",
+                                           "repack_node") if k in kwargs}
     parts = [(_NicCoreVerilogTop(**kwargs), CORE_MODULE)]
-    if (nodes > 1 or links.get("repack_node")) and kwargs.get("repack_units",
-                                                             DEFAULT_REPACK_UNITS):
+    if (nodes > 1 or top_args.get("repack_node")) and kwargs.get("repack_units",
+                                                                DEFAULT_REPACK_UNITS):
         parts.append((_NicCoreVerilogTop(**dict(kwargs, repack_units=0)), PLAIN_CORE_MODULE))
-    parts.append((_ClusterOfInstances(nodes=nodes, **links, **kwargs), "nicoll_cluster"))
+    parts.append((_ClusterOfInstances(nodes=nodes, **top_args, **kwargs), "nicoll_cluster"))
     if not optimize:
         return "\n".join(simulation_verilog(part, name, optimize=False) for part, name in parts)
     # Each module's Yosys run starts as soon as it is converted, so the runs overlap the
