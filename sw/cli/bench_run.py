@@ -188,20 +188,17 @@ def _estimator(cluster):
     """On a backend that counts no cycles (the model): a function giving the calibrated cost
     models' cycles for the plan that ran, a schedule's
     (:func:`nicoll.plan.schedule_cost.cluster_cost_model`) or an aggregate exchange's
-    (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`, at its subgroups)."""
+    (:func:`nicoll.plan.repack_cost.repack_plan_cycles`, at its subgroups)."""
     if cluster.backend != "model":
         return None
-    from ..plan.repack_cost import cluster_repack_cycles
+    from ..plan.repack_cost import repack_plan_cycles
     from ..plan.schedule_exec import execute
     cost = cluster.cost_model
 
     def estimate(plan):
         if hasattr(plan, "schedules"):
             return execute(plan, cost=cost).cycles
-        repack = plan.repack
-        return cluster_repack_cycles(repack.n, math.ceil(repack.block_bytes), repack.dh,
-                                     repack.dv, repack.data_width, fabric=cost.fabric,
-                                     clock_mhz=cost.clock_mhz)
+        return repack_plan_cycles(plan.repack, fabric=cost.fabric, clock_mhz=cost.clock_mhz)
     return estimate
 
 

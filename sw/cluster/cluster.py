@@ -337,15 +337,15 @@ class Cluster:
         block = size // self.nodes
         plan = None
         if algorithm == "auto" and "scratch_blocks" not in options:
-            plan = self._collectives.cheapest(_compiled(
+            cheapest = self._collectives.cheapest(_compiled(
                 lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
                                                      **options), ("pairwise", "bruck")))
             step = block * xs[0].dtype.itemsize
             aggregate = (None if options or not self._hub_device.repack.units else
                          self._collectives.aggregate_estimate([[step] * self.nodes] * self.nodes))
-            if aggregate is not None and (plan is None or
-                                          aggregate[0] < self._collectives.estimate(plan)):
+            if aggregate is not None and (cheapest is None or aggregate[0] < cheapest[0]):
                 return self.alltoall(xs, "aggregate")
+            plan = None if cheapest is None else cheapest[1]
         if plan is None:
             plan = _schedule.alltoall(self.nodes, block, xs[0].dtype, algorithm, **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]

@@ -72,20 +72,18 @@ class CollectiveRunner:
     # -- "auto" -----------------------------------------------------------------------------
 
     def cheapest(self, candidates):
-        """Of ``candidates`` (compiled :class:`~nicoll.schedule.Plan`s), the one the cost
-        model gives the fewest cycles among those the nodes can run (the buffer fits device
-        memory, the steps the engine's queue); the first that runs on a tie; None when none
-        can run (the caller's own choice then says why)."""
+        """``(cycles, plan)``: of ``candidates`` (compiled :class:`~nicoll.schedule.Plan`s),
+        the one the cost model gives the fewest cycles among those the nodes can run (the
+        buffer fits device memory, the steps the engine's queue), with its cycles; the first
+        that runs on a tie; None when none can run (the caller's own choice then says why)."""
         from ..plan.schedule_exec import execute
-        runnable = [plan for plan in candidates if self._refusal(plan) is None]
-        if not runnable:
-            return None
-        return min(runnable, key=lambda plan: execute(plan, cost=self.cost).cycles)
-
-    def estimate(self, plan):
-        """The cost model's cycles for a compiled schedule on this cluster."""
-        from ..plan.schedule_exec import execute
-        return execute(plan, cost=self.cost).cycles
+        best = None
+        for plan in candidates:
+            if self._refusal(plan) is None:
+                cycles = execute(plan, cost=self.cost).cycles
+                if best is None or cycles < best[0]:
+                    best = (cycles, plan)
+        return best
 
     def aggregate_estimate(self, lengths):
         """``(cycles, plan)``: the calibrated estimate of an aggregate exchange of an N×N
@@ -93,15 +91,13 @@ class CollectiveRunner:
         chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`; calibrated for one
         unit, an upper estimate for more, so that ``auto`` picks aggregate only where it
         would win without the units' overlap); None when the units cannot take it."""
-        from ..plan.repack_cost import cluster_repack_cycles
+        from ..plan.repack_cost import repack_plan_cycles
         try:
             plan = self.aggregate_plan(lengths)
         except NicollError:
             return None
-        mean = -(-sum(map(sum, lengths)) // (self.nodes * self.nodes))
-        cycles = cluster_repack_cycles(self.nodes, mean, plan.dh, plan.dv, self.data_width,
-                                       fabric=self.cost.fabric, clock_mhz=self.cost.clock_mhz)
-        return cycles, plan
+        return repack_plan_cycles(plan, fabric=self.cost.fabric,
+                                  clock_mhz=self.cost.clock_mhz), plan
 
     def _refusal(self, plan):
         """Why the nodes would refuse ``plan`` (its buffer does not fit a rank's device

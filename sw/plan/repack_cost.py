@@ -59,7 +59,7 @@ from ..fabric import NOMINAL_MHZ, resolve_fabric
 from .repack_checks import _check_data_width
 
 __all__ = ["DEFAULT_ALPHA", "MEASURED_REPACK_CYCLES", "repack_hops", "cost_direct", "cost_repack",
-           "direct_threshold", "cluster_repack_cycles"]
+           "direct_threshold", "cluster_repack_cycles", "repack_plan_cycles"]
 
 #: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
 #: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
@@ -161,3 +161,10 @@ def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, *, fabric=None,
     once, per_round, per_beat = MEASURED_REPACK_CYCLES
     return math.ceil(4 * n + p * q + once + p * q * (per_round + per_beat * beats)
                      + repack_hops(p, q, 1) * hop)
+
+
+def repack_plan_cycles(plan, *, fabric=None, clock_mhz=NOMINAL_MHZ):
+    """:func:`cluster_repack_cycles` of a :class:`~nicoll.plan.repack.RepackPlan`: its ranks,
+    subgroup sizes and data width, at its mean block length rounded up."""
+    return cluster_repack_cycles(plan.n, math.ceil(plan.block_bytes), plan.dh, plan.dv,
+                                 plan.data_width, fabric=fabric, clock_mhz=clock_mhz)
