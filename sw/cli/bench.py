@@ -12,7 +12,7 @@ def bench_command(args):
     from .bench_run import format_size, parse_sizes, run_bench
     console = rich_console()
     sizes = parse_sizes(args.sizes)
-    from .synth_record import line_rate_gbps, recorded_clock
+    from ..core_clock import line_rate_gbps, recorded_clock
     if args.clock_mhz:
         clock, clock_source = args.clock_mhz, "given with --clock-mhz"
     else:

@@ -77,7 +77,7 @@ def demo_command(args):
                       f"{row.bound:,.0f}" if row.bound else "-",
                       f"{eff:.3f}" if eff else "-",
                       f"{row.cycles / clock:.2f}" if row.cycles else "-", row.note)
-    from .synth_record import line_rate_gbps
+    from ..core_clock import line_rate_gbps
     width = DEMO_CLUSTER["data_width"]
     table.caption = (f"results checked bit for bit against the documented combining order and "
                      f"against numpy; cycles from the hardware counters; clock: {clock_source}; "

@@ -57,8 +57,8 @@ class DemoRow:
 
 def synthesized_clock(data_width=256, record=None):
     """``(MHz, where from)``: the NIC core's Fmax from the synthesis record, else nominal
-    (see :func:`nicoll.cli.synth_record.recorded_clock`)."""
-    from .synth_record import RECORD_PATH, recorded_clock
+    (see :func:`nicoll.core_clock.recorded_clock`)."""
+    from ..core_clock import RECORD_PATH, recorded_clock
     return recorded_clock(data_width, Path(record) if record else RECORD_PATH)
 
 

@@ -9,16 +9,14 @@ import datetime
 import json
 from pathlib import Path
 
-# The clock cycles are converted at when no NIC core of that data width has been recorded:
-# the cost models' nominal clock, one figure for both.
-from ..fabric import NOMINAL_MHZ
+# The record's path, its reading and the clocks taken from it live below the command line,
+# where the cluster converts its fabric at the recorded clock too.
+from ..core_clock import NOMINAL_MHZ, RECORD_PATH, line_rate_gbps, load, recorded_clock
 
 __all__ = ["RECORD_PATH", "TABLE_PATH", "NOMINAL_MHZ", "entry", "record", "load", "markdown",
            "recorded_clock", "line_rate_gbps"]
 
-_DOCS = Path(__file__).resolve().parents[2] / "docs"
-RECORD_PATH = _DOCS / "synthesis.json"
-TABLE_PATH = _DOCS / "synthesis.md"
+TABLE_PATH = RECORD_PATH.with_name("synthesis.md")
 
 
 def entry(result, *, block, data_width, command, parameters, sweep=None):
@@ -52,33 +50,6 @@ def entry(result, *, block, data_width, command, parameters, sweep=None):
         "tools": dict(result.tool_versions),
         "command": command,
     }
-
-
-def recorded_clock(data_width, path=RECORD_PATH):
-    """``(MHz, where from)`` for converting cycles of a ``data_width`` NIC core to time: the
-    Fmax of the newest NIC core of that width in the record (routed, whether or not it met
-    its target: it is the clock that design runs at), else :data:`NOMINAL_MHZ`, labelled as
-    nominal."""
-    cores = [e for e in load(path) if e.get("block") == "niccore"
-             and e.get("data_width") == data_width and e.get("fmax_mhz")]
-    if not cores:
-        return NOMINAL_MHZ, (f"nominal {NOMINAL_MHZ:g} MHz (no NIC core at data_width "
-                             f"{data_width} recorded in docs/synthesis.json)")
-    best = max(cores, key=lambda e: e["date"])
-    return float(best["fmax_mhz"]), (f"Fmax of {best['name']} on {best.get('board', '?')} "
-                                     f"({best['date']})")
-
-
-def line_rate_gbps(data_width, clock_mhz):
-    """One port's line rate, W·f, in Gb/s: a beat of ``data_width`` bits per clock."""
-    return data_width * clock_mhz / 1e3
-
-
-def load(path=RECORD_PATH):
-    try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, ValueError):
-        return []
 
 
 def record(new, path=RECORD_PATH, table=TABLE_PATH):

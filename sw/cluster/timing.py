@@ -41,5 +41,5 @@ def core_clock_mhz(data_width):
     """The clock (MHz) a NIC core of ``data_width`` runs at: the Fmax recorded for it in
     ``docs/synthesis.json``, else the nominal clock (the figure ``nicoll demo`` and ``nicoll
     bench`` convert cycles to time at)."""
-    from ..cli.synth_record import recorded_clock
+    from ..core_clock import recorded_clock
     return recorded_clock(data_width)[0]
