@@ -57,21 +57,39 @@ def test_model():
             assert got.tobytes() == ref.tobytes()
 
 
-def test_amaranth():
-    rng = np.random.default_rng(4)
-    with nicoll.Cluster(3, "amaranth", data_width=64, mem_size=4096, repack_node=True) as cl:
-        _exchange(cl, rng, blocks=(2,))
-        _check_places(cl)
+#: Links with a 40-cycle hop each way at 100 MHz (a 400 ns switch), as test_fabric_cluster's.
+HOP40 = nicoll.Fabric(switch_ns=400.0)
 
 
-@pytest.mark.xdist_group("verilator_repack_node")
-def test_verilator():
-    rng = np.random.default_rng(5)
-    with nicoll.Cluster(4, "verilator", data_width=64, max_nodes=8, mem_size=4096,
-                        repack_node=True) as cl:
-        _exchange(cl, rng, blocks=(1, 2))
-        _check_places(cl)
-        assert cl.last.cycles > 0
+@pytest.mark.xdist_group("verilator_fabric")
+def test_amaranth_and_verilator_agree_with_links():
+    """The repack node and links with a latency, on both simulators: the same answers in the
+    same cycles.  One configuration for both features, because each Verilator cluster build
+    takes a minute or more of a worker (the links alone are checked against the hops they
+    add in test_fabric_cluster.py, on the Amaranth cluster)."""
+    def run(backend):
+        rng = np.random.default_rng(4)
+        xs = [np.arange(9, dtype=np.int32) * 3 + 100 * r for r in range(3)]
+        cycles = []
+        with nicoll.Cluster(3, backend, data_width=64, max_nodes=4, mem_size=4096,
+                            alu_capabilities=[("sum", "int32")], fabric=HOP40, clock_mhz=100,
+                            repack_node=True) as cl:
+            _exchange(cl, rng, blocks=(0, 2))
+            cycles.append(cl.last.cycles)
+            _check_places(cl)
+            exchanged = cl.alltoall(xs, "pairwise")
+            cycles.append(cl.last.cycles)
+            summed = cl.allreduce(xs, op="sum")
+            cycles.append(cl.last.cycles)
+        return exchanged + summed, cycles
+
+    want, want_cycles = run("amaranth")
+    got, got_cycles = run("verilator")
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[3], sum(np.arange(9, dtype=np.int32) * 3 + 100 * r
+                                              for r in range(3)))
+    assert got_cycles == want_cycles and min(got_cycles) > 0
 
 
 def test_bad_arguments_are_refused():
