@@ -79,6 +79,7 @@ class CoreParams:
     repack_units: int = DEFAULT_REPACK_UNITS
     repack_capacity: int = DEFAULT_REPACK_CAPACITY
     repack_max_group: int = DEFAULT_REPACK_MAX_GROUP
+    repack_unit_ports: bool = False
 
     def __post_init__(self):
         check_data_width(self.data_width)
@@ -93,6 +94,10 @@ class CoreParams:
                              f"bytes (data_width / 8) and at most {MEM_SIZE_LIMIT}, "
                              f"not {mem_size!r}")
         check_int("repack_units", self.repack_units, 0, REPACK_UNITS_LIMIT)
+        if not isinstance(self.repack_unit_ports, bool):
+            raise TypeError(f"repack_unit_ports must be a bool, not {self.repack_unit_ports!r}")
+        if self.repack_unit_ports and not self.repack_units:
+            raise ValueError("repack_unit_ports needs repack units (repack_units is 0)")
         check_int("barrier_children", self.barrier_children, 1, BARRIER_CHILDREN_LIMIT)
         Engine.check_params(data_width=self.data_width, max_nodes=self.max_nodes,
                             mem_size=self.mem_size, queue_depth=self.queue_depth,
@@ -131,6 +136,11 @@ class NicCore(wiring.Component):
         exchanges of up to min(max_nodes, 256) ranks (:class:`~nicoll.hw.repack.hub.RepackHub`).
     repack_capacity, repack_max_group : int
         Each unit's buffer in bytes and its largest subgroup (repack block CAPS, CAPACITY).
+    repack_unit_ports : bool
+        Each repack unit on a network port of its own (``unit_tx_<k>``, ``unit_rx_<k>``),
+        as on a switch that holds the units (seed 003); ``net_tx``/``net_rx`` then carry
+        the hub's registrations and notices but no unit's messages.  For the simulated
+        cluster's repack node.
 
     Members
     -------
@@ -145,6 +155,8 @@ class NicCore(wiring.Component):
     node_id : ``In(16)``
         This node's id (its rank), strapped by the system; read back in NODE_ID.  Registered
         on entry: a change takes effect a cycle later.
+    unit_tx_<k> : ``Out(packet_stream(data_width))``; unit_rx_<k> : ``In(...)``
+        With ``repack_unit_ports``, repack unit ``k``'s port (:meth:`unit_tx`, :meth:`unit_rx`).
 
     Attributes
     ----------
@@ -161,12 +173,13 @@ class NicCore(wiring.Component):
                  barrier_children=DEFAULT_BARRIER_CHILDREN, queue_depth=DEFAULT_QUEUE_DEPTH,
                  packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
                  repack_capacity=DEFAULT_REPACK_CAPACITY,
-                 repack_max_group=DEFAULT_REPACK_MAX_GROUP):
+                 repack_max_group=DEFAULT_REPACK_MAX_GROUP, repack_unit_ports=False):
         self.params = params = CoreParams(
             data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
             alu_capabilities=alu_capabilities, barrier_children=barrier_children,
             queue_depth=queue_depth, packet_beats=packet_beats, repack_units=repack_units,
-            repack_capacity=repack_capacity, repack_max_group=repack_max_group)
+            repack_capacity=repack_capacity, repack_max_group=repack_max_group,
+            repack_unit_ports=repack_unit_ports)
         self.alu_capabilities = params.alu_capabilities
         self._barrier_children = barrier_children
         self._data_width = data_width
@@ -179,7 +192,11 @@ class NicCore(wiring.Component):
             "net_tx":  Out(packet_stream(data_width)),
             "net_rx":  In(packet_stream(data_width)),
             "node_id": In(DEST_WIDTH),
+            **{f"unit_{name}_{k}": flow(packet_stream(data_width))
+               for k in range(repack_units if repack_unit_ports else 0)
+               for name, flow in (("tx", Out), ("rx", In))},
         })
+        self._repack_unit_ports = repack_unit_ports
         self._csr = None
         self._devmem = None
         self._barrier = None
@@ -246,8 +263,17 @@ class NicCore(wiring.Component):
                                     max_ranks=repack_max_ranks(self._max_nodes),
                                     units=self._repack_units, max_group=self._repack_max_group,
                                     capacity_bytes=self._repack_capacity,
-                                    packet_beats=DEFAULT_HUB_PACKET_BEATS)
+                                    packet_beats=DEFAULT_HUB_PACKET_BEATS,
+                                    unit_ports=self._repack_unit_ports)
         return self._hub
+
+    def unit_tx(self, k):
+        """Repack unit ``k``'s output port (``repack_unit_ports`` only)."""
+        return getattr(self, f"unit_tx_{k}")
+
+    def unit_rx(self, k):
+        """Repack unit ``k``'s input port (``repack_unit_ports`` only)."""
+        return getattr(self, f"unit_rx_{k}")
 
     @property
     def data_width(self):
@@ -369,6 +395,14 @@ class NicCore(wiring.Component):
         m.submodules.hub = block
         wiring.connect(m, self.csr.repack, block.csr)
         m.d.comb += block.node_id.eq(node_id)
+        for k in range(self._repack_units if self._repack_unit_ports else 0):
+            # A slice each way, as at the core's own port: ready and valid from flops.
+            tx_slice = self._slice(m, f"unit_tx_slice_{k}")
+            rx_slice = self._slice(m, f"unit_rx_slice_{k}")
+            wiring.connect(m, block.unit_tx(k), tx_slice.i)
+            wiring.connect(m, tx_slice.o, wiring.flipped(self.unit_tx(k)))
+            wiring.connect(m, wiring.flipped(self.unit_rx(k)), rx_slice.i)
+            wiring.connect(m, rx_slice.o, block.unit_rx(k))
         return block.tx, block.rx
 
     def _elaborate_engine(self, m, cycles, node_id):

@@ -293,3 +293,36 @@ def test_the_repack_node_meets_the_two_fold_target():
             for r in REPACK_NODE["rows"] if r["correct"] and r["repack_node"]}
     best_schedule = min(rows[("pairwise", 4, "roce100", 128)], rows[("bruck", 4, "roce100", 128)])
     assert 2 * rows[("aggregate", 4, "roce100", 128)] <= best_schedule
+
+
+def test_alltoallv_auto_picks_the_measured_faster_in_nine_of_ten():
+    """alltoallv's "auto" (pairwise or aggregate) on the model, run at every one-unit
+    configuration of the two sweeps with blocks of whole float32s: its choice is the faster
+    of the two measured rows in 32 of the 34 (the misses, at N = 8 and 256 bits, are the
+    crossover's neighbours: 304 against 291 cycles, 1 314 against 1 285).  The seed's own
+    cost model, which "auto" followed before, was right in 18.  With equal blocks
+    alltoallv's pairwise schedule is alltoall's (checked here on the cost model), so the
+    alltoall rows stand for it."""
+    cases = {}
+    for row in SWEEP["rows"] + CROSSOVER["rows"]:
+        if row.get("repack_units", 1) == 1 and (row["bytes_per_rank"] // row["nodes"]) % 4 == 0:
+            key = (row["data_width"], row["fabric"], row["nodes"], row["clock_mhz"],
+                   row["bytes_per_rank"])
+            cases.setdefault(key, {})[row["algorithm"]] = row["cycles_max"]
+    right = 0
+    for key, measured in cases.items():
+        width, fabric, nodes, clock, size = key
+        length = size // nodes // 4
+        cost = cluster_cost_model(width, fabric=fabric, clock_mhz=clock)
+        sizes = [[length] * nodes] * nodes
+        assert (execute(sc.alltoallv(sizes, "float32", "pairwise"), cost=cost).cycles
+                == execute(sc.alltoall(nodes, length, "float32", "pairwise"), cost=cost).cycles)
+        with nicoll.Cluster(nodes, data_width=width, fabric=fabric, clock_mhz=clock) as cl:
+            blocks = [[np.full(length, 100 * i + j, np.float32) for j in range(nodes)]
+                      for i in range(nodes)]
+            out = cl.alltoallv(blocks)
+            picked = cl.last_plan.algorithm
+        assert all(out[j][i].tobytes() == blocks[i][j].tobytes()
+                   for i in range(nodes) for j in range(nodes))
+        right += picked == min(("pairwise", "aggregate"), key=measured.get)
+    assert len(cases) == 34 and right >= 0.9 * len(cases), (right, len(cases))

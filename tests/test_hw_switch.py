@@ -227,3 +227,62 @@ def test_full_rate():
         assert split_packets(h.received[o]) == packets[(o - 1) % ports]
     # 64 beats per port; the buffer adds a cycle or two of latency.
     assert h.cycles <= 8 * beats + 3, h.cycles
+
+
+def _repack_packet(rng, *, kind, dst, arg, beats, data_width):
+    """A packet whose first beat starts with a header of ``kind`` (a PacketKind) for ``dst``
+    about ``arg``, the rest random."""
+    from nicoll.hw.net.packet import packet_header_layout
+    header = packet_header_layout()
+    packet = make_packet(rng, 0, 0, dst, beats, data_width)
+    fields = {"kind": kind.value, "dst": dst, "arg": arg}
+    word = packet[0]["data"]
+    for name, value in fields.items():
+        offset, width = header[name].offset, header[name].width
+        for bit in range(width):
+            if offset + bit < data_width:
+                word = (word & ~(1 << (offset + bit))) | (((value >> bit) & 1) << (offset + bit))
+    packet[0]["data"] = word
+    return packet
+
+
+@pytest.mark.parametrize("data_width", [64, 128])
+def test_repack_steering(data_width):
+    """Seed 003's units in the switch: a REPACK_IN packet for the hub (port 1) goes to the port
+    of the unit its header's arg names (ports 3 and 4); the hub's other packets, and
+    REPACK_IN packets for another node, go by dest; a REPACK_IN for a unit the switch does
+    not have goes to the hub (whose receiver drops it).  At 64 bits the arg runs into the
+    second beat: the low bits in the first steer."""
+    from nicoll.hw.net.packet import PacketKind
+    from nicoll.hw.net.switch import RepackSteering
+    dut = Switch(5, data_width, steering=RepackSteering(hub=1, first_port=3, units=2))
+    rng = random.Random(21)
+
+    def packet(kind, dst, arg):
+        return _repack_packet(rng, kind=kind, dst=dst, arg=arg, beats=3, data_width=data_width)
+    to_unit1 = packet(PacketKind.REPACK_IN, 1, 1)
+    to_unit0 = packet(PacketKind.REPACK_IN, 1, 0)
+    registration = packet(PacketKind.REPACK_REGISTER, 1, 1)
+    no_unit = packet(PacketKind.REPACK_IN, 1, 2)
+    elsewhere = packet(PacketKind.REPACK_IN, 2, 0)
+    answer = packet(PacketKind.REPACK_OUT, 0, 0)
+    h = Harness(dut, [[to_unit1, registration, no_unit], [], [to_unit0, elsewhere], [answer],
+                      []], src_stall=0.3, dst_stall=0.3, seed=21)
+    h.run(6 * 3)
+    assert h.received[4] == to_unit1 and h.received[3] == to_unit0
+    assert h.received[1] == registration + no_unit
+    assert h.received[2] == elsewhere and h.received[0] == answer
+    assert h.dropped == 0
+
+
+def test_repack_steering_errors():
+    from nicoll.hw.net.switch import RepackSteering
+    with pytest.raises(ValueError, match=r"names a port past the switch's 4"):
+        Switch(4, 64, steering=RepackSteering(hub=1, first_port=3, units=2))
+    with pytest.raises(TypeError, match=r"steering must be a RepackSteering or None, not 3"):
+        Switch(4, 64, steering=3)
+    with pytest.raises(TypeError, match=r"RepackSteering.units must be a non-negative int, "
+                                        r"not '2'"):
+        RepackSteering(hub=1, first_port=3, units="2")
+    with pytest.raises(ValueError, match=r"needs at least one unit"):
+        RepackSteering(hub=1, first_port=3, units=0)

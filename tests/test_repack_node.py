@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""The repack units on a switch port of their own (``Cluster(..., repack_node=True)``, seed
-003 places them in the switch): node 0 is an ordinary rank, the ranks register with and hear
-from node ``nodes``, and every aggregate exchange still gives MPI's answer, on each backend."""
+"""The repack units in the switch (``Cluster(..., repack_node=True)``, where seed 003 places
+them): node 0 is an ordinary rank, the ranks register with and hear from node ``nodes``, each
+unit has a switch port of its own, and every aggregate exchange still gives MPI's answer, on
+each backend."""
 
 import itertools
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import nicoll
+from nicoll.hw.net.switch import RepackSteering
 from nicoll.hw.sim.cluster import ClusterTop
 
 from nicoll.plan import reduction_order as order
@@ -115,10 +117,19 @@ def _units_of_each_core(top):
 
 
 def test_gateware_places_the_units_on_their_own_port():
-    top = ClusterTop(nodes=3, max_nodes=4, data_width=64, mem_size=4096, repack_node=True)
+    top = ClusterTop(nodes=3, max_nodes=4, data_width=64, mem_size=4096, repack_node=True,
+                     repack_units=2)
     assert top.hw_nodes == 4 and top.hub == 3
-    assert _units_of_each_core(top) == [0, 0, 0, 1]
+    assert _units_of_each_core(top) == [0, 0, 0, 2]
     assert hasattr(top, "n3_s_axil") and not hasattr(top, "n4_s_axil")
+    # Each unit on a switch port of its own, after the cores' ports, and the switch steers
+    # the units' messages there.
+    assert top.switch_ports == 6 and top.switch.ports == 6
+    assert top.switch._steering == RepackSteering(hub=3, first_port=4, units=2)
+    hub_core = top.cores[3]
+    assert hasattr(hub_core, "unit_tx_1") and not hasattr(hub_core, "unit_tx_2")
+    assert not hasattr(top.cores[0], "unit_tx_0")
     plain = ClusterTop(nodes=3, max_nodes=4, data_width=64, mem_size=4096)
-    assert plain.hw_nodes == 3 and plain.hub == 0
+    assert plain.hw_nodes == 3 and plain.hub == 0 and plain.switch_ports == 3
     assert _units_of_each_core(plain) == [1, 0, 0]
+    assert plain.switch._steering is None and not hasattr(plain.cores[0], "unit_tx_0")

@@ -20,6 +20,10 @@ its grant from the first beat a packet moves until that packet's ``last`` beat.
   beats of one input keep their order, so packets between a pair of nodes arrive in order.
 - A packet whose ``dest`` is ``ports`` or more is taken at full rate and dropped; ``dropped``
   counts such packets (wrapping at 2**32).
+- Repack steering (``steering``, a :class:`RepackSteering`): the switch holds seed 003's
+  repack units, each on a port of its own.  A REPACK_IN packet for the hub's node id goes
+  to the port of the unit its header's ``arg`` names (the kind and ``arg`` are read from the
+  first beat, where the header starts); every other packet goes by ``dest``.
 
 Every output has a two-entry register slice (:class:`~nicoll.hw.lib.skid.SkidBuffer`), so
 ``tx_i.valid`` and ``tx_i.payload`` come from flops and no combinational path runs from one
@@ -30,11 +34,32 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .packet import DEST_WIDTH, packet_beat_layout, packet_stream
+from dataclasses import dataclass
+
+from .packet import (DEST_WIDTH, PacketKind, packet_beat_layout, packet_header_layout,
+                     packet_stream)
 from ..lib.skid import SkidBuffer
 
 
-__all__ = ["Switch"]
+__all__ = ["RepackSteering", "Switch"]
+
+
+@dataclass(frozen=True)
+class RepackSteering:
+    """Where a switch sends the repack units' messages: REPACK_IN packets whose ``dest`` is
+    ``hub`` go to port ``first_port + arg`` for ``arg < units`` (others to ``hub``)."""
+    hub: int
+    first_port: int
+    units: int
+
+    def __post_init__(self):
+        for name in ("hub", "first_port", "units"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise TypeError(f"RepackSteering.{name} must be a non-negative int, "
+                                f"not {value!r}")
+        if not self.units:
+            raise ValueError("RepackSteering needs at least one unit, not 0")
 
 
 #: Largest number of ports: every value of the ``dest`` field can name a port.
@@ -50,15 +75,28 @@ class Switch(wiring.Component):
     tx_<i> : ``Out(packet_stream(data_width))`` for each port
     dropped : ``Out(32)``
         Number of packets dropped because their ``dest`` names no port.
+    steering : :class:`RepackSteering` or None
+        The ports of the repack units (see the module docstring).
     """
 
-    def __init__(self, ports, data_width):
+    def __init__(self, ports, data_width, *, steering=None):
         if not isinstance(ports, int) or isinstance(ports, bool):
             raise TypeError(f"Number of ports must be an integer, not {ports!r}")
         if not 1 <= ports <= MAX_PORTS:
             raise ValueError(f"Number of ports must be between 1 and {MAX_PORTS}, not {ports!r}")
         # packet_stream() checks the data width.
         sig = packet_stream(data_width)
+        if steering is not None:
+            if not isinstance(steering, RepackSteering):
+                raise TypeError(f"steering must be a RepackSteering or None, not {steering!r}")
+            if max(steering.hub, steering.first_port + steering.units - 1) >= ports:
+                raise ValueError(f"{steering!r} names a port past the switch's {ports}")
+            header = packet_header_layout()
+            unit_bits = max(steering.units - 1, 1).bit_length()
+            if header["arg"].offset + unit_bits > data_width:
+                raise ValueError(f"the header's arg does not start in the first beat of "
+                                 f"{data_width} bits")
+        self._steering = steering
         self._ports = ports
         self._data_width = data_width
         members = {}
@@ -98,7 +136,7 @@ class Switch(wiring.Component):
         for i in range(n):
             in_packet = Signal(name=f"rx{i}_in_packet")
             held_dest = Signal(DEST_WIDTH, name=f"rx{i}_dest")
-            dest = Mux(in_packet, held_dest, rx[i].payload.dest)
+            dest = Mux(in_packet, held_dest, self._first_beat_target(rx[i].payload))
             t = Signal(DEST_WIDTH, name=f"rx{i}_target")
             m.d.comb += t.eq(dest)
             target.append(t)
@@ -184,3 +222,21 @@ class Switch(wiring.Component):
         for i in range(n):
             m.d.comb += rx[i].ready.eq(Cat(ready_terms[i]).any())
         return m
+
+    def _first_beat_target(self, beat):
+        """The output a packet starting with ``beat`` goes to: its ``dest``, or with steering
+        a repack unit's port (see the module docstring)."""
+        steering = self._steering
+        if steering is None:
+            return beat.dest
+        header = packet_header_layout()
+        kind = beat.data[header["kind"].offset:][:header["kind"].width]
+        # The arg as far as the first beat holds it (all of it from 128 bits on; its low 8
+        # bits at 64): a header whose arg runs on into the next beat is steered by those,
+        # and the unit's own port checks the whole arg (the hub's receiver drops a message
+        # for another unit).
+        arg = beat.data[header["arg"].offset:][:DEST_WIDTH]
+        arg_bits = max(steering.units - 1, 1).bit_length()
+        steer = ((beat.dest == steering.hub) & (kind == PacketKind.REPACK_IN.value)
+                 & (arg < steering.units))
+        return Mux(steer, steering.first_port + arg[:arg_bits], beat.dest)

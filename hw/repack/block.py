@@ -35,6 +35,8 @@ class RepackBlock(wiring.Component):
     node_id : ``In(DEST_WIDTH)``
     tx : ``Out(packet_stream(data_width))``; rx : ``In(packet_stream(data_width))``
         The hub's packets (REPACK_REGISTER and REPACK_IN in, the rest out).
+    unit_tx_<k>, unit_rx_<k> :
+        With ``unit_ports``, the hub's port of unit ``k`` (:meth:`unit_tx`, :meth:`unit_rx`).
 
     Attributes
     ----------
@@ -42,17 +44,26 @@ class RepackBlock(wiring.Component):
     """
 
     def __init__(self, **params):
-        self._hub = RepackHub(**params)
+        self._hub = hub = RepackHub(**params)
         width = params["data_width"]
+        self._unit_ports = [f"unit_{name}_{k}" for k in range(hub.units if hub.unit_ports else 0)
+                            for name in ("tx", "rx")]
         super().__init__({
             "csr": Out(register_signature(REGMAP.block("repack"))),
             "node_id": In(DEST_WIDTH),
             "tx": Out(packet_stream(width)), "rx": In(packet_stream(width)),
+            **{name: hub.signature.members[name] for name in self._unit_ports},
         })
 
     @property
     def hub(self):
         return self._hub
+
+    def unit_tx(self, k):
+        return getattr(self, f"unit_tx_{k}")
+
+    def unit_rx(self, k):
+        return getattr(self, f"unit_rx_{k}")
 
     def elaborate(self, platform):
         m = Module()
@@ -61,6 +72,11 @@ class RepackBlock(wiring.Component):
         m.d.comb += hub.node_id.eq(self.node_id)
         wiring.connect(m, hub.tx, wiring.flipped(self.tx))
         wiring.connect(m, wiring.flipped(self.rx), hub.rx)
+        for name in self._unit_ports:
+            if name.startswith("unit_tx"):
+                wiring.connect(m, getattr(hub, name), wiring.flipped(getattr(self, name)))
+            else:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(hub, name))
         # A list write or start is held until the control tree takes it (it takes them while
         # no exchange runs); the host sees STATUS.pending meanwhile.
         order_valid = Signal()

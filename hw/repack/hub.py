@@ -16,6 +16,12 @@ cluster from one node.  The hub turns its streams into packets and back:
   most ``packet_beats`` payload beats.  The header needs the payload's length before the
   payload, so each unit's output is buffered one packet at a time (:class:`MessagePacketizer`).
 
+With ``unit_ports`` each unit has a packet port of its own (``unit_rx_<k>``,
+``unit_tx_<k>``), as seed 003's units sit on switch ports: REPACK_IN packets for unit ``k``
+come in on its port (the switch steers them there by the header's ``arg``, see
+:class:`~nicoll.hw.net.switch.Switch`), its REPACK_OUT packets leave by it, and the hub's own
+port carries only registrations and notices.
+
 Registrations wait in a queue of ``max_ranks`` entries, never in the port.  Any other packet
 (another kind, a unit number the hub does not have, a message packet with no payload, a
 registration while no exchange runs or beyond the queue) is dropped whole and counted in
@@ -171,10 +177,14 @@ class RepackHub(wiring.Component):
         As for :class:`~nicoll.hw.repack.RepackArray`.
     packet_beats : int
         Largest payload of a REPACK_OUT packet, in beats (each unit buffers one).
+    unit_ports : bool
+        Each unit on a packet port of its own (see the module docstring).
 
     Members
     -------
     rx : ``In(packet_stream(data_width))``; tx : ``Out(packet_stream(data_width))``
+    unit_rx_<k> : ``In(packet_stream(data_width))``; unit_tx_<k> : ``Out(...)``
+        With ``unit_ports``, unit ``k``'s port (:meth:`unit_rx`, :meth:`unit_tx`).
     node_id : ``In(16)``
     order, start : control tree configuration streams (as on ``RepackArray``)
     busy, status, errors, last_error, cycles, ops : as on ``RepackArray``
@@ -186,7 +196,9 @@ class RepackHub(wiring.Component):
     """
 
     def __init__(self, *, data_width, max_ranks, units, max_group, capacity_bytes,
-                 packet_beats=DEFAULT_HUB_PACKET_BEATS):
+                 packet_beats=DEFAULT_HUB_PACKET_BEATS, unit_ports=False):
+        if not isinstance(unit_ports, bool):
+            raise TypeError(f"unit_ports must be a bool, not {unit_ports!r}")
         self._array = RepackArray(max_ranks, units, max_group, data_width, capacity_bytes)
         self._array._MustUse__silence = True    # elaborated with the hub
         MessagePacketizer(data_width, packet_beats)._MustUse__silence = True   # checks
@@ -194,7 +206,13 @@ class RepackHub(wiring.Component):
         self._packet_beats = packet_beats
         self.max_ranks, self.units, self.max_group = max_ranks, units, max_group
         self.capacity_bytes = capacity_bytes
+        self.unit_ports = unit_ports
+        members = {}
+        for k in range(units if unit_ports else 0):
+            members[f"unit_rx_{k}"] = In(packet_stream(data_width))
+            members[f"unit_tx_{k}"] = Out(packet_stream(data_width))
         super().__init__({
+            **members,
             "rx": In(packet_stream(data_width)),
             "tx": Out(packet_stream(data_width)),
             "node_id": In(DEST_WIDTH),
@@ -214,10 +232,17 @@ class RepackHub(wiring.Component):
     def array(self):
         return self._array
 
+    def unit_rx(self, k):
+        """Unit ``k``'s input port (``unit_ports`` only)."""
+        return getattr(self, f"unit_rx_{k}")
+
+    def unit_tx(self, k):
+        """Unit ``k``'s output port (``unit_ports`` only)."""
+        return getattr(self, f"unit_tx_{k}")
+
     def elaborate(self, platform):
         m = Module()
         width = self._data_width
-        hbeats = header_beats(width)
         units = self.units
         m.submodules.array = array = self._array
         # The host's list writes and start reach the control tree through register slices:
@@ -239,7 +264,8 @@ class RepackHub(wiring.Component):
         # The grant is a flop: the routed 256-bit core's critical path ran from the tree's
         # notice.valid through the choice and the grant to packetizer 0's ready and index
         # (8.8 ns, 7.4 of it routing).  A unit's packets follow each other without a gap.
-        m.submodules.arbiter = arbiter = PacketArbiter(units + 1, width, registered_grant=True)
+        shared = 0 if self.unit_ports else units        # units on the hub's own port
+        m.submodules.arbiter = arbiter = PacketArbiter(shared + 1, width, registered_grant=True)
         wiring.connect(m, arbiter.o, wiring.flipped(self.tx))
         m.submodules.notices = sender = HeaderSender(width)
         # A register slice between the control tree's notices and the header sender: the
@@ -277,25 +303,15 @@ class RepackHub(wiring.Component):
             slice_ = SkidBuffer(packet_beat_layout(width))
             m.submodules[f"packet_slice{k}"] = slice_
             wiring.connect(m, packetizer.o, slice_.i)
-            wiring.connect(m, slice_.o, getattr(arbiter, f"i_{k + 1}"))
+            wiring.connect(m, slice_.o, (wiring.flipped(self.unit_tx(k)) if self.unit_ports
+                                         else getattr(arbiter, f"i_{k + 1}")))
+        self._receive(m, array)
+        return m
 
-        # ---- Receive: registrations and source messages ----------------------------------
-        P_HEADER, P_DECIDE, P_REG, P_PASS, P_DROP = range(5)
-        state = Signal(range(5))
-        collected = Signal(hbeats * width)
-        index = Signal(range(max(hbeats, 2)))
-        got = Signal(packet_header_layout())
-        got_last = Signal()
-        target = Signal(range(max(units, 2)))
-        m.d.comb += got.eq(collected[:packet_header_layout().size])
-        beat = self.rx.payload
-        drop = Signal()
-        drop_reg = Signal()
-        # The count adds a registered increment (0 to 2): one carry chain from flops, where
-        # adding the two strobes themselves put the decision and two chains in one cycle
-        # (the 64-bit core's routed critical path, 53 levels).
-        dropped_inc = Signal(2)
-        m.d.sync += [dropped_inc.eq(drop + drop_reg), self.dropped.eq(self.dropped + dropped_inc)]
+    def _receive(self, m, array):
+        """Registrations and source messages: the hub's port, and with ``unit_ports`` each
+        unit's; the drops of all of them counted in ``dropped``."""
+        units = self.units
         # Registrations queue here, never in the port: while the tree sends a notice it takes
         # no registration, and a notice for a rank of this node comes in through this same
         # port, so a registration held in the port would block the notice that frees the
@@ -305,52 +321,96 @@ class RepackHub(wiring.Component):
         m.submodules.registrations = pending = SyncFIFO(width=DEST_WIDTH, depth=self.max_ranks)
         reg = array.reg
         m.d.comb += [reg.payload.rank.eq(pending.r_data), reg.valid.eq(pending.r_rdy & array.busy),
-                     pending.r_en.eq(Mux(array.busy, reg.ready, 1)),
-                     pending.w_data.eq(got.src)]
+                     pending.r_en.eq(Mux(array.busy, reg.ready, 1))]
         # Left over when an exchange ends (duplicates): drained, so none reaches the next one.
         leftover = ~array.busy & pending.r_rdy
-        with m.Switch(state):
-            with m.Case(P_HEADER):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(self.rx.valid):
-                    with m.Switch(index):
-                        for k in range(hbeats):
-                            with m.Case(k):
-                                m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
-                    with m.If(index == hbeats - 1):
-                        m.d.sync += [index.eq(0), got_last.eq(beat.last), state.eq(P_DECIDE)]
-                    with m.Elif(beat.last):          # shorter than a header
-                        m.d.sync += index.eq(0)
-                        m.d.comb += drop.eq(1)
-                    with m.Else():
-                        m.d.sync += index.eq(index + 1)
-            with m.Case(P_DECIDE):
-                with m.If(got.kind == PacketKind.REPACK_REGISTER):
-                    m.d.sync += state.eq(P_REG)
-                with m.Elif((got.kind == PacketKind.REPACK_IN) & (got.arg < units) & ~got_last):
-                    m.d.sync += [target.eq(got.arg), state.eq(P_PASS)]
-                with m.Else():
+        width = self._data_width
+        if self.unit_ports:
+            drops = [_receive_port(m, "port", self.rx, width, pending=pending, busy=array.busy,
+                                   unit_inputs={})]
+            drops += [_receive_port(m, f"unit{k}", self.unit_rx(k), width, pending=None,
+                                    busy=array.busy, unit_inputs={k: array.i(k)})
+                      for k in range(units)]
+        else:
+            drops = [_receive_port(m, "port", self.rx, width, pending=pending, busy=array.busy,
+                                   unit_inputs={k: array.i(k) for k in range(units)})]
+        # The count adds a registered increment: one carry chain from flops, where adding
+        # the strobes themselves put the decision and two chains in one cycle (the 64-bit
+        # core's routed critical path, 53 levels).
+        strobes = drops + [leftover]
+        dropped_inc = Signal(range(len(strobes) + 1))
+        m.d.sync += [dropped_inc.eq(sum(strobes)), self.dropped.eq(self.dropped + dropped_inc)]
+
+
+def _receive_port(m, name, rx, width, *, pending, busy, unit_inputs):
+    """The receive side of one of the hub's packet ports, built into ``m`` with signals named
+    after ``name``; returns its drop strobe.  A REPACK_REGISTER packet's source goes into the
+    FIFO ``pending`` while ``busy`` (an exchange runs) and it has room (``pending`` None: the
+    port takes none); a REPACK_IN packet is passed to the unit input ``unit_inputs[arg]``;
+    anything else is dropped whole."""
+    hbeats = header_beats(width)
+    P_HEADER, P_DECIDE, P_REG, P_PASS, P_DROP = range(5)
+    state = Signal(range(5), name=f"{name}_state")
+    collected = Signal(hbeats * width, name=f"{name}_collected")
+    index = Signal(range(max(hbeats, 2)), name=f"{name}_index")
+    got = Signal(packet_header_layout(), name=f"{name}_got")
+    got_last = Signal(name=f"{name}_got_last")
+    units = sorted(unit_inputs)
+    target = Signal(range(max(max(units, default=0) + 1, 2)), name=f"{name}_target")
+    m.d.comb += got.eq(collected[:packet_header_layout().size])
+    beat = rx.payload
+    drop = Signal(name=f"{name}_drop")
+    # A message for a unit this port serves (the units' numbers are 0..k on the hub's port,
+    # one number on a unit's own).
+    if len(units) == 1:
+        for_unit = got.arg == units[0]
+    elif units:
+        for_unit = got.arg < len(units)
+    else:
+        for_unit = 0
+    with m.Switch(state):
+        with m.Case(P_HEADER):
+            m.d.comb += rx.ready.eq(1)
+            with m.If(rx.valid):
+                with m.Switch(index):
+                    for k in range(hbeats):
+                        with m.Case(k):
+                            m.d.sync += collected[k * width:(k + 1) * width].eq(beat.data)
+                with m.If(index == hbeats - 1):
+                    m.d.sync += [index.eq(0), got_last.eq(beat.last), state.eq(P_DECIDE)]
+                with m.Elif(beat.last):          # shorter than a header
+                    m.d.sync += index.eq(0)
                     m.d.comb += drop.eq(1)
-                    m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
+                with m.Else():
+                    m.d.sync += index.eq(index + 1)
+        with m.Case(P_DECIDE):
+            registration = got.kind == PacketKind.REPACK_REGISTER
+            with m.If(registration if pending is not None else 0):
+                m.d.sync += state.eq(P_REG)
+            with m.Elif((got.kind == PacketKind.REPACK_IN) & for_unit & ~got_last):
+                m.d.sync += [target.eq(got.arg), state.eq(P_PASS)]
+            with m.Else():
+                m.d.comb += drop.eq(1)
+                m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
+        if pending is not None:
             with m.Case(P_REG):
                 # One with no exchange running (or no room) is dropped, never held.
-                with m.If(array.busy & pending.w_rdy):
+                m.d.comb += pending.w_data.eq(got.src)
+                with m.If(busy & pending.w_rdy):
                     m.d.comb += pending.w_en.eq(1)
                 with m.Else():
                     m.d.comb += drop.eq(1)
                 m.d.sync += state.eq(Mux(got_last, P_HEADER, P_DROP))
-            with m.Case(P_PASS):
-                for k in range(units):
-                    port = array.i(k)
-                    m.d.comb += [port.payload.data.eq(beat.data), port.payload.keep.eq(beat.keep),
-                                 port.payload.last.eq(beat.last), port.payload.rank.eq(got.src)]
-                    with m.If(target == k):
-                        m.d.comb += [port.valid.eq(self.rx.valid), self.rx.ready.eq(port.ready)]
-                with m.If(self.rx.valid & self.rx.ready & beat.last):
-                    m.d.sync += state.eq(P_HEADER)
-            with m.Case(P_DROP):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(self.rx.valid & beat.last):
-                    m.d.sync += state.eq(P_HEADER)
-        m.d.comb += drop_reg.eq(leftover)
-        return m
+        with m.Case(P_PASS):
+            for k, port in unit_inputs.items():
+                m.d.comb += [port.payload.data.eq(beat.data), port.payload.keep.eq(beat.keep),
+                             port.payload.last.eq(beat.last), port.payload.rank.eq(got.src)]
+                with m.If((target == k) if len(units) > 1 else 1):
+                    m.d.comb += [port.valid.eq(rx.valid), rx.ready.eq(port.ready)]
+            with m.If(rx.valid & rx.ready & beat.last):
+                m.d.sync += state.eq(P_HEADER)
+        with m.Case(P_DROP):
+            m.d.comb += rx.ready.eq(1)
+            with m.If(rx.valid & beat.last):
+                m.d.sync += state.eq(P_HEADER)
+    return drop

@@ -30,7 +30,7 @@ from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK
 from ..net.packet import DEST_WIDTH
 from .fabric import FabricLink
 from .verilog import prepare_yosys, simulation_verilog
-from ..net.switch import Switch
+from ..net.switch import RepackSteering, Switch
 
 
 __all__ = ["ClusterTop", "cluster_verilog", "niccore_verilog"]
@@ -57,9 +57,13 @@ class ClusterTop(wiring.Component):
         (seed 003): node 0's, or the repack node's; the other nodes build none, since
         nothing would reach theirs.
     repack_node : bool
-        Put the repack units on a switch port of their own: one more core, node id
-        ``nodes``, built with the units (its engine and barrier unit stay idle), with ports
-        ``n<nodes>_s_axil`` / ``n<nodes>_s_axi``; node 0 is then an ordinary rank.
+        Put the repack units in the switch: one more core, node id ``nodes``, built with the
+        units (its engine and barrier unit stay idle), with ports ``n<nodes>_s_axil`` /
+        ``n<nodes>_s_axi``; node 0 is then an ordinary rank.  Its port carries the control
+        tree's registrations and notices, and each unit has a switch port of its own
+        (ports ``nodes + 1`` on, :meth:`unit_port`), which the switch steers the unit's
+        messages to (:class:`~nicoll.hw.net.switch.RepackSteering`), as seed 003 places the
+        units in the switch.
     uplink_latency, downlink_latency, link_gap : int
         The fabric (issue 20), in cycles: each node's link into the switch delays a beat by
         ``uplink_latency``, its link out of it by ``downlink_latency``, and each link idles
@@ -85,6 +89,8 @@ class ClusterTop(wiring.Component):
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
                  alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS, repack_node=False,
                  uplink_latency=0, downlink_latency=0, link_gap=0):
+        # Ref: seed 003 (CN111614581), the units "in a switch": with repack_node, each on a
+        # switch port of its own.
         if not isinstance(repack_node, bool):
             raise TypeError(f"repack_node must be a bool, not {repack_node!r}")
         if repack_node and not repack_units:
@@ -130,15 +136,22 @@ class ClusterTop(wiring.Component):
             self._cores = [NicCore(data_width=self._data_width, max_nodes=self._max_nodes,
                                    mem_size=self._mem_size,
                                    alu_capabilities=self._alu_capabilities,
-                                   repack_units=self._repack_units if i == self._hub else 0)
+                                   repack_units=self._repack_units if i == self._hub else 0,
+                                   repack_unit_ports=self._repack_node and i == self._hub)
                            for i in range(self._hw_nodes)]
         return self._cores
 
     @property
     def switch(self):
         if self._switch is None:
-            self._switch = Switch(self._hw_nodes, self._data_width)
+            self._switch = cluster_switch(self._hw_nodes, self._data_width, self._repack_node,
+                                          self._repack_units)
         return self._switch
+
+    @property
+    def switch_ports(self):
+        """The switch's ports: one per core, then with a repack node one per unit."""
+        return self._hw_nodes + (self._repack_units if self._repack_node else 0)
 
     @property
     def nodes(self):
@@ -185,8 +198,23 @@ class ClusterTop(wiring.Component):
             wiring.connect(m, core.net_tx, to_switch(switch.rx(i)))
             wiring.connect(m, from_switch(switch.tx(i), flipped=True), core.net_rx)
             m.d.comb += core.node_id.eq(i)
+        for k, port in enumerate(range(self._hw_nodes, self.switch_ports)):
+            core = self.cores[self._hub]
+            to_switch, from_switch = _links(m, port, self._data_width, self._link_args)
+            wiring.connect(m, core.unit_tx(k), to_switch(switch.rx(port)))
+            wiring.connect(m, from_switch(switch.tx(port), flipped=True), core.unit_rx(k))
         m.d.comb += self.switch_dropped.eq(switch.dropped)
         return m
+
+
+def cluster_switch(hw_nodes, data_width, repack_node, repack_units):
+    """The switch of a simulated cluster of ``hw_nodes`` cores: with a repack node (the last
+    core) a port more for each of its units, where the switch steers their messages."""
+    if not repack_node:
+        return Switch(hw_nodes, data_width)
+    return Switch(hw_nodes + repack_units, data_width,
+                  steering=RepackSteering(hub=hw_nodes - 1, first_port=hw_nodes,
+                                          units=repack_units))
 
 
 def _links(m, i, data_width, link_args):
@@ -219,11 +247,15 @@ class _ClusterOfInstances(wiring.Component):
                  link_gap=0, **core_kwargs):
         self._nodes = nodes + repack_node
         self._hub = nodes if repack_node else 0
+        self._repack_node = repack_node
+        self._repack_units = core_kwargs.get("repack_units", DEFAULT_REPACK_UNITS)
         self._link_args = [(uplink_latency, link_gap), (downlink_latency, link_gap)]
-        core = _NicCoreVerilogTop(**core_kwargs)
-        self._core_signature = core.signature
-        # Only its signature is wanted here; niccore_verilog() converts a core of its own.
-        core._MustUse__silence = core.core._MustUse__silence = True
+        # Only their signatures are wanted here; cluster_verilog() converts cores of its own.
+        self._core_signatures = []
+        for unit_ports in (False, True):
+            core = _NicCoreVerilogTop(**core_kwargs, repack_unit_ports=unit_ports and repack_node)
+            core._MustUse__silence = core.core._MustUse__silence = True
+            self._core_signatures.append(core.signature)
         self._plain_module = (CORE_MODULE if not core_kwargs.get("repack_units", DEFAULT_REPACK_UNITS)
                               else PLAIN_CORE_MODULE)
         self._data_width = core_kwargs.get("data_width", 256)
@@ -245,11 +277,13 @@ class _ClusterOfInstances(wiring.Component):
         m.domains.nodes = nodes = ClockDomain("nodes", local=True)
         m.d.comb += nodes.clk.eq(ClockSignal())
         m.d.sync += nodes.rst.eq(ResetSignal())
-        m.submodules.switch = switch = DomainRenamer("nodes")(Switch(self._nodes, self._data_width))
+        m.submodules.switch = switch = DomainRenamer("nodes")(cluster_switch(
+            self._nodes, self._data_width, self._repack_node, self._repack_units))
         for i in range(self._nodes):
             ports = {"i_clk": ClockSignal("nodes"), "i_rst": ResetSignal("nodes")}
-            local = self._core_signature.create(path=(f"node{i}",))
-            for path, member, value in self._core_signature.flatten(local):
+            signature = self._core_signatures[i == self._hub]
+            local = signature.create(path=(f"node{i}",))
+            for path, member, value in signature.flatten(local):
                 ports[("i_" if member.flow == In else "o_") + "__".join(path)] = value
             m.d.comb += local.node_id.eq(i)
             module = CORE_MODULE if i == self._hub else self._plain_module
@@ -262,28 +296,38 @@ class _ClusterOfInstances(wiring.Component):
                 m.d.comb += self.cycles.eq(local.cycles)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axil")), local.s_axil)
             wiring.connect(m, wiring.flipped(getattr(self, f"n{i}_s_axi")), local.s_axi)
-            # The links run in the nodes' domain, as the switch does.
-            links = Module()
-            to_switch, from_switch = _links(links, i, self._data_width, self._link_args)
-            m.submodules[f"links{i}"] = DomainRenamer("nodes")(links)
-            tx, rx = to_switch(switch.rx(i)), from_switch(switch.tx(i), flipped=True)
-            m.d.comb += [tx.payload.data.eq(local.net_tx.tdata), tx.payload.keep.eq(local.net_tx.tkeep),
-                         tx.payload.last.eq(local.net_tx.tlast), tx.payload.dest.eq(local.net_tx.tdest),
-                         tx.payload.control.eq(local.net_tx.tuser), tx.valid.eq(local.net_tx.tvalid),
-                         local.net_tx.tready.eq(tx.ready),
-                         local.net_rx.tdata.eq(rx.payload.data), local.net_rx.tkeep.eq(rx.payload.keep),
-                         local.net_rx.tlast.eq(rx.payload.last), local.net_rx.tdest.eq(rx.payload.dest),
-                         local.net_rx.tuser.eq(rx.payload.control), local.net_rx.tvalid.eq(rx.valid),
-                         rx.ready.eq(local.net_rx.tready)]
+            self._join(m, switch, i, local.net_tx, local.net_rx)
+            if i == self._hub and self._repack_node:
+                for k in range(self._repack_units):
+                    self._join(m, switch, self._nodes + k, getattr(local, f"unit_tx_{k}"),
+                               getattr(local, f"unit_rx_{k}"))
         m.d.comb += self.switch_dropped.eq(switch.dropped)
         return m
+
+    def _join(self, m, switch, port, axis_tx, axis_rx):
+        """A core's AXI4-Stream pair (``axis_tx`` out of it, ``axis_rx`` into it) to switch
+        port ``port``, through that port's links.  The links run in the nodes' domain, as the
+        switch does."""
+        links = Module()
+        to_switch, from_switch = _links(links, port, self._data_width, self._link_args)
+        m.submodules[f"links{port}"] = DomainRenamer("nodes")(links)
+        tx, rx = to_switch(switch.rx(port)), from_switch(switch.tx(port), flipped=True)
+        m.d.comb += [tx.payload.data.eq(axis_tx.tdata), tx.payload.keep.eq(axis_tx.tkeep),
+                     tx.payload.last.eq(axis_tx.tlast), tx.payload.dest.eq(axis_tx.tdest),
+                     tx.payload.control.eq(axis_tx.tuser), tx.valid.eq(axis_tx.tvalid),
+                     axis_tx.tready.eq(tx.ready),
+                     axis_rx.tdata.eq(rx.payload.data), axis_rx.tkeep.eq(rx.payload.keep),
+                     axis_rx.tlast.eq(rx.payload.last), axis_rx.tdest.eq(rx.payload.dest),
+                     axis_rx.tuser.eq(rx.payload.control), axis_rx.tvalid.eq(rx.valid),
+                     rx.ready.eq(axis_rx.tready)]
 
 
 def cluster_verilog(*, optimize=True, **kwargs):
     """Verilog of ``ClusterTop(**kwargs)`` as a module named ``nicoll_cluster``, for simulation.
 
     The core is converted once, as module ``nicoll_niccore`` (with the repack units: node 0,
-    or the repack node of ``repack_node=True``), and once more without repack units as
+    or the repack node of ``repack_node=True``, whose units have ports of their own), and
+    once more without repack units as
     ``nicoll_niccore_plain`` for the other nodes (when there are any and the build has
     units); each is instantiated for its nodes.  Elaborating one
     copy instead of N keeps big clusters quick to build.
@@ -297,7 +341,8 @@ def cluster_verilog(*, optimize=True, **kwargs):
     # The top's own arguments (the links, the repack node); the rest build each core.
     top_args = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap",
                                            "repack_node") if k in kwargs}
-    parts = [(_NicCoreVerilogTop(**kwargs), CORE_MODULE)]
+    parts = [(_NicCoreVerilogTop(**kwargs, repack_unit_ports=bool(top_args.get("repack_node"))),
+              CORE_MODULE)]
     if (nodes > 1 or top_args.get("repack_node")) and kwargs.get("repack_units",
                                                                 DEFAULT_REPACK_UNITS):
         parts.append((_NicCoreVerilogTop(**dict(kwargs, repack_units=0)), PLAIN_CORE_MODULE))
@@ -318,8 +363,11 @@ class _NicCoreVerilogTop(wiring.Component):
         self.core = NicCore(**kwargs)
         members = dict(self.core.signature.members)
         axis = AXI4StreamSignature(self.core.data_width, DEST_WIDTH, user_width=1)
-        members["net_tx"] = Out(axis)
-        members["net_rx"] = In(axis)
+        #: The packet ports (the network port, and the repack units' own): (name, outgoing).
+        self._packet_ports = [(name, member.flow == Out) for name, member in members.items()
+                              if name.startswith(("net_", "unit_"))]
+        for name, outgoing in self._packet_ports:
+            members[name] = (Out if outgoing else In)(axis)
         # For activity traces: an operand pair entered the ALU; the core's cycle counter.
         members["reduce_beat"] = Out(1)
         members["cycles"] = Out(64)
@@ -334,8 +382,8 @@ class _NicCoreVerilogTop(wiring.Component):
         alu = core.engine.alu
         m.d.comb += [self.reduce_beat.eq(alu.a.valid & alu.a.ready),
                      self.cycles.eq(core.engine.now)]
-        for axis, pkt, outgoing in ((self.net_tx, core.net_tx, True),
-                                    (self.net_rx, core.net_rx, False)):
+        for name, outgoing in self._packet_ports:
+            axis, pkt = getattr(self, name), getattr(core, name)
             pairs = [(axis.tdata, pkt.payload.data), (axis.tkeep, pkt.payload.keep),
                      (axis.tlast, pkt.payload.last), (axis.tdest, pkt.payload.dest),
                      (axis.tuser, pkt.payload.control), (axis.tvalid, pkt.valid)]

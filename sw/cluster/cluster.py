@@ -304,8 +304,8 @@ class Cluster:
 
         :param algorithm: ``"pairwise"``, ``"bruck"``, ``"inplace"`` (seed 001, in the
             input's place with ``scratch_blocks`` blocks of scratch, default 1),
-            ``"aggregate"`` (seed 003: through the repack units of node 0) or ``"auto"``:
-            pairwise, bruck or (with repack units in the build and no ``options``)
+            ``"aggregate"`` (seed 003: through the repack units of node 0 or of the repack
+            node) or ``"auto"``: pairwise, bruck or (with repack units in the build and no ``options``)
             aggregate, whichever the cost models calibrated for this cluster's data width,
             fabric and clock give fewer cycles
             (:func:`nicoll.plan.schedule_cost.cluster_cost_model`,
@@ -337,15 +337,13 @@ class Cluster:
         block = size // self.nodes
         plan = None
         if algorithm == "auto" and "scratch_blocks" not in options:
-            cheapest = self._collectives.cheapest(_compiled(
-                lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
-                                                     **options), ("pairwise", "bruck")))
             step = block * xs[0].dtype.itemsize
-            aggregate = (None if options or not self._hub_device.repack.units else
-                         self._collectives.aggregate_estimate([[step] * self.nodes] * self.nodes))
-            if aggregate is not None and (cheapest is None or aggregate[0] < cheapest[0]):
+            plan = self._auto_exchange(
+                lambda candidate: _schedule.alltoall(self.nodes, block, xs[0].dtype, candidate,
+                                                     **options),
+                ("pairwise", "bruck"), [[step] * self.nodes] * self.nodes, options)
+            if plan == "aggregate":
                 return self.alltoall(xs, "aggregate")
-            plan = None if cheapest is None else cheapest[1]
         if plan is None:
             plan = _schedule.alltoall(self.nodes, block, xs[0].dtype, algorithm, **options)
         return [y.reshape(xs[0].shape) for y in self._run(plan, xs)]
@@ -354,9 +352,12 @@ class Cluster:
         """``blocks[i][j]`` (a 1-D array, possibly empty) goes from rank i to rank j.
 
         :param algorithm: ``"pairwise"``, ``"aggregate"`` (seed 003: through the repack units
-            of node 0) or ``"auto"``: aggregate when the repack plan's cost model favours it
-            for these block sizes (:func:`nicoll.plan.repack.plan_subgroups`, ``method``
-            "repack") and the build has units whose buffers hold it, else pairwise.
+            of node 0, or of the repack node) or ``"auto"``: aggregate when the build has
+            repack units that can take these blocks, the call no ``options``, and the
+            calibrated estimate of the exchange through them
+            (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`, at the mean block
+            length) is below pairwise's (:func:`nicoll.plan.schedule_cost.cluster_cost_model`),
+            else pairwise.
         :param subgroup: with ``"aggregate"``, the sub-matrix size dh = dv (seed 003); None:
             the repack planner's choice.
         :param options: ``segments`` of :func:`nicoll.schedule.alltoallv`.
@@ -369,9 +370,13 @@ class Cluster:
         check_subgroup(algorithm, subgroup)
         dtype = blocks[0][0].dtype
         sizes = [[blocks[i][j].size for j in range(n)] for i in range(n)]
-        if algorithm == "auto" and not options and self._collectives.aggregate_plan(
-                [[s * dtype.itemsize for s in row] for row in sizes], quiet=True):
-            algorithm = "aggregate"
+        plan = None
+        if algorithm == "auto":
+            plan = self._auto_exchange(
+                lambda candidate: _schedule.alltoallv(sizes, dtype, candidate, **options),
+                ("pairwise",), [[s * dtype.itemsize for s in row] for row in sizes], options)
+            if plan == "aggregate":
+                algorithm = "aggregate"
         if algorithm == "aggregate":
             if options:
                 raise NicollError(f"alltoallv 'aggregate' takes no options, not "
@@ -379,7 +384,8 @@ class Cluster:
             raw = [[np.ascontiguousarray(b).view(np.uint8) for b in row] for row in blocks]
             out = self._run_aggregate("alltoallv", raw, subgroup)
             return [[block.view(dtype) for block in row] for row in out]
-        plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
+        if plan is None:
+            plan = _schedule.alltoallv(sizes, dtype, algorithm, **options)
         inputs = [np.concatenate([np.ascontiguousarray(b) for b in row]) for row in blocks]
         outputs = self._run(plan, inputs)
         out = []
@@ -387,6 +393,19 @@ class Cluster:
             bounds = np.cumsum([0] + [sizes[i][j] for i in range(n)])
             out.append([y[bounds[i]:bounds[i + 1]] for i in range(n)])
         return out
+
+    def _auto_exchange(self, compile_plan, candidates, lengths, options):
+        """``auto`` of an all-to-all(-v): "aggregate" when the build has repack units, the
+        call no ``options``, and the calibrated estimate of the exchange through the units
+        (:meth:`CollectiveRunner.aggregate_estimate`, at the byte ``lengths`` of its blocks)
+        is below every direct schedule's; else the cheapest of the direct ``candidates``
+        (``compile_plan(algorithm)``) the nodes can run, or None when none can."""
+        cheapest = self._collectives.cheapest(_compiled(compile_plan, candidates))
+        aggregate = (None if options or not self._hub_device.repack.units else
+                     self._collectives.aggregate_estimate(lengths))
+        if aggregate is not None and (cheapest is None or aggregate[0] < cheapest[0]):
+            return "aggregate"
+        return None if cheapest is None else cheapest[1]
 
     # -- posting a collective -------------------------------------------------------------
 
@@ -402,8 +421,8 @@ class Cluster:
         return outputs
 
     def _run_aggregate(self, what, blocks, subgroup=None):
-        """Exchange ``blocks[i][j]`` (uint8 arrays) through node 0's repack units; returns
-        ``out[j][i]`` (uint8 arrays)."""
+        """Exchange ``blocks[i][j]`` (uint8 arrays) through the repack units (node 0's or the
+        repack node's); returns ``out[j][i]`` (uint8 arrays)."""
         lengths = [[len(b) for b in row] for row in blocks]
         self.last_plan = self._collectives.lay_out_aggregate(what, blocks, lengths, subgroup)
         out, self.last, self._last_start = self._collectives.run_aggregate(self.last_plan, lengths)

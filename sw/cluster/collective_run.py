@@ -5,7 +5,7 @@
 before anything is posted; runs a compiled plan on every node (each rank's input into its
 device memory, its schedule into its engine's queue, every engine armed for one common start
 cycle, the wait, the outputs read back, the engines' counters recorded); and runs an
-aggregate exchange through node 0's repack units (seed 003).  Both wait for the engines in
+aggregate exchange through the repack units (node 0's or the repack node's; seed 003).  Both wait for the engines in
 one loop, within a cycle budget made from the call's figures (``_BUDGET_*``).
 """
 
@@ -258,10 +258,9 @@ class CollectiveRunner:
 
     # -- aggregate exchanges (seed 003) ----------------------------------------------------
 
-    def aggregate_plan(self, lengths, quiet=False, subgroup=None):
-        """The repack plan of node 0's units for an N×N matrix of block byte lengths; with
-        ``quiet``, None instead of an error when the units cannot take it or the cost model
-        prefers direct exchange."""
+    def aggregate_plan(self, lengths, subgroup=None):
+        """The repack plan of the cluster's units (node 0's or the repack node's) for an N×N
+        matrix of block byte lengths; NicollError when the units cannot take it."""
         from ..plan.repack import plan_subgroups
         from nicoll.hw.repack import MAX_BLOCK_BYTES
         repack = self._hub.repack
@@ -274,19 +273,14 @@ class CollectiveRunner:
         elif max(max(row) for row in lengths) > MAX_BLOCK_BYTES:
             problem = (f"a block of {max(max(row) for row in lengths)} bytes; a repack "
                        f"message's blocks hold at most {MAX_BLOCK_BYTES} bytes")
-        plan = None
         if problem is None:
             try:
-                plan = plan_subgroups(n, lengths, subgroup, data_width=self.data_width,
+                return plan_subgroups(n, lengths, subgroup, data_width=self.data_width,
                                       max_group=repack.max_group, capacity_bytes=repack.capacity,
                                       units=repack.units, fabric=self.cost.fabric,
                                       clock_mhz=self.cost.clock_mhz)
             except NicollError as exc:
                 problem = str(exc)
-        if problem is None and not quiet:
-            return plan
-        if quiet:
-            return plan if problem is None and plan.method == "repack" else None
         raise NicollError(f"algorithm 'aggregate' cannot run this exchange: {problem}")
 
     def lay_out_aggregate(self, what, blocks, lengths, subgroup=None):
