@@ -59,9 +59,9 @@ class ClusterConfig:
     #: with ``repack_node`` those of a node of their own.  0 builds none (algorithm
     #: "aggregate" is then refused).
     repack_units: int = 1
-    #: The repack units and their control tree on a switch port of their own (node id
-    #: ``nodes``, after the ranks), so that node 0 is an ordinary rank (seed 003 places
-    #: them in the switch); False: on node 0's port.
+    #: The repack units in the switch (seed 003 places them there): their control tree on
+    #: a node after the ranks (node id ``nodes``), each unit on a switch port of its own,
+    #: so that node 0 is an ordinary rank; False: on node 0's port.
     repack_node: bool = False
     #: The fabric between the NICs and the switch in cycles (:meth:`nicoll.Fabric.sim_links`);
     #: the default builds no links (the ``"ideal"`` fabric).

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The repack hub on its packet port (Amaranth simulator): what it must never hold up."""
 
 import pytest
@@ -173,3 +174,53 @@ def test_packetizer_cuts_messages_into_packets_under_backpressure(packet_beats):
 def _message_tag(beats):
     """The tag the packetizer reads from a message's first beat."""
     return HEADER_LAYOUT.from_bits(beats[0][0] & ((1 << HEADER_LAYOUT.size) - 1)).tag
+
+
+def _packet(kind, arg, payload_beats):
+    """A packet of ``kind`` about ``arg`` with ``payload_beats`` beats after its header, as
+    (data, last) beats."""
+    header = packet_header_layout().const({"kind": kind, "src": 1, "dst": 0, "arg": arg,
+                                           "length": 8 * payload_beats})
+    bits = header.as_value().value
+    beats = [(bits >> (k * WIDTH)) & ((1 << WIDTH) - 1) for k in range(header_beats(WIDTH))]
+    beats += [0x5A5A] * payload_beats
+    return [(data, k == len(beats) - 1) for k, data in enumerate(beats)]
+
+
+def test_unit_ports_take_only_their_units_messages():
+    """With a port per unit (seed 003's units in the switch) the hub's own port takes
+    registrations and notices only, and unit k's port only REPACK_IN messages for unit k:
+    a message on the hub's port, a registration on a unit's port and a message for the
+    other unit are each dropped whole and counted, and no port is held up."""
+    hub = RepackHub(data_width=WIDTH, max_ranks=8, units=2, max_group=4, capacity_bytes=512,
+                    unit_ports=True)
+    assert {"unit_rx_0", "unit_tx_1"} <= set(hub.signature.members)
+    sent = []
+
+    async def send(ctx, port, beats):
+        for data, last in beats:
+            ctx.set(port.payload, {"data": data, "keep": 0xFF, "last": last, "dest": 0,
+                                   "control": 0})
+            ctx.set(port.valid, 1)
+            await ctx.tick().until(port.ready)
+        ctx.set(port.valid, 0)
+        sent.append(len(beats))
+
+    async def bench(ctx):
+        await send(ctx, hub.rx, _packet(PacketKind.REPACK_IN, 0, 2))
+        await send(ctx, hub.unit_rx(0), _packet(PacketKind.REPACK_REGISTER, 0, 0))
+        await send(ctx, hub.unit_rx(0), _packet(PacketKind.REPACK_IN, 1, 2))
+        await send(ctx, hub.unit_rx(1), _packet(PacketKind.REPACK_OUT, 1, 1))
+        for _ in range(4):
+            await ctx.tick()
+        assert ctx.get(hub.dropped) == 4
+        assert not ctx.get(hub.tx.valid) and not ctx.get(hub.unit_tx(0).valid)
+
+    run_testbenches(hub, bench, watchdog_cycles=2_000)
+    assert len(sent) == 4
+
+
+def test_unit_ports_must_be_a_bool():
+    with pytest.raises(TypeError, match="unit_ports must be a bool, not 1"):
+        RepackHub(data_width=WIDTH, max_ranks=8, units=1, max_group=4, capacity_bytes=512,
+                  unit_ports=1)

@@ -127,8 +127,9 @@ def _parser():
                             "of the NIC core of that data width in docs/synthesis.json, else "
                             "a nominal 125)")
     bench.add_argument("--repack-node", action="store_true",
-                       help="put the repack units on a switch port of their own (a node after "
-                            "the ranks) instead of node 0's")
+                       help="put the repack units in the switch, each on a port of its own, "
+                            "with their control tree on a node after the ranks, instead of "
+                            "on node 0's port")
     bench.add_argument("--repack-units", type=int, default=1,
                        help="repack units of each node; node 0's serve alltoall 'aggregate' "
                             "(default 1)")

@@ -87,11 +87,12 @@ class Cluster:
         pair the build lacks is refused with a message naming this option.
     :param repack_units: repack units (seed 003), which serve ``alltoall``/``alltoallv`` with
         algorithm ``"aggregate"``: node 0's, or the repack node's; 0 builds none.
-    :param repack_node: put the repack units and their control tree on a switch port of
-        their own (a node after the ranks, id ``nodes``; needs ``nodes + 1 <= max_nodes``),
-        so that node 0 is an ordinary rank, as seed 003 places them in the switch; the
-        ranks register and receive their notices through the switch.  False (the default):
-        on node 0's port.
+    :param repack_node: put the repack units and their control tree in the switch, as
+        seed 003 places them: the control tree on a node after the ranks (id ``nodes``;
+        needs ``nodes + 1 <= max_nodes``), each unit on a switch port of its own, so that
+        node 0 is an ordinary rank; the ranks register and receive their notices through
+        the switch, which steers each message to its unit's port.  False (the default): on
+        node 0's port.
     :param fabric: the network between the NICs and the switch: a profile name of
         :data:`nicoll.FABRICS` (``"ideal"``, the default: a beat a cycle and nothing more;
         ``"roce100"``) or a :class:`nicoll.Fabric`.  On the simulators each NIC's links to
