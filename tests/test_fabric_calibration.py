@@ -285,14 +285,94 @@ def test_one_unit_estimates_hold_out_of_sample():
     assert checked == 20
 
 
+def _in_switch_rows(**match):
+    """The repack-node rows measured with each unit on a switch port of its own."""
+    return [r for r in REPACK_NODE["rows"] if r["repack_node"] and r["unit_ports"]
+            and all(r[k] == v for k, v in match.items())]
+
+
+def _switch_estimate(row, units):
+    from nicoll.plan.repack import plan_subgroups
+    from nicoll.plan.repack_cost import cluster_repack_cycles
+    n, width, a = row["nodes"], row["data_width"], row["bytes_per_rank"] // row["nodes"]
+    plan = plan_subgroups(n, a, data_width=width, max_group=8, capacity_bytes=2048,
+                          units=units, fabric=row["fabric"], clock_mhz=row["clock_mhz"])
+    return cluster_repack_cycles(n, a, plan.dh, plan.dv, width, fabric=row["fabric"],
+                                 clock_mhz=row["clock_mhz"], units=units)
+
+
 def test_the_repack_node_meets_the_two_fold_target():
-    """docs/fabric.md's figure: with the four units on a node of their own, N = 16, 256
-    bits, 8-byte blocks under "roce100", aggregate takes at most half the cycles of the
-    faster of pairwise and bruck on the same build."""
-    rows = {(r["algorithm"], r["repack_units"], r["fabric"], r["bytes_per_rank"]): r["cycles_max"]
-            for r in REPACK_NODE["rows"] if r["correct"] and r["repack_node"]}
-    best_schedule = min(rows[("pairwise", 4, "roce100", 128)], rows[("bruck", 4, "roce100", 128)])
-    assert 2 * rows[("aggregate", 4, "roce100", 128)] <= best_schedule
+    """docs/fabric.md's figure: with the four units in the switch (each on a port of its
+    own), N = 16, 256 bits, 8-byte blocks under "roce100", aggregate takes at most half the
+    cycles of the faster of pairwise and bruck on the same build (599 against 1 491)."""
+    rows = {r["algorithm"]: r["cycles_max"]
+            for r in _in_switch_rows(nodes=16, data_width=256, fabric="roce100",
+                                     bytes_per_rank=128, repack_units=4)}
+    assert all(r["correct"] for r in _in_switch_rows())
+    assert 2 * rows["aggregate"] <= min(rows["pairwise"], rows["bruck"])
+
+
+def test_units_in_the_switch_estimates_within_ten_percent():
+    """cluster_repack_cycles(units=4) against the 18 four-unit aggregate rows of the repack
+    node: its two figures for several units (MEASURED_SWITCH_UNIT_CYCLES) were fitted to the
+    twelve 256-bit rows; the six 64-bit rows are out of the fit, and two of them miss: 64
+    bits on "ideal" at 8 and 512-byte blocks, 0.85 and 0.86 of the measured cycles (the
+    control tree's notices take four beats each there, one at 256 bits; g1 and g2 do not
+    scale with that).  With one unit on its own port the one-unit figure holds as well (the
+    six rows at N = 16, 256 bits)."""
+    misses = []
+    for units, count in ((4, 18), (1, 6)):
+        rows = _in_switch_rows(algorithm="aggregate", repack_units=units)
+        assert len(rows) == count
+        for row in rows:
+            ratio = _switch_estimate(row, units) / row["cycles_max"]
+            if abs(ratio - 1) > 0.10:
+                misses.append((row["data_width"], row["fabric"], row["bytes_per_rank"], units))
+            assert abs(ratio - 1) <= 0.16, (row, ratio)
+    assert misses == [(64, "ideal", 128, 4), (64, "ideal", 8192, 4)], misses
+
+
+def test_auto_with_units_in_the_switch_picks_the_fastest():
+    """Among pairwise, bruck and aggregate on the four-unit repack node: the estimates'
+    fastest is the measured fastest in all 18 configurations (N = 16 at 64 and 256 bits, N = 8
+    at 256 bits; 8, 64 and 512-byte blocks; both fabrics; the
+    closest: N = 16, 256 bits, 64-byte blocks under "roce100", aggregate 1 590 against
+    bruck's 1 592 estimated, 1 542 against 1 587 measured).  With the one-unit figure,
+    which "auto" used for every build before, it kept bruck at 8-byte blocks there, where
+    aggregate is 2.49× faster."""
+    cases = {}
+    for row in _in_switch_rows(repack_units=4):
+        key = (row["nodes"], row["data_width"], row["fabric"], row["bytes_per_rank"])
+        cases.setdefault(key, {})[row["algorithm"]] = row
+    right = 0
+    for key, rows in cases.items():
+        if len(rows) < 3:
+            continue
+        nodes, width, fabric, size = key
+        clock = rows["aggregate"]["clock_mhz"]
+        cost = cluster_cost_model(width, fabric=fabric, clock_mhz=clock)
+        estimates = {a: execute(sc.alltoall(nodes, size // 4 // nodes, "float32", a),
+                                cost=cost).cycles for a in SCHEDULES}
+        estimates["aggregate"] = _switch_estimate(rows["aggregate"], 4)
+        measured = {a: row["cycles_max"] for a, row in rows.items()}
+        right += min(estimates, key=estimates.get) == min(measured, key=measured.get)
+    assert right >= 0.9 * 18 and len([k for k in cases if len(cases[k]) == 3]) == 18
+
+
+def test_cluster_auto_on_the_repack_node_runs_aggregate():
+    """The headline case on the model: N = 16, 256 bits, four units in the switch, 8-byte
+    blocks under "roce100": auto runs aggregate (measured 599 cycles against bruck's
+    1 491); the same build with the units behind node 0's port keeps bruck (its one-unit
+    upper estimate, 1 483, is not below bruck's 1 480)."""
+    xs = [np.arange(16 * 2, dtype=np.float32) + 100 * r for r in range(16)]
+    for repack_node, want in ((True, "aggregate"), (False, "bruck")):
+        with nicoll.Cluster(16, data_width=256, fabric="roce100", clock_mhz=137.8,
+                            repack_units=4, repack_node=repack_node) as cl:
+            ys = cl.alltoall(xs)
+            assert cl.last_plan.algorithm == want, repack_node
+            for j, y in enumerate(ys):
+                np.testing.assert_array_equal(
+                    y, np.concatenate([x[j * 2:(j + 1) * 2] for x in xs]))
 
 
 def test_alltoallv_auto_picks_the_measured_faster_in_nine_of_ten():

@@ -188,7 +188,8 @@ def _estimator(cluster):
     """On a backend that counts no cycles (the model): a function giving the calibrated cost
     models' cycles for the plan that ran, a schedule's
     (:func:`nicoll.plan.schedule_cost.cluster_cost_model`) or an aggregate exchange's
-    (:func:`nicoll.plan.repack_cost.repack_plan_cycles`, at its subgroups)."""
+    (:func:`nicoll.plan.repack_cost.repack_plan_cycles`, at its subgroups, on every unit of
+    a repack node)."""
     if cluster.backend != "model":
         return None
     from ..plan.repack_cost import repack_plan_cycles
@@ -198,7 +199,8 @@ def _estimator(cluster):
     def estimate(plan):
         if hasattr(plan, "schedules"):
             return execute(plan, cost=cost).cycles
-        return repack_plan_cycles(plan.repack, fabric=cost.fabric, clock_mhz=cost.clock_mhz)
+        return repack_plan_cycles(plan.repack, fabric=cost.fabric, clock_mhz=cost.clock_mhz,
+                                  in_switch=cluster.config.repack_node)
     return estimate
 
 

@@ -61,6 +61,8 @@ class CollectiveRunner:
         #: node's: ``config.hub``).
         self._hub = devices[0] if hub is None else hub
         self._hub_id = config.hub
+        #: The units are in the switch, each on a port of its own (the repack node).
+        self._in_switch = config.repack_node
         self._barrier = barrier
         self._timed = timed
         self.nodes = config.nodes
@@ -88,16 +90,17 @@ class CollectiveRunner:
     def aggregate_estimate(self, lengths):
         """``(cycles, plan)``: the calibrated estimate of an aggregate exchange of an N×N
         matrix of block byte lengths on the cluster's units, at the subgroups the repack planner
-        chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`; calibrated for one
-        unit, an upper estimate for more, so that ``auto`` picks aggregate only where it
-        would win without the units' overlap); None when the units cannot take it."""
+        chooses (:func:`nicoll.plan.repack_cost.cluster_repack_cycles`: on every unit of a
+        repack node, where each has a switch port of its own; behind node 0's one port as
+        if on one unit, an upper estimate, so that ``auto`` picks aggregate there only where
+        it would win without the units' overlap); None when the units cannot take it."""
         from ..plan.repack_cost import repack_plan_cycles
         try:
             plan = self.aggregate_plan(lengths)
         except NicollError:
             return None
-        return repack_plan_cycles(plan, fabric=self.cost.fabric,
-                                  clock_mhz=self.cost.clock_mhz), plan
+        return repack_plan_cycles(plan, fabric=self.cost.fabric, clock_mhz=self.cost.clock_mhz,
+                                  in_switch=self._in_switch), plan
 
     def _refusal(self, plan):
         """Why the nodes would refuse ``plan`` (its buffer does not fit a rank's device

@@ -55,11 +55,13 @@ import math
 from nicoll.hw.net.packet import packet_header_layout
 from nicoll.hw.repack import MAX_BLOCK_BYTES, table_beats
 
+from ..errors import NicollError
 from ..fabric import NOMINAL_MHZ, resolve_fabric
 from .repack_checks import _check_data_width
 
-__all__ = ["DEFAULT_ALPHA", "MEASURED_REPACK_CYCLES", "repack_hops", "cost_direct", "cost_repack",
-           "direct_threshold", "cluster_repack_cycles", "repack_plan_cycles"]
+__all__ = ["DEFAULT_ALPHA", "MEASURED_REPACK_CYCLES", "MEASURED_SWITCH_UNIT_CYCLES", "repack_hops",
+           "cost_direct", "cost_repack", "direct_threshold", "cluster_repack_cycles",
+           "repack_plan_cycles"]
 
 #: Default per-message cost ``α`` in cycles: about 1 µs of host and NIC work per message at
 #: 100 MHz, the order of an MPI small-message overhead.  Pass the figure of your system.
@@ -72,6 +74,13 @@ DEFAULT_ALPHA = 100
 #: sub-matrix, and per beat a sub-matrix moves through the hub's port (its messages in and out
 #: with their packet headers and length tables).  :func:`cluster_repack_cycles` uses them.
 MEASURED_REPACK_CYCLES = (23, 37, 5 / 3)
+
+#: Several units in the switch, each on a port of its own (the repack node), fitted to the
+#: twelve 256-bit four-unit rows of tests/data/alltoall_repack_node.json: ``(g1, g2)``, the
+#: cycles between the control tree's starts of the first sub-matrices (one a unit) and the
+#: fewest cycles a sub-matrix takes the control tree when the units wait on it (many small
+#: sub-matrices).  :func:`cluster_repack_cycles` uses them with ``units > 1``.
+MEASURED_SWITCH_UNIT_CYCLES = (14, 33)
 
 
 def repack_hops(p, q, units):
@@ -137,20 +146,29 @@ def direct_threshold(n, dh, dv, data_width=64, units=1, alpha=DEFAULT_ALPHA, *, 
 
 
 def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, *, fabric=None,
-                          clock_mhz=NOMINAL_MHZ):
-    """Cycles of an aggregate exchange on the simulated cluster with one repack unit (the
-    slowest rank's, as ``nicoll bench`` reports them), calibrated: ``4·N + P·Q`` of setup (the
-    model above), then :data:`MEASURED_REPACK_CYCLES` ``(c, s, k)``: ``c + P·Q·(s + k·m)``
-    with ``m`` the beats of one sub-matrix's messages through the hub's port (``dh`` in, each
-    a packet header, a message header and length table, and ``dv`` blocks; ``dv`` out, each
-    with ``dh`` blocks), plus :func:`repack_hops` hops of ``fabric`` at ``clock_mhz``.
+                          clock_mhz=NOMINAL_MHZ, units=1):
+    """Cycles of an aggregate exchange on the simulated cluster (the slowest rank's, as
+    ``nicoll bench`` reports them), calibrated: ``4·N + P·Q`` of setup (the model above), then
+    :data:`MEASURED_REPACK_CYCLES` ``(c, s, k)``: ``c + R·(s + k·m)`` with ``R = ⌈P·Q/U⌉``
+    rounds of sub-matrices on the ``units`` U and ``m`` the beats of one sub-matrix's
+    messages through a unit's port (``dh`` in, each a packet header, a message header and
+    length table, and ``dv`` blocks; ``dv`` out, each with ``dh`` blocks), plus
+    :func:`repack_hops` hops of ``fabric`` at ``clock_mhz``.
 
-    The unit runs its sub-matrices one after another, each a round trip through the
-    control tree, the source ranks and the unit.  Within 10 % of the 18 measured one-unit
-    rows (N = 8 and 16, 64 and 256 bits, 8 to 512-byte blocks, "ideal" and "roce100").  With
-    four units the measured exchanges take 0.25 to 1.11 of this figure (docs/fabric.md): for
-    a build with more units it is an upper estimate, not a calibrated one."""
+    With one unit (``units=1``) it runs its sub-matrices one after another, each a round
+    trip through the control tree, the source ranks and the unit: within 10 % of the 18
+    measured one-unit rows (N = 8 and 16, 64 and 256 bits, 8 to 512-byte blocks, "ideal"
+    and "roce100").  Several units count only where each has a switch port of its own
+    (``Cluster(..., repack_node=True)``): the control tree starts the first ``min(P·Q, U)``
+    sub-matrices ``g1`` cycles apart, and the exchange takes at least ``g2`` cycles a
+    sub-matrix (:data:`MEASURED_SWITCH_UNIT_CYCLES`), so the rounds' figure becomes
+    ``max((min(P·Q, U) - 1)·g1 + R·(s + k·m) + hops, P·Q·g2)``; within 10 % of the 18
+    measured four-unit rows, the six at 64 bits out of the fit.  For units that share one
+    port (node 0's) pass ``units=1``: their measured exchanges take 0.25 to 1.11 of that
+    figure (docs/fabric.md), an upper estimate."""
     width = _check_data_width(data_width)
+    if not isinstance(units, int) or isinstance(units, bool) or units < 1:
+        raise NicollError(f"units must be a positive integer, not {units!r}")
     beat_bytes = width // 8
     _, hop = _network(fabric, clock_mhz, width)
     p, q = -(-n // dh), -(-n // dv)
@@ -159,12 +177,18 @@ def cluster_repack_cycles(n, block_bytes, dh, dv, data_width=64, *, fabric=None,
     beats = (dh * (head + -(-(dv * block_bytes) // beat_bytes))
              + dv * (head + -(-(dh * block_bytes) // beat_bytes)))
     once, per_round, per_beat = MEASURED_REPACK_CYCLES
-    return math.ceil(4 * n + p * q + once + p * q * (per_round + per_beat * beats)
-                     + repack_hops(p, q, 1) * hop)
+    stagger, floor = MEASURED_SWITCH_UNIT_CYCLES
+    rounds = -(-(p * q) // units)
+    unit_path = ((min(p * q, units) - 1) * stagger + rounds * (per_round + per_beat * beats)
+                 + repack_hops(p, q, units) * hop)
+    # With one unit the floor never binds (g2 < s), so the one-unit figure is unchanged.
+    return math.ceil(4 * n + p * q + once + max(unit_path, p * q * floor))
 
 
-def repack_plan_cycles(plan, *, fabric=None, clock_mhz=NOMINAL_MHZ):
+def repack_plan_cycles(plan, *, fabric=None, clock_mhz=NOMINAL_MHZ, in_switch=False):
     """:func:`cluster_repack_cycles` of a :class:`~nicoll.plan.repack.RepackPlan`: its ranks,
-    subgroup sizes and data width, at its mean block length rounded up."""
+    subgroup sizes and data width, at its mean block length rounded up; with ``in_switch``
+    (the units each on a switch port of their own) on the plan's units, else on one."""
     return cluster_repack_cycles(plan.n, math.ceil(plan.block_bytes), plan.dh, plan.dv,
-                                 plan.data_width, fabric=fabric, clock_mhz=clock_mhz)
+                                 plan.data_width, fabric=fabric, clock_mhz=clock_mhz,
+                                 units=plan.units if in_switch else 1)
