@@ -9,7 +9,6 @@ bit against nicoll.plan.reduction_order), each call's counters by check_stats.
 
 import itertools
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -20,14 +19,14 @@ from nicoll import schedule as sc
 
 from conftest import cluster_kwargs
 
-from collectives_helpers import SIZES, one_case, data_cases, backend_params, check_stats
+from collectives_helpers import (ALLTOALL_TYPES, SIZES, one_case, data_cases, backend_params,
+                                 check_aggregate, check_stats)
 
 
 # -- all-to-all ---------------------------------------------------------------------------------
 
 ALLTOALL_CASES = [("pairwise", None), ("bruck", None), ("inplace", 1), ("inplace", 2),
                   ("inplace", "N-1"), ("inplace", "N")]
-ALLTOALL_TYPES = [np.int8, np.float64, ml_dtypes.bfloat16, np.dtype([("a", "<u2"), ("b", "<f4")])]
 
 
 @pytest.mark.parametrize("backend, nodes, algorithm, scratch", backend_params(
@@ -76,29 +75,6 @@ def test_alltoallv(clusters, backend, nodes):
 
 # -- aggregate: the repack units (seed 003) ---------------------------------------------------
 
-def check_aggregate_stats(cl):
-    """Cluster.last against the exchange's layout: each rank sends its registration and one
-    packet per destination subgroup, and hears SEND and TAKEN per destination subgroup,
-    DELIVERED per source subgroup, DONE, and each received message in packets of the hub's
-    size."""
-    plan = cl.last_plan
-    assert plan.algorithm == "aggregate"
-    width = cl.data_width // 8
-    per_packet = cl.repack_device.repack.packet_beats
-    last = cl.last
-    for r, lay in enumerate(plan.layouts):
-        q, p = lay.sends, lay.receives
-        sent = sum(int.from_bytes(lay.image[b * lay.send_slot:b * lay.send_slot + 4], "little")
-                   for b in range(q))
-        assert last.bytes_sent[r] == sent, f"rank {r}"
-        assert last.bytes_received[r] == sum(lay.recv_lengths), f"rank {r}"
-        assert last.packets[r] == 1 + q, f"rank {r}"
-        data_packets = sum(-(-(-(-n // width)) // per_packet) for n in lay.recv_lengths)
-        assert last.packets_received[r] == 2 * q + p + 1 + data_packets, f"rank {r}"
-        assert last.alu_beats[r] == 0
-    assert (last.cycles is None) == (cl.backend == "model")
-
-
 @pytest.mark.parametrize("backend, nodes", backend_params(each=lambda b, size: size["nodes"]))
 def test_aggregate(clusters, backend, nodes):
     check_aggregate(clusters(backend, nodes), backend, nodes)
@@ -112,41 +88,6 @@ def test_aggregate_on_the_repack_node():
     with nicoll.Cluster(nodes=nodes, repack_node=True, **kwargs) as cl:
         assert cl.device(0).repack.units == 0
         check_aggregate(cl, "model", nodes)
-
-
-def check_aggregate(cl, backend, nodes):
-    rng = np.random.default_rng(nodes)
-    # All-to-all with equal blocks (empty ones too), then all-to-all-v with empty blocks.  On
-    # the Amaranth cluster the 3-element blocks, the all-to-all-v and no subgroups (see data_cases;
-    # the subgroups' order through the hub is the gateware's, on Verilator).
-    cases = list(zip((0, 1, 3), ALLTOALL_TYPES))
-    for block, dtype in data_cases(backend, cases, cases[-1]):
-        raw = rng.integers(0, 256, (nodes, nodes * block * np.dtype(dtype).itemsize), np.uint8)
-        xs = [row.view(dtype) for row in raw]
-        outputs = cl.alltoall(xs, "aggregate")
-        want = order.reference("alltoall", xs)
-        for r, (got, ref) in enumerate(zip(outputs, want)):
-            assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes(), f"rank {r}"
-        check_aggregate_stats(cl)
-    sizes = rng.integers(1, 9, (nodes, nodes)) * (rng.random((nodes, nodes)) >= 0.4)
-    blocks = [[rng.standard_normal(sizes[i][j]).astype(np.float32) for j in range(nodes)]
-              for i in range(nodes)]
-    outputs = cl.alltoallv(blocks, "aggregate")
-    for i, j in itertools.product(range(nodes), repeat=2):
-        assert outputs[j][i].dtype == np.float32
-        assert outputs[j][i].tobytes() == blocks[i][j].tobytes(), (i, j)
-    check_aggregate_stats(cl)
-    if one_case(backend):
-        return
-    # Several source subgroups through one unit, one sub-matrix after another: later ranks
-    # register while the first sub-matrix's notices are out (the hub must not hold them).
-    subgroup = max(1, (nodes + 1) // 3)
-    xs = [rng.integers(0, 1 << 15, nodes, dtype=np.int16) for _ in range(nodes)]
-    outputs = cl.alltoall(xs, "aggregate", subgroup=subgroup)
-    assert cl.last_plan.repack.dh == subgroup
-    for r, (got, ref) in enumerate(zip(outputs, order.reference("alltoall", xs))):
-        assert got.tobytes() == ref.tobytes(), f"rank {r}"
-    check_aggregate_stats(cl)
 
 
 def test_subgroup_is_checked_before_anything_is_posted():

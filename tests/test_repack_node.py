@@ -15,6 +15,8 @@ from nicoll.hw.sim.cluster import ClusterTop
 
 from nicoll.plan import reduction_order as order
 
+from collectives_helpers import check_aggregate
+
 
 def _exchange(cl, rng, blocks=(0, 1, 3)):
     """All-to-all of int32 blocks of each size in ``blocks`` and an all-to-all-v with empty
@@ -65,20 +67,32 @@ HOP40 = nicoll.Fabric(switch_ns=400.0)
 
 @pytest.mark.xdist_group("verilator_fabric")
 def test_amaranth_and_verilator_agree_with_links():
-    """The repack node and links with a latency, on both simulators: the same answers in the
-    same cycles.  One configuration for both features, because each Verilator cluster build
-    takes a minute or more of a worker (the links alone are checked against the hops they
-    add in test_fabric_cluster.py, on the Amaranth cluster)."""
+    """Two units in the switch and links with a latency, on both simulators: the same
+    answers in the same cycles.  One configuration for both features, because each
+    Verilator cluster build takes a minute or more of a worker (the links alone are checked
+    against the hops they add in test_fabric_cluster.py, on the Amaranth cluster).  The
+    subgroups of one rank make nine sub-matrices, so both units' ports carry messages."""
     def run(backend):
         rng = np.random.default_rng(4)
         xs = [np.arange(9, dtype=np.int32) * 3 + 100 * r for r in range(3)]
         cycles = []
         with nicoll.Cluster(3, backend, data_width=64, max_nodes=4, mem_size=4096,
                             alu_capabilities=[("sum", "int32")], fabric=HOP40, clock_mhz=100,
-                            repack_node=True) as cl:
-            _exchange(cl, rng, blocks=(0, 2))
+                            repack_node=True, repack_units=2) as cl:
+            # The suite's aggregate exchanges (test_collectives_alltoall's; the Amaranth
+            # cluster's cases on both, to compare their cycles), with every counter checked,
+            # on the units in the switch.
+            check_aggregate(cl, "amaranth", 3)
+            cycles.append(cl.last.cycles)
+            _exchange(cl, rng, blocks=(2,))
             cycles.append(cl.last.cycles)
             _check_places(cl)
+            ones = [rng.integers(0, 1 << 15, 3, dtype=np.int16) for _ in range(3)]
+            exchanged_ones = cl.alltoall(ones, "aggregate", subgroup=1)
+            assert cl.last_plan.repack.units == 2 and cl.last_plan.repack.dh == 1
+            for got, ref in zip(exchanged_ones, order.reference("alltoall", ones)):
+                assert got.tobytes() == ref.tobytes()
+            cycles.append(cl.last.cycles)
             exchanged = cl.alltoall(xs, "pairwise")
             cycles.append(cl.last.cycles)
             summed = cl.allreduce(xs, op="sum")
