@@ -9,6 +9,7 @@ from ..errors import NicollError
 from .bench import bench_command
 from .demo import demo_command
 from .regmap import regmap_command
+from .serve import serve_command
 from .synth import SYNTH_BLOCKS, SYNTH_TARGETS_MHZ, synth_command
 
 __all__ = ["main"]
@@ -139,6 +140,19 @@ def _parser():
                             "cycles at the --clock-mhz clock")
     bench.add_argument("--csv", help="also write the rows to this CSV file")
     bench.set_defaults(func=bench_command)
+    serve = sub.add_parser("serve", help="run a cluster and serve each rank's node to a client "
+                                         "process (nicoll.remote.connect) until SIGINT/SIGTERM")
+    serve.add_argument("--nodes", type=int, default=8)
+    serve.add_argument("--backend", choices=BACKENDS, default="model")
+    serve.add_argument("--data-width", type=int, choices=DATA_WIDTHS, default=256)
+    serve.add_argument("--mem-size", type=_size, default=1 << 16,
+                       help="device memory per node (default 64K)")
+    serve.add_argument("--listen", default="tcp:127.0.0.1:0",
+                       help="unix:PATH or tcp:HOST:PORT (default tcp:127.0.0.1:0, a free "
+                            "loopback port; the address is printed)")
+    serve.add_argument("--token", default=None,
+                       help="a secret every client must present; required off the loopback")
+    serve.set_defaults(func=serve_command)
     return parser
 
 

@@ -1,0 +1,235 @@
+"""A running cluster served to per-rank clients over a socket (issue 21, its first layer).
+
+:class:`ClusterServer` holds a :class:`nicoll.Cluster` and lets one client per rank drive that
+rank's node through the driver's bottom layer, the transport (:mod:`nicoll.remote.protocol`
+is the wire format, :func:`nicoll.remote.connect` the client).  Every layer above the transport
+(registers, block drivers, :class:`nicoll.Device`) runs in the client, the same code as in a
+single process.
+
+- One client per rank: a second client for a rank that is taken is refused, naming it; a
+  client that disconnects (or dies) frees its rank.
+- Loopback by default.  A listening address off the loopback needs a token, which every
+  client must present in its ``hello``.
+- The backend is driven by one request at a time (a lock), whatever the clients do; a
+  client that stalls inside a frame holds only its own connection.
+- A malformed frame ends that connection with an error reply; the server and the other
+  connections carry on.
+"""
+
+import hmac
+import ipaddress
+import os
+import socket
+import threading
+
+from ..errors import NicollError
+from .protocol import OPERATIONS, recv_frame, send_frame
+
+__all__ = ["ClusterServer", "parse_address"]
+
+
+def parse_address(address):
+    """``("unix", path)`` or ``("tcp", (host, port))`` of ``"unix:PATH"`` or
+    ``"tcp:HOST:PORT"``."""
+    if not isinstance(address, str):
+        raise NicollError(f"an address must be a string 'unix:PATH' or 'tcp:HOST:PORT', "
+                          f"not {address!r}")
+    kind, _, rest = address.partition(":")
+    if kind == "unix" and rest:
+        return "unix", rest
+    if kind == "tcp":
+        host, _, port = rest.rpartition(":")
+        if host and port.isdigit() and int(port) < 65536:
+            return "tcp", (host.strip("[]"), int(port))
+    raise NicollError(f"an address must be 'unix:PATH' or 'tcp:HOST:PORT', not {address!r}")
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ClusterServer:
+    """Serve ``cluster``'s ranks on ``listen`` (``"unix:PATH"`` or ``"tcp:HOST:PORT"``, port 0
+    for any free one); ``token`` is required off the loopback.  :attr:`address` is where it
+    listens.  Use :meth:`start` (a background thread) or :meth:`serve_forever`, then
+    :meth:`stop`; as a context manager it starts and stops itself."""
+
+    def __init__(self, cluster, listen, *, token=None):
+        if token is not None and (not isinstance(token, str) or not token):
+            raise NicollError(f"token must be a non-empty string or None, not {token!r}")
+        kind, where = parse_address(listen)
+        if kind == "tcp" and not _is_loopback(where[0]) and token is None:
+            raise NicollError(f"listening on {where[0]!r}, off the loopback, needs a token that "
+                              f"clients must present (--token)")
+        self._cluster = cluster
+        self._token = token
+        self._lock = threading.Lock()           # one request at a time reaches the backend
+        self._taken = {}                        # rank -> connection
+        self._state = threading.Lock()          # guards _taken and _connections
+        self._connections = set()
+        self._stopping = threading.Event()
+        self._threads = []
+        if kind == "unix":
+            if os.path.exists(where):
+                raise NicollError(f"{where!r} exists; remove it or choose another path")
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.bind(where)
+            self._unix_path = where
+            self.address = f"unix:{where}"
+        else:
+            family = socket.AF_INET6 if ":" in where[0] else socket.AF_INET
+            self._sock = socket.socket(family, socket.SOCK_STREAM)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._sock.bind(where)
+            self._unix_path = None
+            host, port = self._sock.getsockname()[:2]
+            self.address = f"tcp:{host}:{port}"
+        self._sock.listen()
+        self._sock.settimeout(0.2)              # so the accept loop sees a stop
+
+    # -- running ---------------------------------------------------------------------------
+
+    def serve_forever(self):
+        """Accept clients until :meth:`stop`."""
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break                           # the socket was closed by stop()
+            conn.settimeout(None)
+            thread = threading.Thread(target=self._serve_client, args=(conn,), daemon=True)
+            with self._state:
+                self._connections.add(conn)
+                self._threads.append(thread)
+            thread.start()
+
+    def start(self):
+        thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+        return self
+
+    def stop(self, budget_s=10.0):
+        """Stop accepting, end every connection and wait (at most ``budget_s``) for them."""
+        self._stopping.set()
+        self._sock.close()
+        with self._state:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join(budget_s)
+        if self._unix_path and os.path.exists(self._unix_path):
+            os.unlink(self._unix_path)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- one client ------------------------------------------------------------------------
+
+    def _serve_client(self, conn):
+        rank = None
+        try:
+            rank = self._hello(conn)
+            if rank is None:
+                return
+            transport = self._cluster.device(rank).transport
+            while not self._stopping.is_set():
+                try:
+                    frame = recv_frame(conn)
+                except NicollError as exc:      # the framing is lost: answer and hang up
+                    send_frame(conn, {"ok": False, "error": str(exc)})
+                    return
+                if frame is None:
+                    return
+                message, payload = frame
+                reply, data = self._serve(transport, message, payload)
+                send_frame(conn, reply, data)
+        except OSError:
+            pass                                # the client went away, or stop()
+        finally:
+            with self._state:
+                if rank is not None and self._taken.get(rank) is conn:
+                    del self._taken[rank]
+                self._connections.discard(conn)
+            conn.close()
+
+    def _hello(self, conn):
+        """The rank a new connection claims, or None (refused, with a reply saying why)."""
+        try:
+            frame = recv_frame(conn)
+        except NicollError as exc:
+            send_frame(conn, {"ok": False, "error": str(exc)})
+            return None
+        if frame is None:
+            return None
+        message = frame[0]
+        problem = _fields_problem(message, "hello")
+        nodes = self._cluster.nodes
+        if problem is None and self._token is not None and not hmac.compare_digest(
+                str(message.get("token", "")), self._token):
+            problem = "the token does not match the server's"
+        if problem is None and not 0 <= message["rank"] < nodes:
+            problem = f"rank {message['rank']} is outside this cluster of {nodes} ranks"
+        if problem is None:
+            with self._state:
+                if message["rank"] in self._taken:
+                    problem = f"rank {message['rank']} is taken by another client"
+                else:
+                    self._taken[message["rank"]] = conn
+        if problem is not None:
+            send_frame(conn, {"ok": False, "error": problem})
+            return None
+        send_frame(conn, {"ok": True, "nodes": nodes})
+        return message["rank"]
+
+    def _serve(self, transport, message, payload):
+        """The reply (and payload) to one request on ``transport``."""
+        op = message.get("op")
+        problem = _fields_problem(message, op)
+        if problem is not None or op == "hello":
+            return {"ok": False, "error": problem or "this connection has its rank already"}, b""
+        with self._lock:
+            try:
+                if op == "read32":
+                    data, resp = transport.read32(message["address"])
+                    return {"ok": True, "data": data, "resp": int(resp)}, b""
+                if op == "write32":
+                    resp = transport.write32(message["address"], message["data"],
+                                             message["strobe"])
+                    return {"ok": True, "resp": int(resp)}, b""
+                if op in ("mem_write", "mem_load"):
+                    resp = getattr(transport, op)(message["address"], payload)
+                    return {"ok": True, "resp": int(resp)}, b""
+                if op in ("mem_read", "mem_dump"):
+                    data, resp = getattr(transport, op)(message["address"], message["length"])
+                    return {"ok": True, "resp": int(resp)}, bytes(data)
+                transport.idle(message["cycles"])
+                return {"ok": True}, b""
+            except NicollError as exc:
+                return {"ok": False, "error": str(exc)}, b""
+
+
+def _fields_problem(message, op):
+    """Why ``message`` is not a well-formed request of ``op``, or None."""
+    if op not in OPERATIONS:
+        return f"unknown operation {op!r}; the server knows {', '.join(OPERATIONS)}"
+    for name in OPERATIONS[op]:
+        value = message.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"{op} needs {name!r} as a non-negative integer, not {value!r}"
+    return None

@@ -1,0 +1,138 @@
+"""Ranks as processes, first layer (issue 21): a cluster served over a socket, each rank's
+Device over a socket transport; one client per rank; bad clients refused with a reason; the
+server survives them; a stopped server ends a client's call with an error, never a hang."""
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+import nicoll
+from nicoll.remote import ADDRESS_ENV, ClusterServer, connect, parse_address
+from nicoll.remote.protocol import recv_frame
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A 3-rank model cluster served on a unix socket: (cluster, server)."""
+    with nicoll.Cluster(3, "model", mem_size=1 << 12) as cl:
+        server = ClusterServer(cl, f"unix:{tmp_path / 'nicoll.sock'}").start()
+        try:
+            yield cl, server
+        finally:
+            server.stop()
+
+
+def test_each_rank_drives_its_own_node(served):
+    cl, server = served
+    devices = [connect(server.address, rank, timeout=10) for rank in range(3)]
+    try:
+        for rank, dev in enumerate(devices):
+            assert dev.node_id == rank and dev.mem_size == cl.device(rank).mem_size
+            assert dev.transport.nodes == 3
+        # Device memory written by the remote rank is the node's own memory, read back
+        # both through the server and by the cluster in this process.
+        data = np.arange(64, dtype=np.uint8).tobytes()
+        devices[1].transport.mem_write(128, data)
+        assert devices[1].transport.mem_read(128, 64)[0] == data
+        assert cl.device(1).transport.mem_read(128, 64)[0] == data
+        assert devices[0].transport.mem_read(128, 64)[0] != data
+    finally:
+        for dev in devices:
+            dev.transport.close()
+
+
+def test_a_taken_rank_is_refused_and_freed_on_close(served):
+    _, server = served
+    first = connect(server.address, 2, timeout=10)
+    with pytest.raises(nicoll.NicollError, match="rank 2 is taken by another client"):
+        connect(server.address, 2, timeout=10)
+    with pytest.raises(nicoll.NicollError, match="rank 3 is outside this cluster of 3 ranks"):
+        connect(server.address, 3, timeout=10)
+    first.transport.close()
+    for _ in range(50):                 # the server frees the rank once it sees the close
+        try:
+            connect(server.address, 2, timeout=10).transport.close()
+            break
+        except nicoll.NicollError:
+            time.sleep(0.05)
+    else:
+        pytest.fail("rank 2 was not freed after its client closed")
+
+
+def test_malformed_requests_are_answered_and_the_server_survives(served):
+    _, server = served
+    path = parse_address(server.address)[1]
+    raw = socket.socket(socket.AF_UNIX)
+    raw.settimeout(10)
+    raw.connect(path)
+    raw.sendall(b"\x00\x00\x00\x05{nope")           # not JSON: the reply names it
+    reply, _ = recv_frame(raw)
+    assert not reply["ok"] and "not JSON" in reply["error"]
+    raw.close()
+    dev = connect(server.address, 0, timeout=10)
+    try:
+        # A well-framed but bad request keeps the connection.
+        for bad, words in (({"op": "format_disk"}, "unknown operation 'format_disk'"),
+                           ({"op": "read32", "address": -4}, "non-negative integer"),
+                           ({"op": "hello", "rank": 1}, "has its rank already")):
+            with pytest.raises(nicoll.NicollError, match=words):
+                dev.transport._call(bad)
+        assert dev.node_id == 0 and dev.transport.read32(0)[0] == dev.transport.read32(0)[0]
+    finally:
+        dev.transport.close()
+
+
+def test_tokens_and_addresses(tmp_path):
+    with nicoll.Cluster(2, "model", mem_size=1 << 12) as cl:
+        with pytest.raises(nicoll.NicollError, match="off the loopback, needs a token"):
+            ClusterServer(cl, "tcp:0.0.0.0:0")
+        with pytest.raises(nicoll.NicollError, match="must be 'unix:PATH' or 'tcp:HOST:PORT'"):
+            ClusterServer(cl, "udp:1.2.3.4:5")
+        with ClusterServer(cl, "tcp:127.0.0.1:0", token="s3cret") as server:
+            with pytest.raises(nicoll.NicollError, match="the token does not match"):
+                connect(server.address, 0, token="guess", timeout=10)
+            dev = connect(server.address, 0, token="s3cret", timeout=10)
+            assert dev.node_id == 0
+            dev.transport.close()
+
+
+def test_a_stopped_server_ends_calls_with_an_error(tmp_path, monkeypatch):
+    with nicoll.Cluster(2, "model", mem_size=1 << 12) as cl:
+        server = ClusterServer(cl, f"unix:{tmp_path / 's.sock'}").start()
+        monkeypatch.setenv(ADDRESS_ENV, server.address)
+        dev = connect(rank=1, timeout=10)             # the address from the environment
+        server.stop()
+        with pytest.raises(nicoll.NicollError, match="closed the connection|failed"):
+            dev.transport.read32(0)
+        dev.transport.close()
+        with pytest.raises(nicoll.NicollError, match="cannot reach the cluster server"):
+            connect(server.address, 0, timeout=10)
+    monkeypatch.delenv(ADDRESS_ENV)
+    with pytest.raises(nicoll.NicollError, match=f"{ADDRESS_ENV} is not set"):
+        connect(rank=0)
+
+
+def test_nicoll_serve_prints_its_address_and_stops_on_sigterm(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "serve.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "nicoll", "serve", "--nodes", "2",
+                             "--listen", f"unix:{path}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("nicoll: serving 2 ranks (model) at unix:"), line
+        dev = connect(line.split(" at ")[1].strip(), 1, timeout=10)
+        assert dev.node_id == 1
+        dev.transport.close()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "server stopped" in out
+        assert not path.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
