@@ -136,3 +136,77 @@ def test_nicoll_serve_prints_its_address_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def _ranks_in_threads(address, nodes, work, *, budget_s=20.0, delays=None):
+    """Run ``work(rank_object, rank)`` for every rank, each in a thread with its own
+    connection (as processes would), starting after ``delays[rank]`` seconds; returns the
+    results in rank order, or raises the first error."""
+    import threading
+    from nicoll.remote import Rank
+    results, errors = [None] * nodes, []
+
+    def one(rank):
+        dev = connect(address, rank, timeout=20)
+        try:
+            time.sleep((delays or [0] * nodes)[rank])
+            results[rank] = work(Rank(dev, nodes, budget_s=budget_s), rank)
+        except BaseException as exc:            # collected, re-raised in the test's thread
+            errors.append(exc)
+        finally:
+            dev.transport.close()
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(nodes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_each_rank_posts_its_own_collective_in_any_order(served):
+    """Allreduce, reduce to a root other than 0, allgather and alltoall, each rank posting
+    only its own schedule and data, the ranks arriving in a scrambled order with gaps:
+    the answers are the cluster's own, bit for bit."""
+    cl, server = served
+    rng = np.random.default_rng(7)
+    xs = [rng.integers(-1000, 1000, 12).astype(np.int32) for _ in range(3)]
+    delays = [0.2, 0.0, 0.1]
+
+    def work(rank_, rank):
+        return (rank_.allreduce(xs[rank], "sum"), rank_.reduce(xs[rank], root=2, op="max"),
+                rank_.allgather(xs[rank]), rank_.alltoall(xs[rank]))
+    got = _ranks_in_threads(server.address, 3, work, delays=delays)
+    want_sum, want_max = sum(xs), np.maximum.reduce(xs)
+    for rank, (summed, maxed, gathered, exchanged) in enumerate(got):
+        np.testing.assert_array_equal(summed, want_sum)
+        if rank == 2:
+            np.testing.assert_array_equal(maxed, want_max)
+        else:
+            assert maxed is None
+        np.testing.assert_array_equal(gathered, np.concatenate(xs))
+        np.testing.assert_array_equal(
+            exchanged, np.concatenate([x[rank * 4:(rank + 1) * 4] for x in xs]))
+
+
+def test_a_missing_rank_ends_the_others_within_their_budget(served):
+    """Two of three ranks post an allreduce; the third never does.  Each of the two gets
+    NicollError naming where its engine waits once its budget is spent, and the server
+    serves the next collective of all three."""
+    cl, server = served
+
+    def work(rank_, rank):
+        if rank == 1:
+            return None
+        with pytest.raises(nicoll.NicollError, match="did not finish within 0.5 s: its engine "
+                                                     "waits at step"):
+            rank_.allreduce(np.ones(6, np.int32))
+        return "timed out"
+    assert _ranks_in_threads(server.address, 3, work, budget_s=0.5) == ["timed out", None,
+                                                                          "timed out"]
+    got = _ranks_in_threads(server.address, 3,
+                            lambda rank_, rank: rank_.allreduce(np.full(6, rank, np.int32)))
+    for summed in got:
+        np.testing.assert_array_equal(summed, np.full(6, 3, np.int32))

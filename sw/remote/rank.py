@@ -1,0 +1,129 @@
+"""One rank's collectives, posted by the rank alone on its own node (issue 21).
+
+Each rank compiles the collective from what every rank knows alike (N, the element count and
+type, the op, the algorithm: :mod:`nicoll.schedule`), takes its own schedule, loads only its
+own input, posts that schedule on its own engine and starts it.  The engines meet through
+their clear-to-send packets, so the collective runs once every rank has posted, in whatever
+order they came; each rank then reads only its own result.
+"""
+
+import time
+
+import numpy as np
+
+from .. import schedule as _schedule
+from ..errors import NicollError
+
+__all__ = ["Rank", "DEFAULT_BUDGET_S"]
+
+#: Seconds a rank waits for its engine to finish a collective, by default.
+DEFAULT_BUDGET_S = 60.0
+#: Cycles a rank lets the backend run between two looks at its engine.
+_POLL_CYCLES = 64
+
+
+class Rank:
+    """Rank ``device.node_id`` of a cluster of ``nodes`` ranks, driving its own node.
+
+    :param device: the rank's :class:`nicoll.Device` (:func:`nicoll.remote.connect`).
+    :param nodes: the cluster's ranks.
+    :param budget_s: seconds each collective may take on this rank before it ends with
+        NicollError naming the step its engine waits at.
+    """
+
+    def __init__(self, device, nodes, *, budget_s=DEFAULT_BUDGET_S):
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes:
+            raise NicollError(f"nodes must be a positive integer, not {nodes!r}")
+        if not device.node_id < nodes:
+            raise NicollError(f"the device is node {device.node_id}, outside {nodes} ranks")
+        if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or budget_s <= 0:
+            raise NicollError(f"budget_s must be a positive number of seconds, not {budget_s!r}")
+        self.device = device
+        self.rank = device.node_id
+        self.nodes = nodes
+        self.budget_s = float(budget_s)
+
+    # -- the collectives -------------------------------------------------------------------
+
+    def allreduce(self, x, op="sum", algorithm="recursive_halving", **options):
+        """The reduction of every rank's ``x`` (each rank passes its own, of one shape)."""
+        x = _array(x)
+        plan = _schedule.allreduce(self.nodes, x.size, x.dtype, op, algorithm, **options)
+        return self.run(plan, x).reshape(x.shape)
+
+    def reduce(self, x, root=0, op="sum", algorithm="recursive_halving", **options):
+        """The reduction at ``root``; None on the other ranks."""
+        x = _array(x)
+        plan = _schedule.reduce(self.nodes, x.size, x.dtype, op, root, algorithm, **options)
+        out = self.run(plan, x)
+        return None if out is None else out.reshape(x.shape)
+
+    def allgather(self, x, algorithm="recursive_halving", **options):
+        """Every rank's ``x`` (flat, all of one size), concatenated in rank order."""
+        x = _array(x)
+        plan = _schedule.allgather(self.nodes, x.size, x.dtype, algorithm, **options)
+        return self.run(plan, x)
+
+    def alltoall(self, x, algorithm="pairwise", **options):
+        """``x`` (flat) cut into N equal blocks, block j to rank j; returns the blocks
+        received, in rank order."""
+        x = _array(x)
+        if x.size % self.nodes:
+            raise NicollError(f"alltoall cuts each array into {self.nodes} equal blocks; "
+                              f"{x.size} elements do not divide by {self.nodes}")
+        plan = _schedule.alltoall(self.nodes, x.size // self.nodes, x.dtype, algorithm,
+                                  **options)
+        return self.run(plan, x).reshape(x.shape)
+
+    # -- posting and waiting ---------------------------------------------------------------
+
+    def run(self, plan, x):
+        """Post this rank's schedule of ``plan`` with input ``x`` on its node, start it, wait
+        for it (at most :attr:`budget_s`) and return this rank's output (1-D), or None for a
+        rank that gets none."""
+        schedule = plan.schedules[self.rank]
+        if any(step.barrier for step in schedule.steps):
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) has barrier steps, which "
+                              f"need the cluster's barrier tree; run it on a nicoll.Cluster")
+        dev = self.device
+        raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+        # Everything the node would refuse is refused before anything is written.
+        dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
+        for piece in schedule.load:
+            dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
+        dev.engine.go()
+        self._wait(plan)
+        count = plan.output_counts[self.rank]
+        if count is None:
+            return None
+        out = bytearray(count * plan.dtype.itemsize)
+        for piece in schedule.result:
+            out[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
+        return np.frombuffer(bytes(out), dtype=plan.dtype)
+
+    def _wait(self, plan):
+        engine = self.device.engine
+        deadline = time.monotonic() + self.budget_s
+        while True:
+            status = engine.status()
+            errors = engine.errors()
+            if errors:
+                raise NicollError(f"rank {self.rank}: {plan.collective} ({plan.algorithm}) "
+                                  f"stopped at step {status.step} of {status.queued} with "
+                                  f"{', '.join(sorted(errors))}")
+            if status.done:
+                return
+            if time.monotonic() > deadline:
+                raise NicollError(f"rank {self.rank}: {plan.collective} ({plan.algorithm}) did "
+                                  f"not finish within {self.budget_s} s: its engine waits at "
+                                  f"step {status.step} of {status.queued} (has every rank "
+                                  f"posted it?)")
+            self.device.transport.idle(_POLL_CYCLES)
+            time.sleep(0.001)
+
+
+def _array(x):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    return x
