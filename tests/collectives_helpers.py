@@ -340,3 +340,13 @@ def check_aggregate(cl, backend, nodes):
     for r, (got, ref) in enumerate(zip(outputs, order.reference("alltoall", xs))):
         assert got.tobytes() == ref.tobytes(), f"rank {r}"
     check_aggregate_stats(cl)
+
+
+#: The simulated cluster that test_repack_node checks on both simulators and test_remote
+#: serves on Verilator: three ranks, the repack node with two units in the switch, and links
+#: with a 40-cycle hop each way at 100 MHz (a 400 ns switch).  One configuration, so the two
+#: share one Verilator build (a minute or more of a worker).
+LINKED_REPACK_NODE_CLUSTER = dict(nodes=3, data_width=64, max_nodes=4, mem_size=4096,
+                                  alu_capabilities=[("sum", "int32")],
+                                  fabric=nicoll.Fabric(switch_ns=400.0), clock_mhz=100,
+                                  repack_node=True, repack_units=2)

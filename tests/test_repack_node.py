@@ -15,7 +15,7 @@ from nicoll.hw.sim.cluster import ClusterTop
 
 from nicoll.plan import reduction_order as order
 
-from collectives_helpers import check_aggregate
+from collectives_helpers import LINKED_REPACK_NODE_CLUSTER, check_aggregate
 
 
 def _exchange(cl, rng, blocks=(0, 1, 3)):
@@ -61,10 +61,6 @@ def test_model():
             assert got.tobytes() == ref.tobytes()
 
 
-#: Links with a 40-cycle hop each way at 100 MHz (a 400 ns switch), as test_fabric_cluster's.
-HOP40 = nicoll.Fabric(switch_ns=400.0)
-
-
 @pytest.mark.xdist_group("verilator_fabric")
 def test_amaranth_and_verilator_agree_with_links():
     """Two units in the switch and links with a latency, on both simulators: the same
@@ -76,9 +72,7 @@ def test_amaranth_and_verilator_agree_with_links():
         rng = np.random.default_rng(4)
         xs = [np.arange(9, dtype=np.int32) * 3 + 100 * r for r in range(3)]
         cycles = []
-        with nicoll.Cluster(3, backend, data_width=64, max_nodes=4, mem_size=4096,
-                            alu_capabilities=[("sum", "int32")], fabric=HOP40, clock_mhz=100,
-                            repack_node=True, repack_units=2) as cl:
+        with nicoll.Cluster(backend=backend, **LINKED_REPACK_NODE_CLUSTER) as cl:
             # The suite's aggregate exchanges (test_collectives_alltoall's; the Amaranth
             # cluster's cases on both, to compare their cycles), with every counter checked,
             # on the units in the switch.

@@ -90,6 +90,17 @@ class SocketTransport(Transport):
     def idle(self, cycles):
         self._call({"op": "idle", "cycles": cycles})
 
+    def start(self, budget_s):
+        """This rank has posted its part of a collective: wait (at most ``budget_s``) until
+        every rank has, when the server arms every engine for one cycle; returns it."""
+        budget_ms = max(1, int(budget_s * 1000))
+        previous = self._sock.gettimeout()
+        self._sock.settimeout(budget_s + self._timeout)    # the server answers by the budget
+        try:
+            return self._call({"op": "start", "budget_ms": budget_ms})[0]["start"]
+        finally:
+            self._sock.settimeout(previous)
+
     def close(self):
         self._sock.close()
 

@@ -16,6 +16,10 @@ Operations (all but ``hello`` act on the rank the connection was opened for):
   ``mem_dump`` (``address``, ``length``) → ``resp`` and the payload: device memory, over the
   bus or by the backend's fastest way (:class:`nicoll.driver.transport.Transport`).
 - ``idle`` (``cycles``): let the backend run that many cycles.
+- ``start`` (``budget_ms``): this rank has posted its part of a collective.  The reply
+  comes when every rank has (the server then arms every engine for one start cycle, as
+  :class:`nicoll.Cluster` does, and the reply gives it as ``start``), or, after
+  ``budget_ms`` without that, as an error naming the ranks that have not.
 """
 
 import json
@@ -39,6 +43,7 @@ OPERATIONS = {
     "mem_read": ("address", "length"),
     "mem_dump": ("address", "length"),
     "idle": ("cycles",),
+    "start": ("budget_ms",),
 }
 
 _LENGTH = struct.Struct(">I")

@@ -2,9 +2,10 @@
 
 Each rank compiles the collective from what every rank knows alike (N, the element count and
 type, the op, the algorithm: :mod:`nicoll.schedule`), takes its own schedule, loads only its
-own input, posts that schedule on its own engine and starts it.  The engines meet through
-their clear-to-send packets, so the collective runs once every rank has posted, in whatever
-order they came; each rank then reads only its own result.
+own input and posts that schedule on its own engine.  It then asks the server to start
+(:meth:`nicoll.remote.SocketTransport.start`): when the last rank has posted, the server arms
+every engine for one start cycle, so the collective runs in whatever order the ranks came,
+with the cycle counts of a :class:`nicoll.Cluster`; each rank then reads only its own result.
 """
 
 import time
@@ -34,6 +35,9 @@ class Rank:
     def __init__(self, device, nodes, *, budget_s=DEFAULT_BUDGET_S):
         if not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes:
             raise NicollError(f"nodes must be a positive integer, not {nodes!r}")
+        if not hasattr(device.transport, "start"):
+            raise NicollError("Rank needs a device from nicoll.remote.connect (its transport "
+                              "meets the other ranks at the server)")
         if not device.node_id < nodes:
             raise NicollError(f"the device is node {device.node_id}, outside {nodes} ranks")
         if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or budget_s <= 0:
@@ -91,8 +95,9 @@ class Rank:
         dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
         for piece in schedule.load:
             dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
-        dev.engine.go()
-        self._wait(plan)
+        started = time.monotonic()
+        dev.transport.start(self.budget_s)
+        self._wait(plan, self.budget_s - (time.monotonic() - started))
         count = plan.output_counts[self.rank]
         if count is None:
             return None
@@ -101,9 +106,9 @@ class Rank:
             out[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
         return np.frombuffer(bytes(out), dtype=plan.dtype)
 
-    def _wait(self, plan):
+    def _wait(self, plan, budget_s):
         engine = self.device.engine
-        deadline = time.monotonic() + self.budget_s
+        deadline = time.monotonic() + budget_s
         while True:
             status = engine.status()
             errors = engine.errors()

@@ -14,6 +14,12 @@ single process.
   client that stalls inside a frame holds only its own connection.
 - A malformed frame ends that connection with an error reply; the server and the other
   connections carry on.
+- The collectives' rendezvous: each rank posts its own part of a collective (its input and
+  its schedule, through its transport), then asks to ``start``; when the last rank asks, the
+  server arms every engine for one start cycle, as :class:`nicoll.Cluster` does (an engine
+  that clears its queue also forgets the clear-to-send a peer that started early sent it,
+  so the engines must not start one by one).  A rank that waits longer than its budget, or
+  whose client goes away, leaves the rendezvous; the others' waits name the ranks missing.
 """
 
 import hmac
@@ -22,6 +28,7 @@ import os
 import socket
 import threading
 
+from ..cluster.timing import ARM_ACCESSES, check_armed_in_time, start_cycle
 from ..errors import NicollError
 from .protocol import OPERATIONS, recv_frame, send_frame
 
@@ -74,6 +81,11 @@ class ClusterServer:
         self._connections = set()
         self._stopping = threading.Event()
         self._threads = []
+        # The rendezvous: the ranks that have asked to start, and a count of starts made.
+        self._starting = threading.Condition()
+        self._posted = set()
+        self._starts = 0
+        self._start_cycle = None
         if kind == "unix":
             if os.path.exists(where):
                 raise NicollError(f"{where!r} exists; remove it or choose another path")
@@ -119,6 +131,8 @@ class ClusterServer:
     def stop(self, budget_s=10.0):
         """Stop accepting, end every connection and wait (at most ``budget_s``) for them."""
         self._stopping.set()
+        with self._starting:
+            self._starting.notify_all()
         self._sock.close()
         with self._state:
             connections = list(self._connections)
@@ -157,11 +171,16 @@ class ClusterServer:
                 if frame is None:
                     return
                 message, payload = frame
-                reply, data = self._serve(transport, message, payload)
+                if message.get("op") == "start" and _fields_problem(message, "start") is None:
+                    reply, data = self._start(rank, message["budget_ms"]), b""
+                else:
+                    reply, data = self._serve(transport, message, payload)
                 send_frame(conn, reply, data)
         except OSError:
             pass                                # the client went away, or stop()
         finally:
+            with self._starting:
+                self._posted.discard(rank)
             with self._state:
                 if rank is not None and self._taken.get(rank) is conn:
                     del self._taken[rank]
@@ -196,6 +215,38 @@ class ClusterServer:
             return None
         send_frame(conn, {"ok": True, "nodes": nodes})
         return message["rank"]
+
+    def _start(self, rank, budget_ms):
+        """The rendezvous (module docstring): the reply to ``rank``'s ``start``."""
+        nodes = self._cluster.nodes
+        with self._starting:
+            self._posted.add(rank)
+            starts = self._starts
+            if len(self._posted) == nodes:
+                try:
+                    with self._lock:
+                        devices = [self._cluster.device(r) for r in range(nodes)]
+                        start = start_cycle(devices[0], ARM_ACCESSES, nodes)
+                        for dev in devices:
+                            dev.engine.arm(start)
+                        check_armed_in_time(devices[0], start, "the engines")
+                except NicollError as exc:
+                    self._posted.clear()
+                    return {"ok": False, "error": str(exc)}
+                self._posted.clear()
+                self._starts += 1
+                self._start_cycle = start
+                self._starting.notify_all()
+                return {"ok": True, "start": start}
+            done = self._starting.wait_for(lambda: self._starts != starts
+                                           or self._stopping.is_set(), budget_ms / 1000)
+            if done and self._starts != starts:
+                return {"ok": True, "start": self._start_cycle}
+            self._posted.discard(rank)
+            missing = sorted(set(range(nodes)) - self._posted - {rank})
+            return {"ok": False, "error": f"ranks {missing} did not post within {budget_ms} ms"
+                                          if not self._stopping.is_set()
+                                          else "the server is stopping"}
 
     def _serve(self, transport, message, payload):
         """The reply (and payload) to one request on ``transport``."""
