@@ -224,7 +224,6 @@ def test_per_rank_collectives_on_verilator(tmp_path):
     server arms every engine for one cycle.  Three ranks arriving out of order, on the
     build test_repack_node uses: allreduce and alltoall right, and every engine started in
     the same cycle (each rank's engine counts from that start)."""
-    from nicoll.remote import Rank
     with nicoll.Cluster(backend="verilator", **LINKED_REPACK_NODE_CLUSTER) as cl:
         with ClusterServer(cl, f"unix:{tmp_path / 'v.sock'}") as server:
             xs = [np.arange(12, dtype=np.int32) * (r + 1) for r in range(3)]

@@ -3,8 +3,10 @@
 Node ``i``'s ``net_tx`` feeds the switch's ``rx_i`` and the switch's ``tx_i`` feeds node ``i``'s
 ``net_rx``, each through a :class:`~nicoll.hw.sim.fabric.FabricLink` when the cluster is built
 with a fabric (a latency in cycles per link and a gap after each packet; without one, the
-default, they are wires and nothing is built); node ``i``'s ``node_id`` is tied to ``i``.  The host reaches each node through the
-top-level ports ``n<i>_s_axil`` (registers) and ``n<i>_s_axi`` (device memory).
+default, they are wires and nothing is built); node ``i``'s ``node_id`` is tied to ``i``.
+With a repack node each of its units has a switch port of its own after the cores' (and
+links of its own).  The host reaches each node through the top-level ports ``n<i>_s_axil``
+(registers) and ``n<i>_s_axi`` (device memory).
 
 In the Verilog from :func:`cluster_verilog` and :func:`niccore_verilog` an interface member
 becomes ``<port>__<member>`` (``n0_s_axil__awaddr``, ``s_axi__wdata``), next to ``clk`` and

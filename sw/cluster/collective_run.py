@@ -5,8 +5,9 @@
 before anything is posted; runs a compiled plan on every node (each rank's input into its
 device memory, its schedule into its engine's queue, every engine armed for one common start
 cycle, the wait, the outputs read back, the engines' counters recorded); and runs an
-aggregate exchange through the repack units (node 0's or the repack node's; seed 003).  Both wait for the engines in
-one loop, within a cycle budget made from the call's figures (``_BUDGET_*``).
+aggregate exchange through the repack units (node 0's or the repack node's; seed 003).  Both
+wait for the engines in one loop, within a cycle budget made from the call's figures
+(``_BUDGET_*``).
 """
 
 import numpy as np

@@ -1,0 +1,160 @@
+"""mpi4py's collectives offloaded to a nicoll cluster server (issue 21): :class:`Comm`.
+
+A program under ``mpiexec`` makes one ``Comm`` per process; each process is one rank, with its
+own buffers, driving its own node of a cluster that ``nicoll serve`` runs
+(:mod:`nicoll.remote`).  The methods take mpi4py's buffer arguments: a numpy array (or
+anything with the buffer protocol and a numpy dtype), or mpi4py's ``[data, count, datatype]``
+spec of one, and ``MPI.IN_PLACE`` where MPI allows it.  mpi4py's op objects map to nicoll's
+(``MPI.SUM`` to ``"sum"`` ...).  Anything nicoll does not offload (another op, a barrier) is
+refused with NicollError naming it, or, with ``fallback=True``, done by the host MPI with
+one warning per kind.
+"""
+
+import warnings
+
+import numpy as np
+
+from .errors import NicollError
+from .remote.client import connect
+from .remote.rank import DEFAULT_BUDGET_S, Rank
+
+__all__ = ["Comm"]
+
+#: mpi4py's reduction ops by name, and nicoll's name for each.
+_OPS = {"SUM": "sum", "PROD": "prod", "MIN": "min", "MAX": "max", "BAND": "band",
+        "BOR": "bor", "BXOR": "bxor", "LAND": "land", "LOR": "lor", "LXOR": "lxor"}
+
+
+class Comm:
+    """The collectives of an MPI communicator, run on a nicoll cluster server.
+
+    :param comm: the mpi4py communicator (default ``MPI.COMM_WORLD``); its rank is the node
+        this process drives, and its size must be the server's number of ranks.
+    :param address: the server (``"unix:PATH"`` or ``"tcp:HOST:PORT"``); None:
+        ``NICOLL_ADDRESS``.
+    :param fallback: do what nicoll does not offload with the host MPI (a warning the first
+        time each kind falls back) instead of raising NicollError.
+    :param budget_s: seconds one collective may take before it ends with NicollError.
+    """
+
+    def __init__(self, comm=None, address=None, *, token=None, fallback=False,
+                 budget_s=DEFAULT_BUDGET_S):
+        from mpi4py import MPI
+        self._MPI = MPI
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.fallback = bool(fallback)
+        self._warned = set()
+        rank, size = self.comm.Get_rank(), self.comm.Get_size()
+        self.device = connect(address, rank, token=token, timeout=budget_s)
+        if self.device.transport.nodes != size:
+            self.device.transport.close()
+            raise NicollError(f"the communicator has {size} ranks; the cluster server at "
+                              f"{self.device.transport.address} serves "
+                              f"{self.device.transport.nodes}")
+        self._rank = Rank(self.device, size, budget_s=budget_s)
+
+    def Get_rank(self):
+        return self.comm.Get_rank()
+
+    def Get_size(self):
+        return self.comm.Get_size()
+
+    def close(self):
+        """Free this process's rank on the server."""
+        self.device.transport.close()
+
+    # -- the collectives -------------------------------------------------------------------
+
+    def Allreduce(self, sendbuf, recvbuf, op=None):
+        name = self._op(op, "Allreduce")
+        if name is None:
+            return self.comm.Allreduce(sendbuf, recvbuf, op)
+        recv = _array(recvbuf, "recvbuf")
+        send = recv.copy() if sendbuf is self._MPI.IN_PLACE else _array(sendbuf, "sendbuf")
+        _same(send, recv, "Allreduce")
+        recv.reshape(-1)[:] = self._rank.allreduce(send.reshape(-1), name).view(recv.dtype)
+
+    def Reduce(self, sendbuf, recvbuf, op=None, root=0):
+        name = self._op(op, "Reduce")
+        if name is None:
+            return self.comm.Reduce(sendbuf, recvbuf, op, root)
+        mine = self.comm.Get_rank() == root
+        if sendbuf is self._MPI.IN_PLACE:
+            if not mine:
+                raise NicollError("Reduce takes MPI.IN_PLACE as sendbuf only at the root")
+            send = _array(recvbuf, "recvbuf").copy()
+        else:
+            send = _array(sendbuf, "sendbuf")
+        out = self._rank.reduce(send.reshape(-1), root=root, op=name)
+        if mine:
+            recv = _array(recvbuf, "recvbuf")
+            _same(send, recv, "Reduce")
+            recv.reshape(-1)[:] = out.view(recv.dtype)
+
+    def Allgather(self, sendbuf, recvbuf):
+        recv = _array(recvbuf, "recvbuf")
+        size = self.comm.Get_size()
+        if sendbuf is self._MPI.IN_PLACE:
+            block = recv.size // size
+            rank = self.comm.Get_rank()
+            send = recv.reshape(-1)[rank * block:(rank + 1) * block].copy()
+        else:
+            send = _array(sendbuf, "sendbuf")
+        if recv.size != send.size * size or recv.dtype != send.dtype:
+            raise NicollError(f"Allgather: recvbuf must hold {size} × sendbuf's "
+                              f"{send.size} {send.dtype} elements, not {recv.size} {recv.dtype}")
+        recv.reshape(-1)[:] = self._rank.allgather(send.reshape(-1))
+
+    def Alltoall(self, sendbuf, recvbuf):
+        recv = _array(recvbuf, "recvbuf")
+        send = recv.copy() if sendbuf is self._MPI.IN_PLACE else _array(sendbuf, "sendbuf")
+        _same(send, recv, "Alltoall")
+        recv.reshape(-1)[:] = self._rank.alltoall(send.reshape(-1))
+
+    def Barrier(self):
+        if self._refuse_or_warn("Barrier", "a barrier is not offloaded per rank yet (it needs "
+                                           "the cluster's barrier tree)"):
+            self.comm.Barrier()
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _op(self, op, what):
+        """nicoll's name of mpi4py's ``op``, or None when the host MPI is to do it."""
+        MPI = self._MPI
+        op = MPI.SUM if op is None else op
+        for mpi_name, name in _OPS.items():
+            if op == getattr(MPI, mpi_name):
+                return name
+        self._refuse_or_warn(f"{what} with {op!r}", f"the op {op!r} is not one nicoll "
+                                                    f"offloads ({', '.join(_OPS)})")
+        return None
+
+    def _refuse_or_warn(self, kind, why):
+        """True when the host MPI is to do ``kind``; else NicollError saying ``why``."""
+        if not self.fallback:
+            raise NicollError(f"{kind}: {why}; pass fallback=True to let the host MPI do it")
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(f"nicoll.mpi: {kind} falls back to the host MPI: {why}",
+                          stacklevel=3)
+        return True
+
+
+def _array(buf, what):
+    """The numpy array of an mpi4py buffer argument: an array, or ``[data, ...]``."""
+    if isinstance(buf, (list, tuple)):
+        if not buf:
+            raise NicollError(f"{what} is an empty buffer spec")
+        buf = buf[0]
+    if not isinstance(buf, np.ndarray):
+        raise NicollError(f"{what} must be a numpy array or an mpi4py buffer spec of one, "
+                          f"not {type(buf).__name__}")
+    if not buf.flags.c_contiguous:
+        raise NicollError(f"{what} must be contiguous")
+    return buf
+
+
+def _same(send, recv, what):
+    if send.size != recv.size or send.dtype != recv.dtype:
+        raise NicollError(f"{what}: sendbuf ({send.size} {send.dtype}) and recvbuf "
+                          f"({recv.size} {recv.dtype}) must have the same count and type")

@@ -1,0 +1,77 @@
+"""Run under mpiexec against a nicoll cluster server (its address in NICOLL_ADDRESS): every
+collective nicoll.mpi.Comm offloads, on every integer op and a few types, with uneven counts
+and a root other than 0, compared bit for bit with MPICH's own answer on the same data.
+Prints one line per rank; exits non-zero on the first difference."""
+
+import sys
+import warnings
+
+import numpy as np
+from mpi4py import MPI
+
+import nicoll
+from nicoll.mpi import Comm
+
+world = MPI.COMM_WORLD
+rank, size = world.Get_rank(), world.Get_size()
+nic = Comm(world, budget_s=60)
+rng = np.random.default_rng(100 + rank)
+OPS = [MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX, MPI.BAND, MPI.BOR, MPI.BXOR, MPI.LAND, MPI.LOR,
+       MPI.LXOR]
+checked = 0
+
+
+def same(got, want, what):
+    global checked
+    if got.tobytes() != want.tobytes():
+        print(f"rank {rank}: {what}: nicoll {got!r} != MPICH {want!r}", flush=True)
+        sys.exit(1)
+    checked += 1
+
+
+for dtype in (np.int32, np.int64, np.uint8):
+    for op in OPS:
+        count = 5                                   # not a multiple of the rank count
+        x = rng.integers(0, 4 if op == MPI.PROD else 100, count).astype(dtype)
+        got, want = np.empty_like(x), np.empty_like(x)
+        nic.Allreduce(x, got, op=op)
+        world.Allreduce(x, want, op=op)
+        same(got, want, f"Allreduce {op} {dtype.__name__}")
+        root = size - 1
+        got, want = np.zeros_like(x), np.zeros_like(x)
+        nic.Reduce(x, got, op=op, root=root)
+        world.Reduce(x, want, op=op, root=root)
+        same(got, want, f"Reduce root {root} {op} {dtype.__name__}")
+
+x = rng.integers(-1000, 1000, 7).astype(np.int32)
+inplace, want = x.copy(), np.empty_like(x)
+nic.Allreduce(MPI.IN_PLACE, inplace, op=MPI.SUM)
+world.Allreduce(x, want, op=MPI.SUM)
+same(inplace, want, "Allreduce IN_PLACE")
+
+x = rng.integers(-1000, 1000, 3).astype(np.int64)
+got, want = np.empty(3 * size, np.int64), np.empty(3 * size, np.int64)
+nic.Allgather([x, MPI.INT64_T], [got, MPI.INT64_T])
+world.Allgather(x, want)
+same(got, want, "Allgather")
+
+x = rng.integers(-1000, 1000, 2 * size).astype(np.int16)
+got, want = np.empty_like(x), np.empty_like(x)
+nic.Alltoall(x, got)
+world.Alltoall(x, want)
+same(got, want, "Alltoall")
+
+try:
+    nic.Barrier()
+    print(f"rank {rank}: Barrier was not refused", flush=True)
+    sys.exit(1)
+except nicoll.NicollError as exc:
+    assert "fallback=True" in str(exc)
+nic.fallback = True                 # the host MPI does it, with one warning
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    nic.Barrier()
+    nic.Barrier()
+assert len(caught) == 1 and "falls back to the host MPI" in str(caught[0].message)
+nic.close()
+print(f"rank {rank}: {checked} collectives agree with MPICH", flush=True)
