@@ -69,3 +69,16 @@ def test_a_communicator_of_another_size_is_refused(server):
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count("refused: the communicator has 2 ranks; the cluster server at "
                             f"{address} serves 3") == 2, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("example, says", [
+    ("sgd_step.py", "sgd_step: every gradient allreduce agreed with the host MPI's"),
+    ("transpose.py", "transpose: 32×32 matrix transposed across 8 ranks")])
+def test_examples_run_with_mpiexec_8(server, example, says):
+    """The examples, as their docstrings run them: eight ranks against `nicoll serve`."""
+    address = server(8)
+    run = subprocess.run([MPIEXEC, "-n", "8", sys.executable,
+                          str(HERE.parent / "examples" / example)],
+                         env=dict(os.environ, NICOLL_ADDRESS=address), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0 and says in run.stdout, run.stdout + run.stderr
