@@ -87,6 +87,7 @@ class Switch(wiring.Component):
         # packet_stream() checks the data width.
         sig = packet_stream(data_width)
         if steering is not None:
+            self._MustUse__silence = True       # until the checks pass: never built if not
             if not isinstance(steering, RepackSteering):
                 raise TypeError(f"steering must be a RepackSteering or None, not {steering!r}")
             if max(steering.hub, steering.first_port + steering.units - 1) >= ports:
@@ -96,6 +97,7 @@ class Switch(wiring.Component):
             if header["arg"].offset + unit_bits > data_width:
                 raise ValueError(f"the header's arg does not start in the first beat of "
                                  f"{data_width} bits")
+            self._MustUse__silence = False
         self._steering = steering
         self._ports = ports
         self._data_width = data_width
