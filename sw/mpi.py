@@ -91,6 +91,46 @@ class Comm:
             _same(send, recv, "Reduce")
             recv.reshape(-1)[:] = out.view(recv.dtype)
 
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
+        name = self._op(op, "Reduce_scatter")
+        if name is None:
+            return self.comm.Reduce_scatter(sendbuf, recvbuf, recvcounts, op)
+        recv = _array(recvbuf, "recvbuf")
+        size = self.comm.Get_size()
+        counts = [recv.size] * size if recvcounts is None else [int(c) for c in recvcounts]
+        if len(counts) != size or counts[self.comm.Get_rank()] != recv.size:
+            raise NicollError(f"Reduce_scatter: recvcounts must give {size} counts, this "
+                              f"rank's the size of recvbuf ({recv.size}), not {recvcounts!r}")
+        if sendbuf is self._MPI.IN_PLACE:
+            raise NicollError("Reduce_scatter: MPI.IN_PLACE is not offloaded; pass sendbuf")
+        send = _array(sendbuf, "sendbuf")
+        if send.size != sum(counts) or send.dtype != recv.dtype:
+            raise NicollError(f"Reduce_scatter: sendbuf must hold sum(recvcounts) = "
+                              f"{sum(counts)} {recv.dtype} elements, not {send.size} {send.dtype}")
+        out = self._rank.reduce_scatter(send.reshape(-1), counts, name)
+        recv.reshape(-1)[:] = out.view(recv.dtype)
+
+    def Alltoallv(self, sendbuf, recvbuf):
+        """``sendbuf`` and ``recvbuf`` as mpi4py's ``[data, counts, displacements, type]``
+        (or ``[data, counts]``, blocks back to back).  The counts table is gathered from every
+        rank's send counts over the host MPI (a few integers), then the blocks move through
+        nicoll."""
+        send, scounts, sdispls = _vector_spec(sendbuf, "sendbuf", self.comm.Get_size())
+        recv, rcounts, rdispls = _vector_spec(recvbuf, "recvbuf", self.comm.Get_size())
+        if send.dtype != recv.dtype:
+            raise NicollError(f"Alltoallv: sendbuf is {send.dtype}, recvbuf {recv.dtype}")
+        table = self.comm.allgather(scounts)
+        rank = self.comm.Get_rank()
+        if [row[rank] for row in table] != rcounts:
+            raise NicollError(f"Alltoallv: rank {rank}'s recvcounts {rcounts} differ from what "
+                              f"the ranks send it ({[row[rank] for row in table]})")
+        packed = np.concatenate([send.reshape(-1)[d:d + c] for c, d in zip(scounts, sdispls)])
+        out = self._rank.alltoallv(packed, table)
+        at = 0
+        for c, d in zip(rcounts, rdispls):
+            recv.reshape(-1)[d:d + c] = out[at:at + c]
+            at += c
+
     def Allgather(self, sendbuf, recvbuf):
         recv = _array(recvbuf, "recvbuf")
         size = self.comm.Get_size()
@@ -158,3 +198,22 @@ def _same(send, recv, what):
     if send.size != recv.size or send.dtype != recv.dtype:
         raise NicollError(f"{what}: sendbuf ({send.size} {send.dtype}) and recvbuf "
                           f"({recv.size} {recv.dtype}) must have the same count and type")
+
+
+def _vector_spec(spec, what, size):
+    """``(array, counts, displacements)`` of an mpi4py vector buffer spec."""
+    if not isinstance(spec, (list, tuple)) or len(spec) < 2:
+        raise NicollError(f"{what} must be [data, counts] or [data, counts, displacements, "
+                          f"type], not {type(spec).__name__}")
+    data = _array(spec[0], what)
+    counts = [int(c) for c in spec[1]]
+    displs = spec[2] if len(spec) > 2 and isinstance(spec[2], (list, tuple, np.ndarray)) \
+        else None
+    displs = (list(np.cumsum([0] + counts[:-1])) if displs is None
+              else [int(d) for d in displs])
+    if len(counts) != size or len(displs) != size or min(counts + displs, default=0) < 0:
+        raise NicollError(f"{what}: {size} non-negative counts and displacements, not "
+                          f"{counts!r} and {displs!r}")
+    if any(d + c > data.size for c, d in zip(counts, displs)):
+        raise NicollError(f"{what}: a block runs past the buffer's {data.size} elements")
+    return data, counts, [int(d) for d in displs]

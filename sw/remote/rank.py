@@ -62,6 +62,28 @@ class Rank:
         out = self.run(plan, x)
         return None if out is None else out.reshape(x.shape)
 
+    def reduce_scatter(self, x, counts=None, op="sum", algorithm="recursive_halving",
+                       **options):
+        """Chunk ``rank`` of the reduction of every rank's ``x`` (flat); ``counts``: the
+        chunks' element counts, one per rank, the same on every rank (None: numpy's
+        ``array_split`` sizes)."""
+        x = _array(x)
+        plan = _schedule.reduce_scatter(self.nodes, x.size, x.dtype, op, counts, algorithm,
+                                        **options)
+        return self.run(plan, x)
+
+    def alltoallv(self, x, counts, **options):
+        """``x`` (flat) holds this rank's blocks for ranks 0..N-1 back to back; returns the
+        blocks from ranks 0..N-1 back to back.  ``counts[i][j]``: the elements rank i sends
+        rank j, the whole table, the same on every rank (an MPI program gathers it from each
+        rank's send counts)."""
+        x = _array(x)
+        plan = _schedule.alltoallv(counts, x.dtype, "pairwise", **options)
+        if plan.input_counts[self.rank] != x.size:
+            raise NicollError(f"alltoallv: rank {self.rank} sends {plan.input_counts[self.rank]} "
+                              f"elements by the counts table, but x holds {x.size}")
+        return self.run(plan, x)
+
     def allgather(self, x, algorithm="recursive_halving", **options):
         """Every rank's ``x`` (flat, all of one size), concatenated in rank order."""
         x = _array(x)

@@ -61,6 +61,22 @@ nic.Alltoall(x, got)
 world.Alltoall(x, want)
 same(got, want, "Alltoall")
 
+# Reduce_scatter with uneven counts (a zero among them), and Alltoallv with zero-length
+# blocks and counts that differ between ranks (the table is different on every rank pair).
+counts = [(r % 3) for r in range(size)]
+x = rng.integers(0, 100, sum(counts)).astype(np.int32)
+got, want = np.empty(counts[rank], np.int32), np.empty(counts[rank], np.int32)
+nic.Reduce_scatter(x, got, counts, op=MPI.BXOR)
+world.Reduce_scatter(x, want, counts, op=MPI.BXOR)
+same(got, want, "Reduce_scatter")
+table = [[(i * 7 + j * 3) % 4 for j in range(size)] for i in range(size)]
+scounts, rcounts = table[rank], [table[i][rank] for i in range(size)]
+x = rng.integers(-50, 50, sum(scounts)).astype(np.int64)
+got, want = np.zeros(sum(rcounts), np.int64), np.zeros(sum(rcounts), np.int64)
+nic.Alltoallv([x, scounts], [got, rcounts])
+world.Alltoallv([x, scounts], [want, rcounts])
+same(got, want, "Alltoallv")
+
 try:
     nic.Barrier()
     print(f"rank {rank}: Barrier was not refused", flush=True)
