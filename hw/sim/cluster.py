@@ -93,6 +93,7 @@ class ClusterTop(wiring.Component):
                  uplink_latency=0, downlink_latency=0, link_gap=0):
         # Ref: seed 003 (CN111614581), the units "in a switch": with repack_node, each on a
         # switch port of its own.
+        self._MustUse__silence = True       # a top refused for its arguments is never built
         if not isinstance(repack_node, bool):
             raise TypeError(f"repack_node must be a bool, not {repack_node!r}")
         if repack_node and not repack_units:
@@ -131,6 +132,7 @@ class ClusterTop(wiring.Component):
         super().__init__(members)
         self._cores = None
         self._switch = None
+        self._MustUse__silence = False
 
     @property
     def cores(self):
