@@ -5,9 +5,9 @@ own buffers, driving its own node of a cluster that ``nicoll serve`` runs
 (:mod:`nicoll.remote`).  The methods take mpi4py's buffer arguments: a numpy array (or
 anything with the buffer protocol and a numpy dtype), or mpi4py's ``[data, count, datatype]``
 spec of one, and ``MPI.IN_PLACE`` where MPI allows it.  mpi4py's op objects map to nicoll's
-(``MPI.SUM`` to ``"sum"`` ...).  Anything nicoll does not offload (another op, a barrier) is
-refused with NicollError naming it, or, with ``fallback=True``, done by the host MPI with
-one warning per kind.
+(``MPI.SUM`` to ``"sum"`` ...); ``Barrier`` goes through the NICs' barrier units.  Anything
+nicoll does not offload (another op) is refused with NicollError naming it, or, with
+``fallback=True``, done by the host MPI with one warning per kind.
 """
 
 import warnings
@@ -152,9 +152,8 @@ class Comm:
         recv.reshape(-1)[:] = self._rank.alltoall(send.reshape(-1))
 
     def Barrier(self):
-        if self._refuse_or_warn("Barrier", "a barrier is not offloaded per rank yet (it needs "
-                                           "the cluster's barrier tree)"):
-            self.comm.Barrier()
+        """Released when every rank has arrived, through the NICs' barrier units (seed 004)."""
+        self._rank.barrier()
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -222,18 +222,42 @@ def test_per_rank_collectives_on_verilator(tmp_path):
     """The rendezvous on the gateware: on the model an engine started alone keeps a peer's
     early clear-to-send across its own queue's clear, on the gateware it does not, so the
     server arms every engine for one cycle.  Three ranks arriving out of order, on the
-    build test_repack_node uses: allreduce and alltoall right, and every engine started in
-    the same cycle (each rank's engine counts from that start)."""
+    build test_repack_node uses: allreduce and alltoall right, every engine started in the
+    same cycle (each rank's engine counts from that start), and a barrier between them."""
     with nicoll.Cluster(backend="verilator", **LINKED_REPACK_NODE_CLUSTER) as cl:
         with ClusterServer(cl, f"unix:{tmp_path / 'v.sock'}") as server:
             xs = [np.arange(12, dtype=np.int32) * (r + 1) for r in range(3)]
 
             def work(rank_, rank):
                 summed = rank_.allreduce(xs[rank])
-                return summed, rank_.device.engine.started_at(), rank_.alltoall(xs[rank])
+                started = rank_.device.engine.started_at()
+                rank_.barrier()
+                return summed, started, rank_.alltoall(xs[rank])
             got = _ranks_in_threads(server.address, 3, work, delays=[0.2, 0.0, 0.1])
     for rank, (summed, _, exchanged) in enumerate(got):
         np.testing.assert_array_equal(summed, sum(xs))
         np.testing.assert_array_equal(
             exchanged, np.concatenate([x[rank * 4:(rank + 1) * 4] for x in xs]))
     assert len({started for _, started, _ in got}) == 1
+
+
+def test_per_rank_barriers_release_after_the_last_arrival(served):
+    """Rank.barrier through the barrier units (the server programmed the tree): three
+    barriers in a row, the ranks arriving 0.3 s apart in turn; no rank leaves a barrier
+    before the last one has arrived at it."""
+    _, server = served
+    log = []
+
+    def work(rank_, rank):
+        times = []
+        for k in range(3):
+            time.sleep(0.3 if (rank + k) % 3 == 0 else 0.0)
+            arrived = time.monotonic()
+            log.append((k, arrived))
+            rank_.barrier()
+            times.append((k, time.monotonic()))
+        return times
+    got = _ranks_in_threads(server.address, 3, work)
+    for k in range(3):
+        last_arrival = max(t for j, t in log if j == k)
+        assert all(left >= last_arrival for times in got for j, left in times if j == k), k

@@ -101,6 +101,27 @@ class Rank:
                                   **options)
         return self.run(plan, x).reshape(x.shape)
 
+    def barrier(self):
+        """One barrier through the barrier units (seed 004, normal mode: released when every
+        rank has arrived); returns once this rank's unit is released.  The server programs
+        the barrier tree when it starts; every rank counts the barriers from there, so the
+        ranks must take part in every one."""
+        unit = self.device.barrier
+        seq = unit.status().seq
+        unit.done(seq)
+        deadline = time.monotonic() + self.budget_s
+        while True:
+            status = unit.status()
+            if status.seq != seq:
+                return
+            if status.error:
+                unit.check()
+            if time.monotonic() > deadline:
+                raise NicollError(f"rank {self.rank}: barrier {seq} was not released within "
+                                  f"{self.budget_s} s (has every rank arrived?)")
+            self.device.transport.idle(_POLL_CYCLES)
+            time.sleep(0.001)
+
     # -- posting and waiting ---------------------------------------------------------------
 
     def run(self, plan, x):

@@ -75,6 +75,9 @@ class ClusterServer:
                               f"clients must present (--token)")
         self._cluster = cluster
         self._token = token
+        # The barrier tree (a binary one) in every node, barrier 0 next: what the ranks'
+        # barriers (Rank.barrier) count from.
+        cluster.configure_barrier()
         self._lock = threading.Lock()           # one request at a time reaches the backend
         self._taken = {}                        # rank -> connection
         self._state = threading.Lock()          # guards _taken and _connections

@@ -4,6 +4,7 @@ and a root other than 0, compared bit for bit with MPICH's own answer on the sam
 Prints one line per rank; exits non-zero on the first difference."""
 
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -77,17 +78,37 @@ nic.Alltoallv([x, scounts], [got, rcounts])
 world.Alltoallv([x, scounts], [want, rcounts])
 same(got, want, "Alltoallv")
 
+# Barrier through the NICs' barrier units: nobody leaves before the last has arrived
+# (CLOCK_MONOTONIC is the same clock in every process on this machine).
+time.sleep(0.05 * ((rank * 7) % size))
+arrived = time.monotonic()
+nic.Barrier()
+left = time.monotonic()
+if left < max(world.allgather(arrived)):
+    print(f"rank {rank}: left the barrier before the last rank arrived", flush=True)
+    sys.exit(1)
+nic.Barrier()                       # and a second one, counted from the first
+
+# An op nicoll does not offload: refused, or (fallback) done by the host MPI, warned once.
+def _sum(a, b, datatype):
+    np.frombuffer(b, np.int32)[:] += np.frombuffer(a, np.int32)
+user_sum = MPI.Op.Create(_sum, commute=True)
+x = rng.integers(-100, 100, 4).astype(np.int32)
+got, want = np.empty_like(x), np.empty_like(x)
 try:
-    nic.Barrier()
-    print(f"rank {rank}: Barrier was not refused", flush=True)
+    nic.Allreduce(x, got, op=user_sum)
+    print(f"rank {rank}: a user op was not refused", flush=True)
     sys.exit(1)
 except nicoll.NicollError as exc:
     assert "fallback=True" in str(exc)
-nic.fallback = True                 # the host MPI does it, with one warning
+nic.fallback = True
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    nic.Barrier()
-    nic.Barrier()
+    nic.Allreduce(x, got, op=user_sum)
+    nic.Allreduce(x, got, op=user_sum)
 assert len(caught) == 1 and "falls back to the host MPI" in str(caught[0].message)
+world.Allreduce(x, want, op=MPI.SUM)
+same(got, want, "Allreduce with a user op, by the host MPI")
+user_sum.Free()
 nic.close()
 print(f"rank {rank}: {checked} collectives agree with MPICH", flush=True)
