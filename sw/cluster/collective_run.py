@@ -18,7 +18,7 @@ from ..errors import NicollError
 from .results import AggregatePlan, CallStats
 from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
 
-__all__ = ["CollectiveRunner", "check_subgroup"]
+__all__ = ["CollectiveRunner", "check_subgroup", "load_input", "read_output"]
 
 #: A collective's cycle budget, from its plan: a fixed allowance, then per step of any rank (a
 #: clear-to-send round trip through the switch and the ALU pipeline), per beat any rank sends
@@ -37,6 +37,25 @@ _OPTIONS = {
     "alltoall": ("scratch_blocks", "segments"),
     "alltoallv": ("segments",),
 }
+
+
+def load_input(dev, schedule, x):
+    """Rank input ``x`` into ``dev``'s device memory where ``schedule`` (that rank's) wants
+    its pieces."""
+    raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    for piece in schedule.load:
+        dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
+
+
+def read_output(dev, schedule, count, dtype):
+    """The rank's output of ``schedule`` (``count`` elements of ``dtype``) from ``dev``'s
+    device memory, 1-D; None for a rank that gets none (``count`` None)."""
+    if count is None:
+        return None
+    raw = bytearray(count * dtype.itemsize)
+    for piece in schedule.result:
+        raw[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
+    return np.frombuffer(raw, dtype=dtype)
 
 
 def check_subgroup(algorithm, subgroup):
@@ -216,9 +235,7 @@ class CollectiveRunner:
             devices[self._barrier.tree.root].barrier.set_mode("normal")
 
         for x, schedule, dev in zip(inputs, plan.schedules, devices):
-            raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
-            for piece in schedule.load:
-                dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
+            load_input(dev, schedule, x)
             dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
         clock = devices[0]
         start = start_cycle(clock, ARM_ACCESSES, self.nodes)
@@ -238,16 +255,8 @@ class CollectiveRunner:
                               f"rank within {budget} cycles of its start: " + "; ".join(problems))
         self._barrier.advance(barriers)
 
-        outputs = []
-        for r, (schedule, dev) in enumerate(zip(plan.schedules, devices)):
-            count = plan.output_counts[r]
-            if count is None:
-                outputs.append(None)
-                continue
-            raw = bytearray(count * plan.dtype.itemsize)
-            for piece in schedule.result:
-                raw[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
-            outputs.append(np.frombuffer(raw, dtype=plan.dtype))
+        outputs = [read_output(dev, schedule, count, plan.dtype)
+                   for schedule, dev, count in zip(plan.schedules, devices, plan.output_counts)]
         return outputs, self._stats(start), start
 
     def _budget(self, plan):

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from .. import schedule as _schedule
+from ..cluster.collective_run import load_input, read_output
 from ..errors import NicollError
 
 __all__ = ["Rank", "DEFAULT_BUDGET_S"]
@@ -133,21 +134,13 @@ class Rank:
             raise NicollError(f"{plan.collective} ({plan.algorithm}) has barrier steps, which "
                               f"need the cluster's barrier tree; run it on a nicoll.Cluster")
         dev = self.device
-        raw = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
         # Everything the node would refuse is refused before anything is written.
         dev.engine.load(schedule, plan.op, plan.dtype if plan.op else None)
-        for piece in schedule.load:
-            dev.mem_load(piece.buffer, raw[piece.data:piece.data + piece.length])
+        load_input(dev, schedule, x)
         started = time.monotonic()
         dev.transport.start(self.budget_s)
         self._wait(plan, self.budget_s - (time.monotonic() - started))
-        count = plan.output_counts[self.rank]
-        if count is None:
-            return None
-        out = bytearray(count * plan.dtype.itemsize)
-        for piece in schedule.result:
-            out[piece.data:piece.data + piece.length] = dev.mem_dump(piece.buffer, piece.length)
-        return np.frombuffer(bytes(out), dtype=plan.dtype)
+        return read_output(dev, schedule, plan.output_counts[self.rank], plan.dtype)
 
     def _wait(self, plan, budget_s):
         engine = self.device.engine
