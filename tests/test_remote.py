@@ -381,3 +381,19 @@ def test_a_rank_asking_for_other_thresholds_is_refused_naming_both(served):
                 rank_.ac_barrier(m=3)
         return "refused"
     assert _ranks_in_threads(server.address, 3, work, budget_s=1) == ["refused"] * 3
+
+
+def test_a_normal_barrier_call_where_the_others_ran_an_ac_barrier_is_refused(served):
+    """The ranks count their barriers: rank 2, released without by the others' AC barrier,
+    calling barrier() for it is told so rather than counting it as the next one."""
+    _, server = served
+
+    def work(rank_, rank):
+        if rank != 2:
+            return rank_.ac_barrier(m=2).was_aborted
+        _wait_until_aborted(rank_)
+        with pytest.raises(nicoll.NicollError, match=r"rank 2: barrier \d+ was released "
+                                                     r"without this rank, as an AC barrier is"):
+            rank_.barrier()
+        return "refused"
+    assert _ranks_in_threads(server.address, 3, work) == [False, False, "refused"]
