@@ -5,7 +5,8 @@ own buffers, driving its own node of a cluster that ``nicoll serve`` runs
 (:mod:`nicoll.remote`).  The methods take mpi4py's buffer arguments: a numpy array (or
 anything with the buffer protocol and a numpy dtype), or mpi4py's ``[data, count, datatype]``
 spec of one, and ``MPI.IN_PLACE`` where MPI allows it.  mpi4py's op objects map to nicoll's
-(``MPI.SUM`` to ``"sum"`` ...); ``Barrier`` goes through the NICs' barrier units.  Anything
+(``MPI.SUM`` to ``"sum"`` ...); ``Barrier`` and ``ac_barrier`` (seed 004's approximate-computing
+barrier) go through the NICs' barrier units.  Anything
 nicoll does not offload (another op) is refused with NicollError naming it, or, with
 ``fallback=True``, done by the host MPI with one warning per kind.
 """
@@ -52,6 +53,9 @@ class Comm:
                               f"{self.device.transport.address} serves "
                               f"{self.device.transport.nodes}")
         self._rank = Rank(self.device, size, budget_s=budget_s)
+        # Every rank has read which barrier its unit is in before any rank enters one: an AC
+        # barrier may be released without a rank, which must not then count from the next.
+        self.comm.Barrier()
 
     def Get_rank(self):
         return self.comm.Get_rank()
@@ -154,6 +158,26 @@ class Comm:
     def Barrier(self):
         """Released when every rank has arrived, through the NICs' barrier units (seed 004)."""
         self._rank.barrier()
+
+    def ac_barrier(self, m=None, c=None, estimate=None):
+        """One approximate-computing barrier (seed 004, mode 1) through the NICs' barrier
+        units: released early once ``m`` ranks have arrived and/or ``c`` cycles have passed
+        since the first did, the ranks not yet arrived aborted with ``estimate``.  Every rank
+        calls it, with the same m, c and estimate; returns this rank's
+        :class:`~nicoll.remote.rank.RankBarrierResult` (see :meth:`Rank.ac_barrier
+        <nicoll.remote.rank.Rank.ac_barrier>`).
+
+        The values are not gathered over the host MPI to compare them: a host collective
+        would wait for the straggler the barrier is there to skip.  The server compares them
+        instead, rank by rank as they arrive, and refuses a rank whose values differ from the
+        first rank's, naming both."""
+        return self._rank.ac_barrier(m, c, estimate)
+
+    def ac_aborted(self):
+        """Whether the next barrier has been released without this rank (an AC barrier the
+        others finished early): its work for it can stop; :meth:`ac_barrier` then returns at
+        once with the estimate."""
+        return self._rank.ac_aborted()
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -143,16 +143,20 @@ def test_nicoll_serve_prints_its_address_and_stops_on_sigterm(tmp_path):
 def _ranks_in_threads(address, nodes, work, *, budget_s=20.0, delays=None):
     """Run ``work(rank_object, rank)`` for every rank, each in a thread with its own
     connection (as processes would), starting after ``delays[rank]`` seconds; returns the
-    results in rank order, or raises the first error."""
+    results in rank order, or raises the first error.  Every rank's Rank is made before any
+    rank starts (as nicoll.mpi.Comm does), so they count barriers from the same one."""
     import threading
     from nicoll.remote import Rank
     results, errors = [None] * nodes, []
+    made = threading.Barrier(nodes, timeout=20)
 
     def one(rank):
         dev = connect(address, rank, timeout=20)
         try:
+            rank_ = Rank(dev, nodes, budget_s=budget_s)
+            made.wait()
             time.sleep((delays or [0] * nodes)[rank])
-            results[rank] = work(Rank(dev, nodes, budget_s=budget_s), rank)
+            results[rank] = work(rank_, rank)
         except BaseException as exc:            # collected, re-raised in the test's thread
             errors.append(exc)
         finally:
@@ -261,3 +265,135 @@ def test_per_rank_barriers_release_after_the_last_arrival(served):
     for k in range(3):
         last_arrival = max(t for j, t in log if j == k)
         assert all(left >= last_arrival for times in got for j, left in times if j == k), k
+
+
+def _wait_until_aborted(rank_, budget_s=20.0):
+    """A straggler's work: it goes on until the others have released the barrier without
+    it (its unit aborted, seed 004), as a process stopped by the forced abort would."""
+    deadline = time.monotonic() + budget_s
+    while not rank_.ac_aborted():
+        assert time.monotonic() < deadline, f"rank {rank_.rank} was never aborted"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("straggler", [2, 0])
+def test_an_ac_barrier_releases_the_others_early_then_a_normal_barrier_waits(served,
+                                                                            straggler):
+    """Rank.ac_barrier with m = 2 of 3 (seed 004, count sub-mode): the two others are
+    released without the straggler (the root's rank 0 among the stragglers: the server
+    programs the root before the first completion, whoever's), the root's abort log names it
+    and it goes on with the estimate.  A normal barrier after it, the straggler arriving 0.3 s
+    late, releases nobody before it arrives: the root is back in normal mode."""
+    _, server = served
+    log = {}
+
+    def work(rank_, rank):
+        if rank == straggler:
+            _wait_until_aborted(rank_)
+        ac = rank_.ac_barrier(m=2, estimate=77)
+        if rank == straggler:
+            time.sleep(0.3)
+            log["arrived"] = time.monotonic()
+        rank_.barrier()
+        return ac, time.monotonic()
+    got = _ranks_in_threads(server.address, 3, work)
+    results = [ac for ac, _ in got]
+    assert len({r.seq for r in results}) == 1
+    for rank, r in enumerate(results):
+        assert (r.rank, r.m, r.c) == (rank, 2, None)
+        assert r.root == (rank == 0)                    # the server's binary tree
+        assert r.was_aborted == (rank == straggler)
+        if rank == straggler:
+            assert r.early is True and r.estimate == 77 and r.arrived_at is None
+        else:
+            assert r.estimate is None and r.arrived_at <= r.released_at
+    root = results[0]
+    assert root.early is True and root.aborted == {straggler}
+    # Released at the second completion: the m-th stamp, and no last one.
+    assert root.s <= root.mt <= root.released_at and root.e is None
+    assert all(left >= log["arrived"] for _, left in got)
+
+
+def test_an_ac_barrier_by_time_releases_c_cycles_after_the_first_arrival(served):
+    """The time sub-mode: with c = 3000 cycles and rank 1 never arriving on its own, ranks 0
+    and 2 are released at least c cycles after the first completion, and rank 1 is aborted;
+    a second barrier, everybody on time, is not early."""
+    _, server = served
+    c = 3000
+
+    def work(rank_, rank):
+        if rank == 1:
+            _wait_until_aborted(rank_)
+        first = rank_.ac_barrier(c=c)
+        return first, rank_.ac_barrier(m=3, c=10 * c)
+    got = _ranks_in_threads(server.address, 3, work)
+    root, late = got[0][0], got[1][0]
+    assert root.aborted == {1} and late.was_aborted and late.estimate == 0
+    assert root.mt is None and root.released_at - root.s >= c
+    again = got[0][1]
+    assert again.early is False and again.aborted == frozenset() and again.e is not None
+    assert not any(second.was_aborted for _, second in got)
+
+
+def test_ac_barrier_arguments_refused_before_anything_is_written(served):
+    """What the root's unit would refuse (ERRORS m_range, c_zero, mode) is refused by the
+    rank, naming the value, before it asks the server or signals done: the root's MODE and M
+    registers and the rank's barrier are unchanged."""
+    cl, server = served
+    from nicoll.remote import Rank
+    dev = connect(server.address, 1, timeout=10)
+    try:
+        rank_ = Rank(dev, 3, budget_s=1)
+        regs = cl.device(0).regs.barrier
+        before = (regs.MODE.read(), regs.M.read(), dev.barrier.status())
+        for kwargs, words in (({"m": 0}, "m must be between 1 and the 3 ranks of the barrier "
+                                         "tree, not 0"),
+                              ({"m": 4}, "m must be between 1 and the 3 ranks"),
+                              ({"c": 0}, "c must be at least 1 cycle, not 0"),
+                              ({}, "mode 'ac' needs a count threshold m, a time threshold c"),
+                              ({"m": 2, "estimate": -1}, "estimate must be an int between 0 "
+                                                         "and 2\\*\\*64 - 1, not -1"),
+                              ({"m": "2"}, "m must be an int between 0 and 2\\*\\*16 - 1, "
+                                           "not '2'")):
+            with pytest.raises(nicoll.NicollError, match=words):
+                rank_.ac_barrier(**kwargs)
+        assert (regs.MODE.read(), regs.M.read(), dev.barrier.status()) == before
+    finally:
+        dev.transport.close()
+
+
+def test_a_rank_asking_for_other_thresholds_is_refused_naming_both(served):
+    """Only the root decides, by the values the first rank to ask had the server write:
+    a rank that asks for the same barrier with another m is refused, naming both ranks and
+    values; the others, one rank short, end within their budget."""
+    _, server = served
+
+    def work(rank_, rank):
+        if rank == 2:
+            time.sleep(0.2)
+            with pytest.raises(nicoll.NicollError,
+                               match=r"rank 2 asks for barrier \d+ in AC mode with m=2, c=None, "
+                                     r"estimate=0, but rank [01] asked for it in AC mode with "
+                                     r"m=3, c=None, estimate=0; every rank must pass the same"):
+                rank_.ac_barrier(m=2)
+        else:
+            with pytest.raises(nicoll.NicollError, match=r"was not released within 1.0 s"):
+                rank_.ac_barrier(m=3)
+        return "refused"
+    assert _ranks_in_threads(server.address, 3, work, budget_s=1) == ["refused"] * 3
+
+
+def test_a_normal_barrier_call_where_the_others_ran_an_ac_barrier_is_refused(served):
+    """The ranks count their barriers: rank 2, released without by the others' AC barrier,
+    calling barrier() for it is told so rather than counting it as the next one."""
+    _, server = served
+
+    def work(rank_, rank):
+        if rank != 2:
+            return rank_.ac_barrier(m=2).was_aborted
+        _wait_until_aborted(rank_)
+        with pytest.raises(nicoll.NicollError, match=r"rank 2: barrier \d+ was released "
+                                                     r"without this rank, as an AC barrier is"):
+            rank_.barrier()
+        return "refused"
+    assert _ranks_in_threads(server.address, 3, work) == [False, False, "refused"]

@@ -13,7 +13,7 @@ from ..errors import NicollError
 from .results import BarrierResult, CallStats
 from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
 
-__all__ = ["ClusterBarrier"]
+__all__ = ["ClusterBarrier", "check_barrier_args"]
 
 #: Barrier numbers wrap at 16 bits (every notice carries one).
 _SEQ_MASK = 0xFFFF
@@ -57,7 +57,7 @@ class ClusterBarrier:
     def run(self, arrive, mode, m, c, estimate):
         """One barrier (see :meth:`Cluster.barrier`); returns its :class:`BarrierResult` and
         the call's :class:`CallStats`."""
-        arrive, sub, m, c, estimate = _check_barrier_args(self.nodes, arrive, mode, m, c, estimate)
+        arrive, sub, m, c, estimate = check_barrier_args(self.nodes, arrive, mode, m, c, estimate)
         if self.tree is None:
             self.configure()
         root = self._devices[self.tree.root].barrier
@@ -110,7 +110,12 @@ class ClusterBarrier:
                              mt=stamps[1] if m else None, e=stamps[2]), stats
 
 
-def _check_barrier_args(nodes, arrive, mode, m, c, estimate):
+def check_barrier_args(nodes, arrive, mode, m, c, estimate):
+    """The arguments of :meth:`Cluster.barrier` checked (NicollError naming the first one
+    wrong): ``(arrive, sub, m, c, estimate)`` with ``arrive`` a list of ints, ``sub`` the AC
+    sub-mode's name the thresholds given choose, and m, c, estimate ints (0 for None).
+    The unit's own checks of m and c against the tree (ERRORS m_range, c_zero) are not made
+    here."""
     if mode not in MODES:
         raise NicollError(f"barrier mode must be one of {', '.join(map(repr, MODES))}, "
                           f"not {mode!r}")

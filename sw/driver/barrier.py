@@ -191,6 +191,10 @@ class BarrierDriver:
                              abort_seq=numbers["abort_seq"], error=bool(s["error"]),
                              armed=bool(s["armed"]))
 
+    def is_root(self):
+        """Whether this node has no parent: the root, whose unit decides (seed 004)."""
+        return not self._regs.PARENT.valid.read()
+
     def stamp_seq(self):
         """The barrier :meth:`get_ac_value` and :meth:`release_ones` belong to."""
         return self._regs.NUMBERS.stamp_seq.read()
@@ -237,6 +241,20 @@ class BarrierDriver:
             ids = self._read_ids(self._regs.LOG_IDS, entry)
             entries.append((self._regs.LOG_ENTRY.seq.read(), ids))
         return entries, overflow
+
+    def abort_log_entry(self, seq):
+        """The ids the root's log holds as aborted in barrier ``seq``, or None when the log
+        holds no entry for it (the barrier was not released early, or ``log_depth`` later
+        early releases have overwritten it).  Reads the entries newest first and stops at
+        ``seq``'s, so a host that reads right after the release reads one entry."""
+        _int("seq", seq, 0, _U16)
+        count = self._regs.LOG_ENTRY.count.read()
+        for k in reversed(range(max(0, count - self.log_depth), count)):
+            entry = k % self.log_depth
+            self._regs.SELECT.write_fields(entry=entry, word=0)
+            if self._regs.LOG_ENTRY.seq.read() == seq:
+                return self._read_ids(self._regs.LOG_IDS, entry)
+        return None
 
     def errors(self):
         """The names of the ERRORS bits that are set."""

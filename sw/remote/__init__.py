@@ -6,7 +6,8 @@ server serves each rank's node at the driver's bottom layer, the transport, and 
 front builds on them."""
 
 from .client import ADDRESS_ENV, SocketTransport, connect
-from .rank import Rank
+from .rank import Rank, RankBarrierResult
 from .server import ClusterServer, parse_address
 
-__all__ = ["ADDRESS_ENV", "ClusterServer", "Rank", "SocketTransport", "connect", "parse_address"]
+__all__ = ["ADDRESS_ENV", "ClusterServer", "Rank", "RankBarrierResult", "SocketTransport", "connect",
+           "parse_address"]

@@ -101,6 +101,14 @@ class SocketTransport(Transport):
         finally:
             self._sock.settimeout(previous)
 
+    def barrier(self, seq, mode, sub, m, c, estimate):
+        """This rank is about to signal done for barrier ``seq``: the root's decision unit is
+        to run it in ``mode`` (a :data:`~nicoll.driver.barrier.MODES` value) with sub-mode
+        ``sub``, thresholds ``m``, ``c`` and ``estimate`` (0 for those not used).  Returns
+        once the root holds them; refused when another rank asked for other settings."""
+        self._call({"op": "barrier", "seq": seq, "mode": mode, "sub": sub, "m": m, "c": c,
+                    "estimate": estimate})
+
     def close(self):
         self._sock.close()
 

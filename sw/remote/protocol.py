@@ -20,6 +20,12 @@ Operations (all but ``hello`` act on the rank the connection was opened for):
   comes when every rank has (the server then arms every engine for one start cycle, as
   :class:`nicoll.Cluster` does, and the reply gives it as ``start``), or, after
   ``budget_ms`` without that, as an error naming the ranks that have not.
+- ``barrier`` (``seq``, ``mode``, ``sub``, ``m``, ``c``, ``estimate``): this rank is about
+  to signal done for barrier ``seq`` and asks that the root's decision unit run it in
+  ``mode`` (the register value: 0 normal, 1 AC) with sub-mode ``sub`` (1 count, 2 time,
+  3 both), thresholds ``m`` and ``c`` and ``estimate``.  The first rank to ask for a
+  barrier has the server program the root before it replies; a later rank asking for the
+  same barrier otherwise is refused, naming both (:class:`~nicoll.remote.server.ClusterServer`).
 """
 
 import json
@@ -44,6 +50,7 @@ OPERATIONS = {
     "mem_dump": ("address", "length"),
     "idle": ("cycles",),
     "start": ("budget_ms",),
+    "barrier": ("seq", "mode", "sub", "m", "c", "estimate"),
 }
 
 _LENGTH = struct.Struct(">I")

@@ -20,6 +20,15 @@ single process.
   that clears its queue also forgets the clear-to-send a peer that started early sent it,
   so the engines must not start one by one).  A rank that waits longer than its budget, or
   whose client goes away, leaves the rendezvous; the others' waits name the ranks missing.
+- The barriers' decision mode (seed 004): only the root's unit decides when a barrier is
+  released, by its MODE, M, C and ESTIMATE registers, and they must hold the barrier's mode
+  before the first completion of it reaches the root, whichever rank that is (the root's
+  rank may be the straggler an AC barrier is there to skip).  So each rank asks
+  (``barrier``) before it signals done, and the first to ask for a barrier has the server
+  program the root (a rank's own transport reaches only its own node).  Every later rank
+  must ask for the same mode, thresholds and estimate, or is refused naming both; a normal
+  barrier after an AC one puts the root back in normal mode before any rank can complete
+  it, so an AC threshold never releases a normal barrier early.
 """
 
 import hmac
@@ -29,10 +38,15 @@ import socket
 import threading
 
 from ..cluster.timing import ARM_ACCESSES, check_armed_in_time, start_cycle
+from ..driver.barrier import MODES, SUB_MODES
 from ..errors import NicollError
 from .protocol import OPERATIONS, recv_frame, send_frame
 
 __all__ = ["ClusterServer", "parse_address"]
+
+#: Barriers whose mode the server remembers, to check the ranks that ask late.
+_KEPT_BARRIERS = 64
+_SEQ_MASK = 0xFFFF
 
 
 def parse_address(address):
@@ -89,6 +103,11 @@ class ClusterServer:
         self._posted = set()
         self._starts = 0
         self._start_cycle = None
+        # The barriers' modes: what each recent barrier was asked for first (seq -> (rank,
+        # settings)), and what the root holds (None: not programmed by this server yet).
+        self._modes = threading.Lock()
+        self._asked = {}
+        self._programmed = None
         if kind == "unix":
             if os.path.exists(where):
                 raise NicollError(f"{where!r} exists; remove it or choose another path")
@@ -176,6 +195,9 @@ class ClusterServer:
                 message, payload = frame
                 if message.get("op") == "start" and _fields_problem(message, "start") is None:
                     reply, data = self._start(rank, message["budget_ms"]), b""
+                elif (message.get("op") == "barrier"
+                      and _fields_problem(message, "barrier") is None):
+                    reply, data = self._barrier(rank, message), b""
                 else:
                     reply, data = self._serve(transport, message, payload)
                 send_frame(conn, reply, data)
@@ -251,6 +273,46 @@ class ClusterServer:
                                           if not self._stopping.is_set()
                                           else "the server is stopping"}
 
+    def _barrier(self, rank, message):
+        """The reply to ``rank``'s ``barrier`` (module docstring): the root programmed for
+        the barrier by the first rank to ask, the same settings checked for the others."""
+        seq = message["seq"]
+        settings = tuple(message[name] for name in ("mode", "sub", "m", "c", "estimate"))
+        problem = _settings_problem(settings, self._cluster.nodes)
+        if problem is not None:
+            return {"ok": False, "error": problem}
+        with self._modes:
+            if seq in self._asked:
+                first, asked = self._asked[seq]
+                if asked != settings:
+                    return {"ok": False, "error": (
+                        f"rank {rank} asks for barrier {seq} {_describe(settings)}, but rank "
+                        f"{first} asked for it {_describe(asked)}; every rank must pass the "
+                        f"same mode, thresholds and estimate")}
+                return {"ok": True}
+            with self._lock:
+                tree = self._cluster.barrier_tree
+                root = self._cluster.device(tree.root).barrier
+                current = root.status().seq
+                if current != seq:
+                    return {"ok": False, "error": (
+                        f"rank {rank} asks for barrier {seq}, but the root (rank {tree.root}) "
+                        f"is in barrier {current}: has every rank taken part in every "
+                        f"barrier?")}
+                if settings != self._programmed:
+                    try:
+                        _program(root, settings)
+                    except NicollError as exc:
+                        # The unit refused them: back to normal, so nothing releases early.
+                        _program(root, (MODES["normal"], SUB_MODES["count"], 0, 0, 0))
+                        self._programmed = None
+                        return {"ok": False, "error": str(exc)}
+                    self._programmed = settings
+            self._asked[seq] = (rank, settings)
+            for old in list(self._asked)[:-_KEPT_BARRIERS]:
+                del self._asked[old]
+        return {"ok": True}
+
     def _serve(self, transport, message, payload):
         """The reply (and payload) to one request on ``transport``."""
         op = message.get("op")
@@ -287,3 +349,51 @@ def _fields_problem(message, op):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"{op} needs {name!r} as a non-negative integer, not {value!r}"
     return None
+
+
+def _settings_problem(settings, nodes):
+    """Why a ``barrier`` request's settings are not ones the root's unit runs, or None
+    (the unit's own checks, made before anything is written: ERRORS m_range, c_zero,
+    mode)."""
+    mode, sub, m, c, estimate = settings
+    if mode == MODES["normal"]:
+        if (sub, m, c, estimate) != (SUB_MODES["count"], 0, 0, 0):
+            return (f"a normal barrier takes sub-mode {SUB_MODES['count']} and no m, c or "
+                    f"estimate, not sub {sub!r}, m {m!r}, c {c!r}, estimate {estimate!r}")
+        return None
+    if mode != MODES["ac"]:
+        return (f"per-rank barriers run in mode {MODES['normal']} (normal) or {MODES['ac']} "
+                f"(AC), not {mode!r}")
+    if sub not in SUB_MODES.values():
+        return f"the AC sub-mode must be one of {sorted(SUB_MODES.values())}, not {sub!r}"
+    if sub & SUB_MODES["count"] and not 1 <= m <= nodes:
+        return f"m must be between 1 and the {nodes} ranks of the barrier tree, not {m!r}"
+    if not sub & SUB_MODES["count"] and m:
+        return f"sub-mode {sub!r} has no count threshold, but m is {m!r}"
+    if sub & SUB_MODES["time"] and not 1 <= c < 1 << 64:
+        return f"c must be between 1 and 2**64 - 1 cycles, not {c!r}"
+    if not sub & SUB_MODES["time"] and c:
+        return f"sub-mode {sub!r} has no time threshold, but c is {c!r}"
+    if estimate >= 1 << 64:
+        return f"estimate must be below 2**64, not {estimate!r}"
+    return None
+
+
+def _program(unit, settings):
+    """Write ``settings`` into the root's decision registers and check the unit took them."""
+    mode, sub, m, c, estimate = settings
+    names = {value: name for name, value in MODES.items()}
+    subs = {value: name for name, value in SUB_MODES.items()}
+    unit.set_ac_parameter(m, c)
+    unit.set_estimate(estimate)
+    unit.set_mode(names[mode], subs[sub])
+    unit.check()
+
+
+def _describe(settings):
+    mode, sub, m, c, estimate = settings
+    if mode == MODES["normal"]:
+        return "in normal mode"
+    return (f"in AC mode with m={m if sub & SUB_MODES['count'] else None}, "
+            f"c={c if sub & SUB_MODES['time'] else None}, "
+            f"estimate={estimate}")
