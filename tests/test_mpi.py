@@ -1,5 +1,6 @@
 """nicoll.mpi.Comm under mpiexec (MPICH from PyPI) against a `nicoll serve` cluster on the
-model: every offloaded collective agrees with MPICH's own answer bit for bit
+model: every offloaded collective agrees with MPICH's own answer bit for bit, the float
+reductions with nicoll's documented order bit for bit and with MPICH's within rounding
 (tests/mpi_programs/compare_with_mpich.py), at 3, 4 and 5 ranks; the examples at 8 ranks,
 the AC barrier's (seed 004) among them."""
 
@@ -52,7 +53,7 @@ def test_offloaded_collectives_agree_with_mpich(server, nodes):
     assert run.returncode == 0, run.stdout + run.stderr
     # mpiexec forwards the ranks' output in chunks that may run into each other.
     found = re.findall(r"rank (\d+): (\d+) collectives agree with MPICH", run.stdout)
-    assert sorted(found) == [(str(r), "66") for r in range(nodes)], run.stdout + run.stderr
+    assert sorted(found) == [(str(r), "84") for r in range(nodes)], run.stdout + run.stderr
 
 
 def test_a_communicator_of_another_size_is_refused(server):
