@@ -19,9 +19,22 @@ world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 nic = Comm(world, budget_s=60)
 rng = np.random.default_rng(100 + rank)
-OPS = [MPI.SUM, MPI.PROD, MPI.MIN, MPI.MAX, MPI.BAND, MPI.BOR, MPI.BXOR, MPI.LAND, MPI.LOR,
-       MPI.LXOR]
-checked = 0
+OPS = [(MPI.SUM, "sum"), (MPI.PROD, "prod"), (MPI.MIN, "min"), (MPI.MAX, "max"),
+       (MPI.BAND, "band"), (MPI.BOR, "bor"), (MPI.BXOR, "bxor"), (MPI.LAND, "land"),
+       (MPI.LOR, "lor"), (MPI.LXOR, "lxor")]
+# The (op, type) pairs the server's build reduces, from its registers: a simulated cluster
+# may be built with a few (the Verilator one the suite serves has sum on int32 only); a
+# reduction it lacks is skipped and counted, so the test can hold the number to its build.
+BUILT = {(op.name.lower(), dtype.name.lower()) for op, dtype in nic.device.alu_capabilities()}
+checked = skipped = 0
+
+
+def built(name, dtype):
+    global skipped
+    if (name, np.dtype(dtype).name) in BUILT:
+        return True
+    skipped += 1
+    return False
 
 
 def same(got, want, what, against="MPICH"):
@@ -46,7 +59,9 @@ def close_to(got, want, what, *, exact):
 
 
 for dtype in (np.int32, np.int64, np.uint8):
-    for op in OPS:
+    for op, name in OPS:
+        if not built(name, dtype):
+            continue
         count = 5                                   # not a multiple of the rank count
         x = rng.integers(0, 4 if op == MPI.PROD else 100, count).astype(dtype)
         got, want = np.empty_like(x), np.empty_like(x)
@@ -64,9 +79,10 @@ for dtype in (np.int32, np.int64, np.uint8):
 # documented order (nicoll.plan.reduction_order: the algorithm's own combining order, on every
 # rank's input gathered over the host MPI) and to MPICH's within rounding.  min and max do not
 # depend on the order: those are bit for bit with MPICH too.
-FLOAT_OPS = [(MPI.SUM, "sum"), (MPI.PROD, "prod"), (MPI.MIN, "min"), (MPI.MAX, "max")]
 for dtype in (np.float32, np.float64):
-    for op, name in FLOAT_OPS:
+    for op, name in OPS[:4]:
+        if not built(name, dtype):
+            continue
         count = 6
         x = (rng.random(count) * (2 if op == MPI.PROD else 200) - (0 if op == MPI.PROD else 100)
              ).astype(dtype)
@@ -89,6 +105,8 @@ for dtype in (np.float32, np.float64):
         else:                                       # a rank but the root's buffer: untouched
             same(got, np.zeros_like(x), f"Reduce root {root} {name} {dtype.__name__} at rank "
                  f"{rank}", "its buffer as passed")
+    if not built("sum", dtype):
+        continue
     counts = [(r + 1) % 3 + 1 for r in range(size)]
     x = (rng.random(sum(counts)) * 200 - 100).astype(dtype)
     xs = world.allgather(x)
@@ -99,11 +117,12 @@ for dtype in (np.float32, np.float64):
          f"Reduce_scatter sum {dtype.__name__}", "the documented order")
     close_to(got, want, f"Reduce_scatter sum {dtype.__name__}", exact=False)
 
-x = rng.integers(-1000, 1000, 7).astype(np.int32)
-inplace, want = x.copy(), np.empty_like(x)
-nic.Allreduce(MPI.IN_PLACE, inplace, op=MPI.SUM)
-world.Allreduce(x, want, op=MPI.SUM)
-same(inplace, want, "Allreduce IN_PLACE")
+if built("sum", np.int32):
+    x = rng.integers(-1000, 1000, 7).astype(np.int32)
+    inplace, want = x.copy(), np.empty_like(x)
+    nic.Allreduce(MPI.IN_PLACE, inplace, op=MPI.SUM)
+    world.Allreduce(x, want, op=MPI.SUM)
+    same(inplace, want, "Allreduce IN_PLACE")
 
 x = rng.integers(-1000, 1000, 3).astype(np.int64)
 got, want = np.empty(3 * size, np.int64), np.empty(3 * size, np.int64)
@@ -119,12 +138,15 @@ same(got, want, "Alltoall")
 
 # Reduce_scatter with uneven counts (a zero among them), and Alltoallv with zero-length
 # blocks and counts that differ between ranks (the table is different on every rank pair).
+# (bxor, or sum on a build without it.)
 counts = [(r % 3) for r in range(size)]
 x = rng.integers(0, 100, sum(counts)).astype(np.int32)
 got, want = np.empty(counts[rank], np.int32), np.empty(counts[rank], np.int32)
-nic.Reduce_scatter(x, got, counts, op=MPI.BXOR)
-world.Reduce_scatter(x, want, counts, op=MPI.BXOR)
-same(got, want, "Reduce_scatter")
+op, name = (MPI.BXOR, "bxor") if ("bxor", "int32") in BUILT else (MPI.SUM, "sum")
+if built(name, np.int32):
+    nic.Reduce_scatter(x, got, counts, op=op)
+    world.Reduce_scatter(x, want, counts, op=op)
+    same(got, want, f"Reduce_scatter {name}")
 table = [[(i * 7 + j * 3) % 4 for j in range(size)] for i in range(size)]
 scounts, rcounts = table[rank], [table[i][rank] for i in range(size)]
 x = rng.integers(-50, 50, sum(scounts)).astype(np.int64)
@@ -166,4 +188,5 @@ world.Allreduce(x, want, op=MPI.SUM)
 same(got, want, "Allreduce with a user op, by the host MPI")
 user_sum.Free()
 nic.close()
-print(f"rank {rank}: {checked} collectives agree with MPICH", flush=True)
+print(f"rank {rank}: {checked} collectives agree with MPICH ({skipped} reductions this build "
+      f"lacks skipped)", flush=True)
