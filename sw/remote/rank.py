@@ -263,10 +263,10 @@ class Rank:
                 unit.check()
             if normal and transport.gone:
                 gone = list(transport.gone)
-                who = f"rank {gone[0]}" if len(gone) == 1 else f"ranks {gone}"
+                who = (f"rank {gone[0]} went away (its client's connection" if len(gone) == 1
+                       else f"ranks {gone} went away (their clients' connections")
                 raise NicollError(f"rank {self.rank}: barrier {seq} cannot be released: {who} "
-                                  f"went away (its client's connection ended without "
-                                  f"closing) during this run")
+                                  f"ended without closing) during this run")
             if time.monotonic() > deadline:
                 raise NicollError(f"rank {self.rank}: barrier {seq} was not released within "
                                   f"{self.budget_s} s (has every rank arrived?)")

@@ -457,11 +457,12 @@ class _Session:
 
 def _gone_reply(gone, consequence):
     """The refusal of a request of a run whose clients ``gone`` have died."""
-    who = f"rank {gone[0]}" if len(gone) == 1 else f"ranks {gone}"
+    who = (f"rank {gone[0]} went away: its client's connection" if len(gone) == 1
+           else f"ranks {gone} went away: their clients' connections")
     return {"ok": False, "gone": gone,
-            "error": (f"{who} went away: its client's connection ended without closing "
-                      f"(the process died?) during this run; {consequence}; a new run (clients "
-                      f"that connect anew) can use the server")}
+            "error": (f"{who} ended without closing (the process died?) during this run; "
+                      f"{consequence}; a new run (clients that connect anew) can use the "
+                      f"server")}
 
 
 def _fields_problem(message, op):
