@@ -201,3 +201,38 @@ def test_a_server_stopped_mid_run_ends_every_rank_with_an_error(server, tmp_path
         _, when, message = _failed_call(text)
         assert message.startswith(f"rank {rank}: ") and "cluster server" in message, text
         assert when - stopped < PROMPT_S, (when - stopped, text)
+
+
+def test_bench_mpi_reports_cycles_and_host_time_per_size(server, tmp_path):
+    """``mpiexec -n 3 nicoll bench allreduce --mpi`` on the model (the address from
+    NICOLL_ADDRESS): rank 0 alone prints the table, one row per size with its element
+    count, in-NIC cycles (the model counts none: the cost model's estimate, marked ~),
+    the host time per call (mean and median over the calls, positive) and a right answer;
+    the CSV has one host time per timed call."""
+    nicoll_script = shutil.which("nicoll", path=str(Path(sys.executable).parent))
+    address = server(3)
+    table = tmp_path / "bench.csv"
+    run = subprocess.run([MPIEXEC, "-n", "3", nicoll_script, "bench", "allreduce", "--mpi",
+                          "--sizes", "64,4k", "--dtype", "int32", "--repeat", "3", "--csv",
+                          str(table)],
+                         env=dict(os.environ, NICOLL_ADDRESS=address), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("# nicoll bench allreduce --mpi: 3 ranks on model, int32 sum, "
+                            "3 timed calls per size") == 1, run.stdout
+    rows = re.findall(r"^ +(\S+) +(\d+) +(~?)(\d+) +([\d.]+) +([\d.]+) +(\S+)$",
+                      run.stdout, re.M)
+    assert [(size, int(count)) for size, count, *_ in rows] == [("64", 16), ("4k", 1024)], \
+        run.stdout
+    for _, _, estimated, cycles, mean, median, result in rows:
+        assert estimated == "~" and int(cycles) > 0, run.stdout
+        assert float(mean) > 0 and float(median) > 0 and result == "ok", run.stdout
+    # More data, more beats through the engines.
+    assert int(rows[1][3]) > int(rows[0][3]), run.stdout
+    import csv
+    with open(table) as f:
+        written = list(csv.DictReader(f))
+    assert [int(row["size"]) for row in written] == [64, 4096]
+    for row in written:
+        assert row["calls"] == "3" and row["correct"] == "True"
+        assert 0 < float(row["host_min_us"]) <= float(row["host_median_us"])
