@@ -3,13 +3,13 @@ what the ranks get when something fails (tests/test_mpi.py).  Every rank writes 
 saw to OUT/rank<r>.txt, and nothing to its stdout: once a rank has died, mpiexec stops
 forwarding some ranks' output, and their next print fails (a broken pipe).
 
-    faults.py normal BUDGET_S OUT           three allreduces, checked against MPICH's own
-    faults.py die-before-start BUDGET_S OUT rank 1 posts its part of an allreduce, then is
-                                         killed (SIGKILL) instead of starting it
-    faults.py die-after-start BUDGET_S OUT  rank 1 is killed right after the start: the others'
-                                         allreduce finishes, their next one fails
-    faults.py until-stopped BUDGET_S OUT    allreduces until the server stops (rank 0 says
-                                         "running" after the first)
+    faults.py normal BUDGET_S OUT            three allreduces, checked against MPICH's own
+    faults.py die-before-start BUDGET_S OUT  rank 1 posts its part of an allreduce, then is
+                                             killed (SIGKILL) instead of starting it
+    faults.py die-after-start BUDGET_S OUT   rank 1 is killed right after the start: the
+                                             others' allreduce finishes, their next one fails
+    faults.py until-stopped BUDGET_S OUT     allreduces until the server stops (rank 0 says
+                                             "running" after the first)
 
 A rank that gets NicollError writes it with the seconds its call took and the wall clock,
 and closes its connection."""
