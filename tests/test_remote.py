@@ -397,3 +397,133 @@ def test_a_normal_barrier_call_where_the_others_ran_an_ac_barrier_is_refused(ser
             rank_.barrier()
         return "refused"
     assert _ranks_in_threads(server.address, 3, work) == [False, False, "refused"]
+
+
+class _Died(Exception):
+    """A rank's thread playing a client that died."""
+
+
+def _die(dev):
+    """End ``dev``'s connection as a dying process does: closed, without a ``bye``."""
+    dev.transport._goodbye.detach()
+    dev.transport._sock.close()
+    raise _Died
+
+
+def test_a_client_that_dies_before_starting_ends_the_others_start_at_once(served):
+    """Rank 1 posts its part of an allreduce, then its client dies instead of starting:
+    ranks 0 and 2, waiting in the rendezvous or arriving after, end with NicollError naming
+    rank 1 at once, not at their 20 s budget.  Once they have gone the server settles, and a
+    new run of three clients gets the right sum."""
+    _, server = served
+
+    def work(rank_, rank):
+        if rank == 1:
+            rank_.device.transport.start = lambda budget_s: _die(rank_.device)
+            with pytest.raises(_Died):
+                rank_.allreduce(np.ones(6, np.int32))
+            return "died"
+        time.sleep(0.3 * rank)                  # rank 2 arrives after the death
+        began = time.monotonic()
+        with pytest.raises(nicoll.NicollError, match=r"refused 'start': rank 1 went away: its "
+                                                     r"client's connection ended without"):
+            rank_.allreduce(np.ones(6, np.int32))
+        return time.monotonic() - began
+    waited = _ranks_in_threads(server.address, 3, work, budget_s=20)
+    assert waited[1] == "died" and max(waited[0], waited[2]) < 5, waited
+    got = _ranks_in_threads(server.address, 3,
+                            lambda rank_, rank: rank_.allreduce(np.full(6, rank + 1, np.int32)))
+    for summed in got:
+        np.testing.assert_array_equal(summed, np.full(6, 6, np.int32))
+
+
+def test_a_client_that_dies_after_the_start_lets_the_collective_finish(served):
+    """Rank 1's client dies right after the start: every engine holds its part, so ranks 0
+    and 2 get the right sum; their next allreduce ends at its start, at once, naming rank
+    1."""
+    _, server = served
+    xs = [np.arange(6, dtype=np.int32) * (r + 1) for r in range(3)]
+
+    def work(rank_, rank):
+        if rank == 1:
+            start = rank_.device.transport.start
+
+            def start_then_die(budget_s):
+                start(budget_s)
+                _die(rank_.device)
+            rank_.device.transport.start = start_then_die
+            with pytest.raises(_Died):
+                rank_.allreduce(xs[rank])
+            return "died"
+        summed = rank_.allreduce(xs[rank])
+        began = time.monotonic()
+        with pytest.raises(nicoll.NicollError, match=r"rank 1 went away"):
+            rank_.allreduce(xs[rank])
+        return summed, time.monotonic() - began
+    got = _ranks_in_threads(server.address, 3, work, budget_s=20)
+    for rank in (0, 2):
+        summed, waited = got[rank]
+        np.testing.assert_array_equal(summed, sum(xs))
+        assert waited < 5, waited
+
+
+def test_a_client_that_dies_before_a_barrier_ends_the_others_wait(served):
+    """Ranks 0 and 2 wait in a barrier rank 1's client dies before: they end at once naming
+    it.  The server settles (the barrier units start again from barrier 0), so in a new run
+    no rank leaves a barrier before the last one, rank 2, has arrived: the completions of
+    the broken barrier do not count toward it."""
+    _, server = served
+
+    def broken(rank_, rank):
+        if rank == 1:
+            time.sleep(0.3)
+            with pytest.raises(_Died):
+                _die(rank_.device)
+            return "died"
+        began = time.monotonic()
+        with pytest.raises(nicoll.NicollError, match=r"rank \d: barrier \d+ cannot be "
+                                                     r"released: rank 1 went away"):
+            rank_.barrier()
+        return time.monotonic() - began
+    waited = _ranks_in_threads(server.address, 3, broken, budget_s=20)
+    assert waited[1] == "died" and max(waited[0], waited[2]) < 5, waited
+    arrived = {}
+
+    def again(rank_, rank):
+        if rank == 2:
+            time.sleep(0.5)
+            arrived["last"] = time.monotonic()
+        rank_.barrier()
+        return time.monotonic()
+    left = _ranks_in_threads(server.address, 3, again)
+    assert min(left) >= arrived["last"], (left, arrived)
+
+
+def test_a_server_stopped_while_ranks_wait_ends_each_wait_at_once(served):
+    """Ranks 0 and 1 wait in the rendezvous, rank 2 in a barrier nobody else joins: the
+    server stops 0.5 s later, and every rank's call ends with NicollError well within its
+    20 s budget."""
+    import threading
+    _, server = served
+    stopped = []
+
+    def stop():
+        time.sleep(0.5)
+        stopped.append(time.monotonic())
+        server.stop()
+    stopper = threading.Thread(target=stop)
+
+    def work(rank_, rank):
+        with pytest.raises(nicoll.NicollError, match=r"server is stopping|closed the "
+                                                     r"connection|failed"):
+            if rank == 2:
+                rank_.barrier()
+            else:
+                rank_.allreduce(np.ones(4, np.int32))
+        return time.monotonic()
+    stopper.start()
+    try:
+        ended = _ranks_in_threads(server.address, 3, work, budget_s=20)
+    finally:
+        stopper.join(30)
+    assert max(ended) - stopped[0] < 5, (ended, stopped)

@@ -1,5 +1,6 @@
 """``nicoll bench``: an OSU-style sweep of one collective, with cycles, bandwidth and
-efficiency against the bound."""
+efficiency against the bound; with ``--mpi``, allreduce under mpiexec through
+:class:`nicoll.mpi.Comm` (:mod:`nicoll.cli.bench_mpi`)."""
 
 from .console import rich_console
 
@@ -7,6 +8,9 @@ __all__ = ["bench_command"]
 
 
 def bench_command(args):
+    if args.mpi:
+        from .bench_mpi import bench_mpi_command
+        return bench_mpi_command(args)
     import csv
     from rich.table import Table
     from .bench_run import format_size, parse_sizes, run_bench

@@ -139,6 +139,16 @@ def _parser():
                             "nicoll.FABRICS (ideal, roce100; default ideal), converted to "
                             "cycles at the --clock-mhz clock")
     bench.add_argument("--csv", help="also write the rows to this CSV file")
+    bench.add_argument("--mpi", action="store_true",
+                       help="under mpiexec: each rank runs allreduce through nicoll.mpi.Comm "
+                            "against a running `nicoll serve`; rank 0 prints the in-NIC "
+                            "cycles and the host time per call (--nodes, --backend and the "
+                            "build options are the server's, not taken here)")
+    bench.add_argument("--address", default=None,
+                       help="with --mpi: the server (unix:PATH or tcp:HOST:PORT; default "
+                            "the NICOLL_ADDRESS environment variable)")
+    bench.add_argument("--repeat", type=int, default=20,
+                       help="with --mpi: timed calls per size (default 20)")
     bench.set_defaults(func=bench_command)
     serve = sub.add_parser("serve", help="run a cluster and serve each rank's node to a client "
                                          "process (nicoll.remote.connect) until SIGINT/SIGTERM")

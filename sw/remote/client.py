@@ -3,6 +3,7 @@ over :class:`SocketTransport`, so the driver's layers run in the rank's own proc
 
 import os
 import socket
+import weakref
 
 from nicoll.hw.regmap import BusResponse
 from ..driver.device import Device
@@ -21,7 +22,9 @@ ADDRESS_ENV = "NICOLL_ADDRESS"
 class SocketTransport(Transport):
     """One rank's transport to a :class:`~nicoll.remote.server.ClusterServer`.  Every call
     waits at most ``timeout`` seconds for its reply; a server that stops or dies ends the
-    call with NicollError."""
+    call with NicollError.  :meth:`close` (also run when the process exits normally, or
+    the transport is garbage-collected) says ``bye``, so the server tells a client that
+    closed from one that died."""
 
     def __init__(self, address, rank, *, token=None, timeout=60.0):
         kind, where = parse_address(address)
@@ -38,12 +41,18 @@ class SocketTransport(Transport):
         except OSError as exc:
             self._sock.close()
             raise NicollError(f"cannot reach the cluster server at {address}: {exc}") from None
+        # Not a method of self: the finalizer must not keep the transport alive.
+        self._goodbye = weakref.finalize(self, _goodbye, self._sock)
+        #: Ranks whose clients the server has seen die during this connection's run, as of
+        #: the last :meth:`idle` (:class:`~nicoll.remote.server.ClusterServer`, faults).
+        self.gone = ()
         hello = {"op": "hello", "rank": rank}
         if token is not None:
             hello["token"] = token
         reply, _ = self._call(hello)
-        #: Ranks of the served cluster.
+        #: Ranks of the served cluster, and its backend's name.
         self.nodes = reply["nodes"]
+        self.backend = reply.get("backend")
 
     def _call(self, message, payload=b""):
         try:
@@ -88,7 +97,8 @@ class SocketTransport(Transport):
         return data, BusResponse(reply["resp"])
 
     def idle(self, cycles):
-        self._call({"op": "idle", "cycles": cycles})
+        reply, _ = self._call({"op": "idle", "cycles": cycles})
+        self.gone = tuple(reply.get("gone", ()))
 
     def start(self, budget_s):
         """This rank has posted its part of a collective: wait (at most ``budget_s``) until
@@ -110,7 +120,16 @@ class SocketTransport(Transport):
                     "estimate": estimate})
 
     def close(self):
-        self._sock.close()
+        """Say ``bye`` and close: the rank is free for another client (once only)."""
+        self._goodbye()
+
+
+def _goodbye(sock):
+    try:
+        send_frame(sock, {"op": "bye"})
+    except OSError:
+        pass                                    # the server has gone already
+    sock.close()
 
 
 def connect(address=None, rank=0, *, token=None, timeout=60.0):

@@ -9,17 +9,22 @@ so a malformed or hostile peer cannot make the other side allocate without limit
 
 Operations (all but ``hello`` act on the rank the connection was opened for):
 
-- ``hello`` (``rank``, ``token``): claim a rank; the reply gives ``nodes``.
+- ``hello`` (``rank``, ``token``): claim a rank; the reply gives ``nodes`` and
+  ``backend``.
+- ``bye``: the client is closing the connection (no reply).  A connection that ends without
+  one is a client that died (:class:`~nicoll.remote.server.ClusterServer`, faults).
 - ``read32`` (``address``) → ``data``, ``resp``; ``write32`` (``address``, ``data``,
   ``strobe``) → ``resp``: a register word and its AXI response.
 - ``mem_write`` / ``mem_load`` (``address``, payload) → ``resp``; ``mem_read`` /
   ``mem_dump`` (``address``, ``length``) → ``resp`` and the payload: device memory, over the
   bus or by the backend's fastest way (:class:`nicoll.driver.transport.Transport`).
-- ``idle`` (``cycles``): let the backend run that many cycles.
+- ``idle`` (``cycles``): let the backend run that many cycles; the reply carries
+  ``gone``, the ranks whose clients died during this connection's run, when there are any.
 - ``start`` (``budget_ms``): this rank has posted its part of a collective.  The reply
   comes when every rank has (the server then arms every engine for one start cycle, as
   :class:`nicoll.Cluster` does, and the reply gives it as ``start``), or, after
-  ``budget_ms`` without that, as an error naming the ranks that have not.
+  ``budget_ms`` without that, as an error naming the ranks that have not; at once, as an
+  error with ``gone``, when a client of this connection's run has died.
 - ``barrier`` (``seq``, ``mode``, ``sub``, ``m``, ``c``, ``estimate``): this rank is about
   to signal done for barrier ``seq`` and asks that the root's decision unit run it in
   ``mode`` (the register value: 0 normal, 1 AC) with sub-mode ``sub`` (1 count, 2 time,
@@ -42,6 +47,7 @@ MAX_PAYLOAD_BYTES = 1 << 28
 #: The operations a server serves, with the integer fields each one needs.
 OPERATIONS = {
     "hello": ("rank",),
+    "bye": (),
     "read32": ("address",),
     "write32": ("address", "data", "strobe"),
     "mem_write": ("address",),

@@ -13,6 +13,10 @@ be released.  The root's unit decides by the mode the server programmed into it 
 barrier (:class:`~nicoll.remote.server.ClusterServer`): normal (when every rank has
 arrived) or AC (early, by a count threshold m and/or a time threshold c, aborting the ranks
 that have not arrived).
+
+A rank whose client dies (:class:`~nicoll.remote.server.ClusterServer`, faults) ends the
+others' next collective at its start, and a normal barrier they wait in, at once, with
+NicollError naming it; a collective already started runs to its end.
 """
 
 import time
@@ -175,7 +179,7 @@ class Rank:
                               f"barrier calls (ac_barrier here, as the others did?)")
         self.device.transport.barrier(seq, MODES["normal"], SUB_MODES["count"], 0, 0, 0)
         self.device.barrier.done(seq)
-        self._wait_release(seq)
+        self._wait_release(seq, normal=True)
         self._seq = (seq + 1) & _SEQ_MASK
 
     def ac_barrier(self, m=None, c=None, estimate=None):
@@ -244,9 +248,12 @@ class Rank:
                               f"every barrier from its Rank's creation")
         return True
 
-    def _wait_release(self, seq):
-        """Wait (at most :attr:`budget_s`) until this rank's unit has left barrier ``seq``."""
+    def _wait_release(self, seq, normal=False):
+        """Wait (at most :attr:`budget_s`) until this rank's unit has left barrier ``seq``.
+        A ``normal`` barrier's wait ends at once when the server reports a rank of this run
+        whose client died (it cannot be released without it; an AC barrier can)."""
         unit = self.device.barrier
+        transport = self.device.transport
         deadline = time.monotonic() + self.budget_s
         while True:
             status = unit.status()
@@ -254,10 +261,16 @@ class Rank:
                 return
             if status.error:
                 unit.check()
+            if normal and transport.gone:
+                gone = list(transport.gone)
+                who = (f"rank {gone[0]} went away (its client's connection" if len(gone) == 1
+                       else f"ranks {gone} went away (their clients' connections")
+                raise NicollError(f"rank {self.rank}: barrier {seq} cannot be released: {who} "
+                                  f"ended without closing) during this run")
             if time.monotonic() > deadline:
                 raise NicollError(f"rank {self.rank}: barrier {seq} was not released within "
                                   f"{self.budget_s} s (has every rank arrived?)")
-            self.device.transport.idle(_POLL_CYCLES)
+            transport.idle(_POLL_CYCLES)
             time.sleep(0.001)
 
     def _ac_result(self, seq, m, c, arrived):

@@ -20,6 +20,7 @@ single process.
   that clears its queue also forgets the clear-to-send a peer that started early sent it,
   so the engines must not start one by one).  A rank that waits longer than its budget, or
   whose client goes away, leaves the rendezvous; the others' waits name the ranks missing.
+- A client that dies (faults, below) ends the run it was part of, promptly, for the others.
 - The barriers' decision mode (seed 004): only the root's unit decides when a barrier is
   released, by its MODE, M, C and ESTIMATE registers, and they must hold the barrier's mode
   before the first completion of it reaches the root, whichever rank that is (the root's
@@ -29,6 +30,32 @@ single process.
   must ask for the same mode, thresholds and estimate, or is refused naming both; a normal
   barrier after an AC one puts the root back in normal mode before any rank can complete
   it, so an AC threshold never releases a normal barrier early.
+
+Faults: a client that goes away.  A client ends its connection with a ``bye`` (its
+transport's ``close``, also run when its process exits normally); a connection of a rank
+that ends without one is a client that died (killed, crashed, ``os._exit``).  Every
+connection opened before that death belongs to the same run as the dead client, and that
+run cannot complete another collective or a normal barrier: so, until the server is
+stopped, such a connection's
+
+- ``start`` is refused at once, naming the dead ranks, and a ``start`` already waiting in
+  the rendezvous ends at once the same way (not at its budget);
+- ``barrier`` for a normal barrier is refused the same way (an AC barrier goes on: it is
+  there to release without the ranks missing);
+- ``idle`` replies carry ``gone``, the dead ranks, so a rank waiting for its barrier unit
+  stops waiting (:class:`nicoll.remote.Rank`).
+
+A collective whose start was made (every engine armed) is not ended: each engine holds its
+schedule and data, the others' polls run it to its end, and their answers are right; they
+learn of the death at their next start.  A connection opened after the death (a new run;
+a new client in the dead rank's place) is not touched by it.  When the last client of a run
+that lost a rank has gone, the server settles the cluster for the next run: it lets a
+collective that had started run to its end (so no packet of it reaches the next
+collective's engines), clears every engine and programs the barrier tree again from
+barrier 0, forgetting the barriers' modes, as a new server would have them.
+
+A server that stops ends every connection: a rank waiting in the rendezvous is answered
+that the server is stopping, and any call ends with NicollError (the connection closed).
 """
 
 import hmac
@@ -36,6 +63,7 @@ import ipaddress
 import os
 import socket
 import threading
+import time
 
 from ..cluster.timing import ARM_ACCESSES, check_armed_in_time, start_cycle
 from ..driver.barrier import MODES, SUB_MODES
@@ -47,6 +75,10 @@ __all__ = ["ClusterServer", "parse_address"]
 #: Barriers whose mode the server remembers, to check the ranks that ask late.
 _KEPT_BARRIERS = 64
 _SEQ_MASK = 0xFFFF
+#: Wall seconds the settling after a lost rank lets a started collective run to its end.
+_SETTLE_BUDGET_S = 10.0
+#: Cycles the backend runs between two looks at the engines while settling.
+_SETTLE_CYCLES = 1024
 
 
 def parse_address(address):
@@ -103,6 +135,12 @@ class ClusterServer:
         self._posted = set()
         self._starts = 0
         self._start_cycle = None
+        # Clients that died (module docstring, faults), guarded by _starting: a count of
+        # hellos and deaths, each rank's last death by that count, and whether a death has
+        # happened since the cluster was last settled.
+        self._events = 0
+        self._gone = {}
+        self._unsettled = False
         # The barriers' modes: what each recent barrier was asked for first (seq -> (rank,
         # settings)), and what the root holds (None: not programmed by this server yet).
         self._modes = threading.Lock()
@@ -178,12 +216,12 @@ class ClusterServer:
     # -- one client ------------------------------------------------------------------------
 
     def _serve_client(self, conn):
-        rank = None
+        session = None
         try:
-            rank = self._hello(conn)
-            if rank is None:
+            session = self._hello(conn)
+            if session is None:
                 return
-            transport = self._cluster.device(rank).transport
+            transport = self._cluster.device(session.rank).transport
             while not self._stopping.is_set():
                 try:
                     frame = recv_frame(conn)
@@ -193,24 +231,73 @@ class ClusterServer:
                 if frame is None:
                     return
                 message, payload = frame
-                if message.get("op") == "start" and _fields_problem(message, "start") is None:
-                    reply, data = self._start(rank, message["budget_ms"]), b""
-                elif (message.get("op") == "barrier"
-                      and _fields_problem(message, "barrier") is None):
-                    reply, data = self._barrier(rank, message), b""
+                op = message.get("op")
+                if op == "bye":
+                    session.closed = True
+                    return
+                if op == "start" and _fields_problem(message, "start") is None:
+                    reply, data = self._start(session, message["budget_ms"]), b""
+                elif op == "barrier" and _fields_problem(message, "barrier") is None:
+                    reply, data = self._barrier(session, message), b""
                 else:
                     reply, data = self._serve(transport, message, payload)
+                    if op == "idle" and reply["ok"]:
+                        with self._starting:
+                            gone = self._gone_since(session)
+                        if gone:
+                            reply["gone"] = gone
                 send_frame(conn, reply, data)
         except OSError:
             pass                                # the client went away, or stop()
         finally:
-            with self._starting:
-                self._posted.discard(rank)
-            with self._state:
-                if rank is not None and self._taken.get(rank) is conn:
-                    del self._taken[rank]
-                self._connections.discard(conn)
-            conn.close()
+            self._leave(conn, session)
+
+    def _leave(self, conn, session):
+        """``conn`` has ended: free its rank; a client that died (no ``bye``) is recorded,
+        the ranks waiting to start are woken to hear of it, and the cluster is settled once
+        the last client has gone (module docstring, faults)."""
+        rank = None if session is None else session.rank
+        with self._starting:
+            self._posted.discard(rank)
+            if rank is not None and not session.closed and not self._stopping.is_set():
+                self._events += 1
+                self._gone[rank] = self._events
+                self._unsettled = True
+                self._starting.notify_all()
+        with self._state:
+            if rank is not None and self._taken.get(rank) is conn:
+                del self._taken[rank]
+            self._connections.discard(conn)
+            # Under _state, so a new client's hello waits until the cluster is settled.
+            if not self._taken and self._unsettled and not self._stopping.is_set():
+                self._settle()
+        conn.close()
+
+    def _settle(self):
+        """Make the cluster ready for a new run after one that lost a rank (module
+        docstring, faults): a started collective runs to its end (at most
+        :data:`_SETTLE_BUDGET_S`), then every engine is cleared and the barrier tree
+        programmed again from barrier 0."""
+        with self._lock:
+            devices = [self._cluster.device(r) for r in range(self._cluster.nodes)]
+            deadline = time.monotonic() + _SETTLE_BUDGET_S
+            while time.monotonic() < deadline and any(
+                    status.armed or status.busy
+                    for status in (dev.engine.status() for dev in devices)):
+                devices[0].idle(_SETTLE_CYCLES)
+            for dev in devices:
+                dev.engine.clear()
+            self._cluster.configure_barrier(self._cluster.barrier_tree)
+        with self._starting:
+            self._posted.clear()
+            self._unsettled = False
+        with self._modes:
+            self._asked.clear()
+            self._programmed = None
+
+    def _gone_since(self, session):
+        """The ranks whose clients died after ``session`` began (under ``_starting``)."""
+        return sorted(rank for rank, event in self._gone.items() if event > session.opened)
 
     def _hello(self, conn):
         """The rank a new connection claims, or None (refused, with a reply saying why)."""
@@ -238,13 +325,20 @@ class ClusterServer:
         if problem is not None:
             send_frame(conn, {"ok": False, "error": problem})
             return None
-        send_frame(conn, {"ok": True, "nodes": nodes})
-        return message["rank"]
-
-    def _start(self, rank, budget_ms):
-        """The rendezvous (module docstring): the reply to ``rank``'s ``start``."""
-        nodes = self._cluster.nodes
         with self._starting:
+            self._events += 1
+            session = _Session(message["rank"], self._events)
+        send_frame(conn, {"ok": True, "nodes": nodes, "backend": self._cluster.backend})
+        return session
+
+    def _start(self, session, budget_ms):
+        """The rendezvous (module docstring): the reply to ``session``'s rank's ``start``."""
+        nodes = self._cluster.nodes
+        rank = session.rank
+        with self._starting:
+            gone = self._gone_since(session)
+            if gone:
+                return _gone_reply(gone, "no collective of this run can start")
             self._posted.add(rank)
             starts = self._starts
             if len(self._posted) == nodes:
@@ -264,23 +358,34 @@ class ClusterServer:
                 self._starting.notify_all()
                 return {"ok": True, "start": start}
             done = self._starting.wait_for(lambda: self._starts != starts
-                                           or self._stopping.is_set(), budget_ms / 1000)
+                                           or self._stopping.is_set()
+                                           or self._gone_since(session), budget_ms / 1000)
             if done and self._starts != starts:
                 return {"ok": True, "start": self._start_cycle}
             self._posted.discard(rank)
+            if self._stopping.is_set():
+                return {"ok": False, "error": "the server is stopping"}
+            gone = self._gone_since(session)
+            if gone:
+                return _gone_reply(gone, "this collective cannot start")
             missing = sorted(set(range(nodes)) - self._posted - {rank})
-            return {"ok": False, "error": f"ranks {missing} did not post within {budget_ms} ms"
-                                          if not self._stopping.is_set()
-                                          else "the server is stopping"}
+            return {"ok": False, "error": f"ranks {missing} did not post within {budget_ms} ms"}
 
-    def _barrier(self, rank, message):
-        """The reply to ``rank``'s ``barrier`` (module docstring): the root programmed for
-        the barrier by the first rank to ask, the same settings checked for the others."""
+    def _barrier(self, session, message):
+        """The reply to ``session``'s rank's ``barrier`` (module docstring): the root
+        programmed for the barrier by the first rank to ask, the same settings checked for
+        the others; a normal barrier refused once a client of the run has died."""
+        rank = session.rank
         seq = message["seq"]
         settings = tuple(message[name] for name in ("mode", "sub", "m", "c", "estimate"))
         problem = _settings_problem(settings, self._cluster.nodes)
         if problem is not None:
             return {"ok": False, "error": problem}
+        if settings[0] == MODES["normal"]:
+            with self._starting:
+                gone = self._gone_since(session)
+            if gone:
+                return _gone_reply(gone, f"barrier {seq} cannot be released")
         with self._modes:
             if seq in self._asked:
                 first, asked = self._asked[seq]
@@ -338,6 +443,26 @@ class ClusterServer:
                 return {"ok": True}, b""
             except NicollError as exc:
                 return {"ok": False, "error": str(exc)}, b""
+
+
+class _Session:
+    """One client's claim of a rank: the rank, the server's event count when it was made
+    (the deaths after it are its run's), and whether the client said ``bye``."""
+
+    def __init__(self, rank, opened):
+        self.rank = rank
+        self.opened = opened
+        self.closed = False
+
+
+def _gone_reply(gone, consequence):
+    """The refusal of a request of a run whose clients ``gone`` have died."""
+    who = (f"rank {gone[0]} went away: its client's connection" if len(gone) == 1
+           else f"ranks {gone} went away: their clients' connections")
+    return {"ok": False, "gone": gone,
+            "error": (f"{who} ended without closing (the process died?) during this run; "
+                      f"{consequence}; a new run (clients that connect anew) can use the "
+                      f"server")}
 
 
 def _fields_problem(message, op):
