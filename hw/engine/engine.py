@@ -225,27 +225,17 @@ class Engine(Mirrored, wiring.Component):
         the state the sections after this one read."""
         errors = Signal(ENGINE_ERROR_LAYOUT)
         m.d.comb += self.errors.eq(errors)
-        raise_error = Signal(ENGINE_ERROR_LAYOUT)     # bits set this cycle, but the receiver's
-        raise_rx = Signal(ENGINE_ERROR_LAYOUT)        # the receiver's bits set this cycle
+        raise_error = Signal(ENGINE_ERROR_LAYOUT)     # bits set this cycle
         with m.If(self.clear):
             m.d.sync += errors.eq(0)
         with m.Else():
-            m.d.sync += errors.eq(errors.as_value() | raise_error.as_value()
-                                  | raise_rx.as_value())
-        # any_error fans out to every issue decision; from flops, set with the same value
-        # errors.any() has in the next cycle, it leaves the OR tree out of them.
+            m.d.sync += errors.eq(errors.as_value() | raise_error.as_value())
+        # any_error fans out to every issue decision; from its own flop, set with the same
+        # value errors.any() has in the next cycle, it leaves the OR tree out of them.
         # errors.any() is any_error itself (both clear together), so only this cycle's bits
-        # are ORed.  Two flops, the receiver's errors and the others, each ORing its own
-        # bits: from one, the receiver's parser decisions and the other blocks' met in one
-        # wide OR (the 256-bit engine's `error` pin at seed 1 of a063892: the parser's state
-        # -> its checks -> a 7-input OR of PFU multiplexers, 5.11 ns).  `mirrors` holds
-        # any_error to errors.any() in every cycle.
-        error_rx, error_other = Signal(), Signal()
-        m.d.sync += [error_rx.eq(~self.clear & (error_rx | raise_rx.as_value().any())),
-                     error_other.eq(~self.clear & (error_other | raise_error.as_value().any()))]
+        # are ORed.
         any_error = Signal()
-        m.d.comb += any_error.eq(error_rx | error_other)
-        self._mirrors.append((any_error, errors.as_value().any()))
+        m.d.sync += any_error.eq(~self.clear & (any_error | raise_error.as_value().any()))
 
         # The state machine (joined in _control): the queue refuses a push while it runs.
         m.submodules.control = control = EngineControl()
@@ -437,7 +427,8 @@ class Engine(Mirrored, wiring.Component):
                      v.transmitter.cleared_peer.eq(got.src),
                      v.transmitter.cleared_tag.eq(got.seq)]
         for bit in ("region", "alu", "unexpected", "protocol", "length"):
-            m.d.comb += getattr(v.raise_rx, bit).eq(getattr(receiver.errors, bit))
+            with m.If(getattr(receiver.errors, bit)):
+                m.d.comb += getattr(raise_error, bit).eq(1)
 
     def _cts_sender(self, m, v):
         """The clear-to-send (and registration) packets this node sends."""
