@@ -311,20 +311,8 @@ class Transmitter(Mirrored, wiring.Component):
         r_n = Signal(lane_bits + 1)
         r_last = Signal()
         t_advance = ~r_valid | packer.rows.ready
-        # The issue decides on a copy of r_valid, `r_valid_issue`, loaded with it: t_advance
-        # enables the read's block RAMs and the data stage's ~300 flops, and from that net
-        # the decision was the 256-bit engine's routed path at seed 1 of a063892 (the
-        # packer's `flush` -> t_advance -> 1.90 ns of wire -> the issue -> the row slice's
-        # load flags, 5.30 ns).  The copy's enable is its own LUT, which the placer can put
-        # beside the slice (each flop's enable reads its own output, so synthesis sees two
-        # registers, not one); the tests hold it to r_valid in every cycle (`mirrors`).
-        r_valid_issue = Signal()
-        issue_advance = ~r_valid_issue | packer.rows.ready
-        with m.If(issue_advance):
-            m.d.sync += r_valid_issue.eq(t_valid)
-        self._mirrors.append((r_valid_issue, r_valid))
         t_outside = tx_checked.o_blocked[1]
-        t_issue = tx_checked.o.valid & issue_advance & ~tx_checked.o_blocked[0] & ~self.stop
+        t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~self.stop
         # A strided region ran off memory.
         m.d.comb += self.region_error.eq(tx_checked.o.valid & t_outside)
         # The row is read, and the stage's fields load, whenever the stage advances: what
