@@ -222,14 +222,6 @@ class InputParser(Mirrored, wiring.Component):
 
         received = Signal(G)                    # sources whose message has begun
         arrived = self.arrived
-        # `arrived` counts a source a cycle after its header is taken, from this flop: as
-        # the enable of the count, the header's checks were the 256-bit unit's latest pin
-        # (85F, seed 1 of a063892: in_q -> the checks -> arrived's CE, 5 levels, 5.07 ns).
-        # Only COLLECT reads it, with `head`, which a taken header leaves low for at least
-        # its table beat; a header that ends its message (LENGTH) fails the sub-matrix, whose
-        # report then comes a cycle later.
-        arrival = Signal()
-        m.d.sync += [arrival.eq(0), arrived.eq(arrived + arrival)]
         room_bytes = Signal(32)                 # total_bytes less the bytes accepted so far
         alloc_row = Signal(range(depth + 1))
 
@@ -419,7 +411,7 @@ class InputParser(Mirrored, wiring.Component):
             # The source has arrived, whatever its message turns out to be.
             m.d.sync += [
                 received.eq(received | (Const(1, G) << idx)),
-                v.arrival.eq(1),
+                arrived.eq(arrived + 1),
             ]
             with m.If(~in_q.count_ok):
                 m.d.comb += count(RepackError.OUTSIDE_D)
