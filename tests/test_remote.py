@@ -27,8 +27,9 @@ def served(tmp_path):
 
 
 def test_each_rank_drives_its_own_node(served):
+    """Through the public name, nicoll.connect (DESIGN.md)."""
     cl, server = served
-    devices = [connect(server.address, rank, timeout=10) for rank in range(3)]
+    devices = [nicoll.connect(server.address, rank, timeout=10) for rank in range(3)]
     try:
         for rank, dev in enumerate(devices):
             assert dev.node_id == rank and dev.mem_size == cl.device(rank).mem_size
