@@ -6,22 +6,25 @@
   has room, and neither loses, duplicates nor reorders: a scoreboard counts the items inside,
   and an arbitrarily chosen item must come out with its payload after exactly the items that
   went in before it.
-- BarrierUnit (hw/barrier/unit.py) as a root in mode 0 (NORMAL), max_nodes = 4, bounded to a
-  stated depth: it never releases before every node of its tree has completed, ``ones`` always
-  equals the popcount of ``vector``, and ``tx`` keeps the stream rules; a cover run shows that
-  a release of the whole 4-node tree happens within that depth.
+- BarrierUnit (hw/barrier/unit.py) as a root in mode 0 (NORMAL), max_nodes = 4, bounded to
+  :data:`BARRIER_DEPTH` steps: it never releases before every node of its tree has completed,
+  ``ones`` always equals the popcount of ``vector``, and ``tx`` keeps the stream rules; a cover
+  run shows that a release of a tree of two nodes happens within that bound.
 - Mutants built here (a slice that drops an item, one whose output changes while it waits)
   must fail, so the checks are shown able to fail.
 """
 
+import os
+
 import pytest
-from amaranth.hdl import Assert, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from nicoll.hw.barrier import BarrierMode, BarrierUnit
 from nicoll.hw.lib.skid import CheckedRing, OneEntrySlice, SkidBuffer
 
-from formal_helpers import (elaborate_with_locals, implies, no_reset, run_sby,
+from formal_helpers import (Past, elaborate_with_locals, implies, no_reset, run_sby,
                             stream_sink_rules, stream_source_rules)
 
 
@@ -214,3 +217,119 @@ def test_slice_mutant_fails(mutant, capacity, tmp_path):
     assert result.status == "FAIL", str(result)
     # The counterexample names an assertion of the spec, not an error of the flow.
     assert "failed assertion" in result.log_tail, str(result)
+
+
+# ---- BarrierUnit: mode 0 never releases early ----------------------------------------------------
+
+class RootSpec(Elaboratable):
+    """A BarrierUnit as the root of its tree in mode 0 (NORMAL), every input free within the
+    contract the driver keeps (docs/barrier.md, "Configuration"):
+
+    - it is the root (``has_parent`` = 0) and ``mode`` is NORMAL throughout;
+    - the configuration (ids, child slots, route table writes and clears) changes only
+      before the first ``start``, and ``start`` comes at least ``settle`` cycles after the
+      last change (the unit's registered checks and sums need that long; a driver writing
+      registers over a bus leaves far more);
+    - no notice and no ``done`` before the first ``start``.
+
+    Anything else is free in every cycle: notices of any kind, sender, seq and subject;
+    ``done`` with any seq; more ``start``s; ``tx.ready``.  The inputs only the other modes
+    and the stamps read (``now``, ``m``, ``c``, ``ac_sub``, ``estimate``, ``log_index``: see
+    :attr:`HELD`) are held at their init values: free, their 64-bit counters and compares
+    made each step of the check about twice as slow, for nothing mode 0 decides on.
+
+    Asserted: when the root leaves a barrier (``seq`` moves on without a ``start``), its
+    vector held every member of its tree: the ids the route table routes below it (followed
+    here from the writes and clears themselves) and its own; ``ones`` equals the popcount of
+    ``vector`` in every cycle; ``tx`` keeps the stream rules.  Covered (``cover``): a release
+    of a tree of ``cover_members`` nodes."""
+
+    def __init__(self, max_nodes=4, max_children=2, settle=4, cover_members=2):
+        self.dut = BarrierUnit(max_nodes, max_children)
+        self.settle = settle
+        self.cover_members = cover_members
+
+    #: Inputs held at their init values (0; ``ac_sub``: COUNT) rather than left free.
+    HELD = frozenset({"now", "m", "c", "ac_sub", "estimate", "log_index"})
+
+    @property
+    def ports(self):
+        return [value for path, member, value in self.dut.signature.flatten(self.dut)
+                if member.flow == In and path[0] not in self.HELD]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        n = dut.max_nodes
+        past_valid = no_reset(m)
+        m.d.comb += [Assume(~dut.has_parent), Assume(dut.mode == BarrierMode.NORMAL)]
+
+        # The contract: configure, settle, then start.
+        running = Signal()              # a start has been given
+        m.d.sync += running.eq(running | dut.start)
+        config = [dut.node_id, dut.parent_id, dut.child_id, dut.child_valid]
+        changed = dut.route_we | dut.route_clear
+        for value in config:
+            value = Value.cast(value)
+            changed = changed | (Past(m, value, name="config_was") != value)
+        quiet = Signal(range(self.settle + 1))     # cycles since the last change, saturated
+        with m.If(changed):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != self.settle):
+            m.d.sync += quiet.eq(quiet + 1)
+        m.d.comb += [
+            Assume(implies(dut.start, ~changed & (quiet == self.settle))),
+            Assume(implies(running, ~changed)),
+            Assume(implies(~running, ~dut.rx.valid & ~dut.done)),
+        ]
+
+        # The tree's members, from the route table's writes as the host makes them: an
+        # entry j + 1 routes the id to child slot j, 0 takes it out; a write out of range
+        # is refused (the unit flags it), and a clear wins over a write in its cycle.
+        routed = Signal(n)
+        with m.If(dut.route_clear):
+            m.d.sync += routed.eq(0)
+        with m.Elif(dut.route_we & (dut.route_data <= dut.max_children)):
+            for x in range(n):
+                with m.If(dut.route_addr == x):
+                    m.d.sync += routed[x].eq(dut.route_data != 0)
+        own = Signal(n)
+        m.d.comb += own.eq(Cat(dut.node_id == x for x in range(n)))
+        members = routed | own
+
+        # A release shows in the next cycle as seq moving on without a start; the vector of
+        # the releasing cycle is the one it decided on (the release clears it).
+        released = past_valid & ~Past(m, dut.start, name="start_was") & \
+            (dut.seq != Past(m, dut.seq, name="seq_was"))
+        vector_was = Past(m, dut.vector, name="vector_was")
+        members_was = Past(m, members, name="members_was")
+        m.d.comb += [
+            Assert(implies(released, (vector_was & members_was) == members_was)),
+            Assert(dut.ones == sum(dut.vector[x] for x in range(n))),
+            Cover(released & (sum(members_was[x] for x in range(n)) == self.cover_members)),
+        ]
+        stream_sink_rules(m, dut.tx, past_valid)
+        return m
+
+
+#: Steps of the barrier's bounded check (steps 0 .. 12 from reset).  With the settle time of
+#: 4 cycles, the earliest release is at step 10 for a tree of two nodes (the cover run finds
+#: it), 12 for three and 14 for four: the bound holds every run up to the first releases of
+#: trees of up to three nodes.  Each step past the first releases costs two to three times
+#: the one before (14 steps: about 20 s of one core; step 14 alone over a minute).
+#: NICOLL_FORMAL_BARRIER_DEPTH runs it deeper (docs/formal.md).
+BARRIER_DEPTH = 13
+
+
+def test_barrier_root_never_early(tmp_path):
+    spec = RootSpec()
+    depth = int(os.environ.get("NICOLL_FORMAL_BARRIER_DEPTH", BARRIER_DEPTH))
+    result = run_sby(spec, spec.ports, tmp_path, mode="bmc", depth=depth, timeout=None)
+    assert result.passed, str(result)
+
+
+def test_barrier_root_release_reached(tmp_path):
+    # Without this, a bound too short to reach any release would pass the check above.
+    spec = RootSpec()
+    result = run_sby(spec, spec.ports, tmp_path, mode="cover", depth=BARRIER_DEPTH)
+    assert result.passed, str(result)
