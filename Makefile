@@ -8,7 +8,7 @@ STAMP   := $(VENV)/.installed
 # Parallel pytest workers; the suite is sized for 2 cores.
 JOBS    ?= 2
 
-.PHONY: venv test demo synth docs lint clean
+.PHONY: venv test soak demo synth docs lint clean
 
 venv: $(STAMP)
 
@@ -20,6 +20,15 @@ $(STAMP): pyproject.toml
 
 test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=15 tests
+
+# The soak of issue 22 at its full counts (`make test` runs a few hundred model cases and a few
+# Verilator ones): 10 000 random collectives on the model, 500 on the suite's Verilator cluster.
+SOAK_MODEL     ?= 10000
+SOAK_VERILATOR ?= 500
+
+soak: venv
+	NICOLL_SOAK_MODEL=$(SOAK_MODEL) NICOLL_SOAK_VERILATOR=$(SOAK_VERILATOR) \
+		$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=10 tests/test_soak.py
 
 demo: venv
 	$(VENV)/bin/nicoll demo

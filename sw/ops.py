@@ -58,9 +58,17 @@ def resolve_dtype(dtype):
         except ValueError:
             pass
     try:
-        name = np.dtype(dtype).name
+        np_dtype = np.dtype(dtype)
     except TypeError:
         raise NicollError(f"not a numpy dtype: {dtype!r}") from None
+    name = np_dtype.name
+    # A byte-swapped dtype has the name of the native one ('>i4' is "int32"), but the device
+    # computes and returns little-endian elements: taken as its namesake it would be summed
+    # and returned as other numbers.
+    if np_dtype != np_dtype.newbyteorder("<"):
+        raise NicollError(f"element type {np_dtype.str!r} ({name}) is big-endian; the device "
+                          f"works in little-endian order: convert with "
+                          f"x.astype(x.dtype.newbyteorder('<'))")
     try:
         return dtype_by_name(name)
     except ValueError as exc:

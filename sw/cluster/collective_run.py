@@ -69,6 +69,14 @@ def check_subgroup(algorithm, subgroup):
         raise NicollError(f"subgroup must be a positive int, not {subgroup!r}")
 
 
+def _check_plain(what, dtype):
+    """Refuse elements that are not bytes to move: objects (references into this process) and
+    zero-size elements.  The aggregate path views the inputs as bytes and would fail on them
+    with numpy's own error; the schedule compilers refuse them with this same message."""
+    if dtype.hasobject or dtype.itemsize < 1:
+        raise NicollError(f"{what}: elements must be fixed-size plain data, not {dtype}")
+
+
 class CollectiveRunner:
     """Collectives on ``devices`` (one Device per rank) of a cluster of ``config``
     (:class:`~nicoll.config.ClusterConfig`); barrier steps go through ``barrier`` (its
@@ -157,6 +165,7 @@ class CollectiveRunner:
             if x.shape != xs[0].shape:
                 raise NicollError(f"{what}: input {r} has shape {x.shape} but input 0 has "
                                   f"{xs[0].shape}; every rank must give the same shape")
+        _check_plain(what, xs[0].dtype)
         return xs
 
     def check_blocks(self, blocks):
@@ -184,6 +193,7 @@ class CollectiveRunner:
                 if block.dtype != blocks[0][0].dtype:
                     raise NicollError(f"blocks[{i}][{j}] is {block.dtype} but blocks[0][0] is "
                                       f"{blocks[0][0].dtype}: every block must have one dtype")
+        _check_plain("alltoallv", blocks[0][0].dtype)
 
     def check_call(self, what, algorithm, options, op=None, dtype=None):
         """The algorithm, the options and (for reductions) the op and type of a call."""

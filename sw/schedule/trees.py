@@ -76,6 +76,9 @@ def _shape(shape):
         return "binary"
     if isinstance(shape, str):
         return shape
+    if isinstance(shape, (bytes, dict)) or not hasattr(shape, "__len__"):
+        raise NicollError(f"a tree shape is a name ({', '.join(TREE_SHAPES)}) or a list of "
+                          f"parents, not {shape!r}")
     return tuple(shape)
 
 
