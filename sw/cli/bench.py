@@ -11,9 +11,8 @@ def bench_command(args):
     if args.mpi:
         from .bench_mpi import bench_mpi_command
         return bench_mpi_command(args)
-    import csv
     from rich.table import Table
-    from .bench_run import format_size, parse_sizes, run_bench
+    from .bench_run import format_size, parse_sizes, run_bench, write_csv
     console = rich_console()
     sizes = parse_sizes(args.sizes)
     from ..core_clock import line_rate_gbps, recorded_clock
@@ -63,10 +62,6 @@ def bench_command(args):
                           "the model backend counts no cycles")
     console.print(table)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0].as_dict()))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow(row.as_dict())
+        write_csv(args.csv, rows)
         console.print(f"wrote {args.csv}")
     return 0 if all(row.correct for row in rows) else 1

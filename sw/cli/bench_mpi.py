@@ -139,9 +139,8 @@ def format_rows(rows, *, nodes, backend, dtype, op, repeat):
 
 def bench_mpi_command(args):
     """``nicoll bench allreduce --mpi``: every rank runs the sweep, rank 0 prints it."""
-    import csv
     from ..mpi import Comm
-    from .bench_run import parse_sizes
+    from .bench_run import parse_sizes, write_csv
     if args.collective != "allreduce":
         raise NicollError(f"nicoll bench --mpi runs allreduce, not {args.collective!r}")
     sizes = parse_sizes(args.sizes)
@@ -159,9 +158,5 @@ def bench_mpi_command(args):
     print(format_rows(rows, nodes=nc.Get_size(), backend=nc.device.transport.backend,
                       dtype=args.dtype, op=args.op, repeat=args.repeat), flush=True)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0].as_dict()))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow(row.as_dict())
+        write_csv(args.csv, rows)
     return 0 if all(row.correct for row in rows) else 1

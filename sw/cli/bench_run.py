@@ -29,12 +29,23 @@ from ..errors import NicollError
 from ..ops import check_op_dtype, numpy_dtype
 
 __all__ = ["BenchRow", "COLLECTIVES", "parse_sizes", "bound_cycles", "bus_factor", "run_bench",
-           "format_size", "same_outputs"]
+           "format_size", "same_outputs", "write_csv"]
 
 #: Collectives ``nicoll bench`` runs.
 COLLECTIVES = ("allreduce", "reduce", "reduce_scatter", "allgather", "alltoall")
 
 _UNITS = {"k": 1 << 10, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def write_csv(path, rows):
+    """``rows`` (each with ``as_dict()``, all of one set of fields) as a CSV file at ``path``,
+    a header line first: the ``--csv`` of ``nicoll bench`` and of ``nicoll bench --mpi``."""
+    import csv
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].as_dict()))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(row.as_dict())
 
 
 def _size(text):
