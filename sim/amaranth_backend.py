@@ -13,6 +13,7 @@ import os
 import queue
 import threading
 
+from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
 from nicoll.errors import NicollError
@@ -25,6 +26,8 @@ __all__ = ["AmaranthCluster", "CLOCK_PERIOD"]
 
 #: Simulated clock period in seconds (100 MHz; only the cycle count matters).
 CLOCK_PERIOD = 10e-9
+#: Cycles reset() holds the cluster in reset (as the Verilator harness does).
+RESET_CYCLES = 4
 
 _STOP = object()
 
@@ -39,7 +42,11 @@ class AmaranthCluster(SimCluster):
         self._replies = queue.Queue()
         self._failure = None
         self._closed = False
-        sim = Simulator(self.top)
+        # The top in a domain of our own, so reset() can hold its reset.
+        wrapper = Module()
+        wrapper.domains.sync = self._domain = ClockDomain("sync")
+        wrapper.submodules.top = self.top
+        sim = Simulator(wrapper)
         sim.add_clock(CLOCK_PERIOD)
         sim.add_testbench(self._serve)
         self._sim = sim
@@ -73,6 +80,9 @@ class AmaranthCluster(SimCluster):
             "mem_load": lambda node, address, data: self._load(ctx, node, address, data),
             "mem_dump": lambda node, address, length: self._dump(ctx, node, address, length),
             "idle": lambda node, cycles: self._idle(ctx, cycles),
+            "reset": lambda node: self._reset(ctx),
+            "faults_set": lambda node, config: self._faults_set(ctx, config),
+            "faults_get": lambda node: self._faults_get(ctx),
         }
         while True:
             request = self._requests.get()
@@ -89,6 +99,32 @@ class AmaranthCluster(SimCluster):
     async def _idle(ctx, cycles):
         if cycles > 0:
             await ctx.tick().repeat(cycles)
+
+    async def _reset(self, ctx):
+        # ctx.tick() refuses to wait while its domain is held in reset: wait on the clock.
+        ctx.set(self._domain.rst, 1)
+        for _ in range(RESET_CYCLES):
+            await ctx.posedge(self._domain.clk)
+        ctx.set(self._domain.rst, 0)
+        await ctx.tick()
+
+    async def _faults_set(self, ctx, config):
+        ctx.set(self.top.fault_config.as_value(), int.from_bytes(config, "little"))
+
+    async def _faults_get(self, ctx):
+        counters = self.top.fault_counters.as_value()
+        return ctx.get(counters).to_bytes(-(-len(counters) // 8), "little")
+
+    def reset(self):
+        self._submit("reset", 0, ())
+
+    def faults_set(self, config):
+        self._check_faults()
+        self._submit("faults_set", 0, (bytes(config),))
+
+    def faults_get(self):
+        self._check_faults()
+        return self._submit("faults_get", 0, ())
 
     def _row_reader(self, ctx, node):
         memory = self.top.cores[node].devmem.data
@@ -107,6 +143,9 @@ class AmaranthCluster(SimCluster):
 
     def request(self, op, node, *args):
         self._check_request(op, node)
+        return self._submit(op, node, args)
+
+    def _submit(self, op, node, args):
         if self._closed:
             raise NicollError("the amaranth simulation is closed")
         if self._failure is not None:

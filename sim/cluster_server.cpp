@@ -52,6 +52,10 @@ enum Op : uint8_t {
     OP_TRACE_STOP = 9,  // -> records of u8 node, u8 lane, u64 first, u64 end (engine cycles)
     OP_CYCLES = 10,     // -> v0 cycles since reset, v1 node 0's engine cycle counter
     OP_CLOSE = 11,
+    OP_RESET = 12,      // hold the cluster's reset a few cycles, as at power-on (memories keep
+                        // their contents) -> v0 cycles since the simulation started
+    OP_FAULTS_SET = 13, // bytes: the fault injectors' configuration port (builds with faults)
+    OP_FAULTS_GET = 14, // -> bytes of the links' counters port (builds with faults)
 };
 
 //! Cycles one bus handshake may wait before the request fails: far more than any handshake
@@ -157,13 +161,45 @@ class Cluster {
             if (!h) throw Failure("no memory array " + path + " in the model");
             memories_.push_back(h);
         }
-        top_->rst = 1;
         top_->clk = 0;
+        reset();
+    }
+
+    //! Hold rst for RESET_CYCLES cycles and let one go by after it.  The harness drives no
+    //! bus between requests, so every request starts with the buses idle.
+    void reset() {
+        top_->rst = 1;
         top_->eval();
         for (int i = 0; i < RESET_CYCLES; ++i) tick();
         top_->rst = 0;
         tick();
     }
+
+#ifdef NICOLL_FAULTS
+    void faults_set(const uint8_t* bytes, size_t n) {
+        Port config = NICOLL_PORT(top_->fault_config);
+        if (n > config.size)
+            throw Failure("fault configuration of " + std::to_string(n) + " bytes; the port "
+                          "holds " + std::to_string(config.size));
+        config.set_bytes(bytes, n);
+        top_->eval();
+    }
+
+    std::vector<uint8_t> faults_get() {
+        top_->eval();
+        Port counters = NICOLL_PORT(top_->fault_counters);
+        std::vector<uint8_t> out(counters.size);
+        counters.get_bytes(out.data(), out.size());
+        return out;
+    }
+#else
+    void faults_set(const uint8_t*, size_t) {
+        throw Failure("this cluster was built without fault injection (faults=False)");
+    }
+    std::vector<uint8_t> faults_get() {
+        throw Failure("this cluster was built without fault injection (faults=False)");
+    }
+#endif
 
     ~Cluster() {
 #if VM_TRACE
@@ -577,8 +613,11 @@ int main(int argc, char** argv) {
             read_exact(in, &q, sizeof q);
             payload.resize(q.n);
             if (q.n) read_exact(in, payload.data(), q.n);
-            if (q.op != OP_CLOSE && q.op != OP_IDLE && q.op != OP_CYCLES
-                && q.op != OP_TRACE_START && q.op != OP_TRACE_STOP && q.node >= NICOLL_NODES) {
+            bool cluster_wide = q.op == OP_CLOSE || q.op == OP_IDLE || q.op == OP_CYCLES
+                                || q.op == OP_TRACE_START || q.op == OP_TRACE_STOP
+                                || q.op == OP_RESET || q.op == OP_FAULTS_SET
+                                || q.op == OP_FAULTS_GET;
+            if (!cluster_wide && q.node >= NICOLL_NODES) {
                 std::string text = "node " + std::to_string(q.node) + " outside the cluster";
                 reply(out, 1, 0, 0, text.data(), text.size());
                 continue;
@@ -626,6 +665,18 @@ int main(int argc, char** argv) {
                     break;
                 case OP_CYCLES:
                     reply(out, 0, cluster->cycles(), cluster->engine_cycles(), nullptr, 0);
+                    break;
+                case OP_RESET:
+                    cluster->reset();
+                    reply(out, 0, cluster->cycles(), 0, nullptr, 0);
+                    break;
+                case OP_FAULTS_SET:
+                    cluster->faults_set(payload.data(), q.n);
+                    reply(out, 0, 0, 0, nullptr, 0);
+                    break;
+                case OP_FAULTS_GET:
+                    data = cluster->faults_get();
+                    reply(out, 0, 0, 0, data.data(), data.size());
                     break;
                 case OP_CLOSE:
                     reply(out, 0, 0, 0, nullptr, 0);

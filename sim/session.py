@@ -107,6 +107,26 @@ class SimCluster(abc.ABC):
         raise NicollError(f"{type(self).__name__} records no activity trace")
 
     @abc.abstractmethod
+    def reset(self):
+        """Hold the whole simulated cluster in reset for a few cycles, as at power-on: every
+        register and flop of the cores, the switch and the links goes back to its initial
+        value; device memory keeps its contents."""
+
+    @abc.abstractmethod
+    def faults_set(self, config):
+        """Drive the fault injectors' configuration port (``config``: the bytes of a value of
+        :func:`nicoll.hw.sim.faults.fault_config_layout`, little endian)."""
+
+    @abc.abstractmethod
+    def faults_get(self):
+        """The bytes of the links' counters port (little endian)."""
+
+    def _check_faults(self):
+        if not self.config.faults:
+            raise NicollError("this cluster was built without fault injection; open it with "
+                              "faults=nicoll.Faults(...)")
+
+    @abc.abstractmethod
     def request(self, op, node, *args):
         """Run one request in the simulation and return its result (raises NicollError)."""
 

@@ -47,7 +47,8 @@ START_BUDGET = 120.0
 _REQUEST = struct.Struct("<BIQQQI")
 _REPLY = struct.Struct("<BQQI")
 _OPS = {"read32": 1, "write32": 2, "mem_write": 3, "mem_read": 4, "mem_load": 5,
-        "mem_dump": 6, "idle": 7, "trace_start": 8, "trace_stop": 9, "cycles": 10, "close": 11}
+        "mem_dump": 6, "idle": 7, "trace_start": 8, "trace_stop": 9, "cycles": 10, "close": 11,
+        "reset": 12, "faults_set": 13, "faults_get": 14}
 _TRACE_RECORD = struct.Struct("<BBQQ")
 
 
@@ -165,6 +166,17 @@ class VerilatorCluster(SimCluster):
     def cycles(self):
         """Cycles simulated since reset (the harness's count, not a register read)."""
         return self._call("cycles", 0)[0]
+
+    def reset(self):
+        self._call("reset", 0)
+
+    def faults_set(self, config):
+        self._check_faults()
+        self._call("faults_set", 0, data=config)
+
+    def faults_get(self):
+        self._check_faults()
+        return self._call("faults_get", 0)[2]
 
     def _kill(self):
         if self._proc is not None and self._proc.poll() is None:

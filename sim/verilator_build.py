@@ -274,7 +274,8 @@ def _ports_header(config):
             f"#pragma once\n"
             f"#define NICOLL_NODES {config.hw_nodes}\n"
             f"#define NICOLL_ROW_BYTES {config.data_width // 8}\n"
-            f"#define NICOLL_BIND_NODES(a, t) do {{ {binds} }} while (0)\n")
+            f"#define NICOLL_BIND_NODES(a, t) do {{ {binds} }} while (0)\n"
+            + ("#define NICOLL_FAULTS 1\n" if config.faults else ""))
 
 
 #: Verilator configuration of the cluster: only the device-memory arrays are public (the

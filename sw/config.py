@@ -66,6 +66,9 @@ class ClusterConfig:
     #: The fabric between the NICs and the switch in cycles (:meth:`nicoll.Fabric.sim_links`);
     #: the default builds no links (the ``"ideal"`` fabric).
     links: SimLinks = SimLinks()
+    #: Build a fault injector, with a CRC before it and a CRC check after it, on each direction
+    #: of every switch port (:class:`nicoll.Faults`, docs/faults.md); simulators only.
+    faults: bool = False
 
     def __post_init__(self):
         if self.alu_capabilities is not None:
@@ -86,6 +89,8 @@ class ClusterConfig:
             raise NicollError(str(exc)) from None
         if not isinstance(self.repack_node, bool):
             raise NicollError(f"repack_node must be a bool, not {self.repack_node!r}")
+        if not isinstance(self.faults, bool):
+            raise NicollError(f"faults must be a bool, not {self.faults!r}")
         if self.repack_node and not self.repack_units:
             raise NicollError("repack_node needs repack units (repack_units >= 1)")
         if not 1 <= self.nodes <= self.max_nodes:
@@ -120,7 +125,8 @@ class ClusterConfig:
         return dict(nodes=self.nodes, data_width=self.data_width,
                     max_nodes=self.max_nodes, mem_size=self.mem_size,
                     alu_capabilities=self.alu_capabilities, repack_units=self.repack_units,
-                    **({"repack_node": True} if self.repack_node else {}), **links)
+                    **({"repack_node": True} if self.repack_node else {}),
+                    **({"faults": True} if self.faults else {}), **links)
 
     def slug(self):
         """A short name for build folders."""
@@ -132,4 +138,6 @@ class ClusterConfig:
             slug += f"_rp{self.repack_units}"
         if self.repack_node:
             slug += "_rn"
+        if self.faults:
+            slug += "_faults"
         return slug + self.links.slug()

@@ -129,10 +129,11 @@ def _reduction_options(rng, algorithm, collective):
     return options
 
 
-def soak_case(backend, index, pairs):
-    """Case ``index`` of ``backend``'s soak; ``pairs``: the (op, dtype) pairs of its build."""
+def soak_case(backend, index, pairs, table=None):
+    """Case ``index`` of ``backend``'s soak; ``pairs``: the (op, dtype) pairs of its build;
+    ``table``: what to draw from (cluster sizes, largest count), else ``BACKEND[backend]``."""
     rng = np.random.default_rng([SEED, len(backend), index])
-    table = BACKEND[backend]
+    table = BACKEND[backend] if table is None else table
     nodes = int(rng.choice(table["nodes"]))
     collective = str(rng.choice(COLLECTIVES, p=np.array(WEIGHTS) / sum(WEIGHTS)))
     case = Case(index=index, nodes=nodes, collective=collective)

@@ -22,8 +22,9 @@ network ports carry AXI4-Stream names (``net_tx__tdata``, ``tkeep``, ``tlast``, 
 inside the gateware they are packet streams.
 """
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Instance, Module, ResetSignal
-from amaranth.lib import wiring
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, DomainRenamer, Instance, Module,
+                          ResetSignal, Signal)
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..bus.axi import AXI4LiteSignature, AXI4Signature, AXI4StreamSignature
@@ -31,6 +32,8 @@ from ..core import (AXI_ADDR_WIDTH, AXI_ID_WIDTH, CSR_ADDR_WIDTH, DEFAULT_REPACK
                       CoreParams)
 from ..net.packet import DEST_WIDTH
 from .fabric import FabricLink
+from .faults import fault_config_layout
+from .faulty_link import FaultyLink, link_counters_layout, max_packet_beats
 from .verilog import prepare_yosys, simulation_verilog
 from ..net.switch import RepackSteering, Switch
 
@@ -71,6 +74,11 @@ class ClusterTop(wiring.Component):
         ``uplink_latency``, its link out of it by ``downlink_latency``, and each link idles
         ``link_gap`` cycles after every packet (:class:`~nicoll.hw.sim.fabric.FabricLink`).
         All 0 (the default): no link is built.
+    faults : bool
+        Build a :class:`~nicoll.hw.sim.faulty_link.FaultyLink` on each direction of every
+        switch port (issue 22): a CRC, a fault injector and a CRC check, configured at run
+        time through ``fault_config`` (all rates 0: nothing is injected, and each packet
+        costs the check's store-and-forward).  False (the default): none is built.
 
     Members
     -------
@@ -78,6 +86,12 @@ class ClusterTop(wiring.Component):
     n<i>_s_axi : ``In(AXI4Signature(addr_width=32, data_width=data_width, id_width=8))``
     switch_dropped : ``Out(32)``
         Packets the switch dropped because they named no node.
+    fault_config : ``In(fault_config_layout())``, with ``faults`` only
+        Every injector's rates, seed and target (:mod:`nicoll.hw.sim.faults`).
+    fault_counters : ``Out(ArrayLayout(link_counters_layout(), 2 * switch_ports))``, with
+        ``faults`` only
+        What each link injected and dropped: link ``2 * p`` into switch port ``p``, link
+        ``2 * p + 1`` out of it.
 
     Attributes
     ----------
@@ -90,7 +104,7 @@ class ClusterTop(wiring.Component):
 
     def __init__(self, *, nodes, data_width=256, max_nodes=64, mem_size=65536,
                  alu_capabilities=None, repack_units=DEFAULT_REPACK_UNITS, repack_node=False,
-                 uplink_latency=0, downlink_latency=0, link_gap=0):
+                 uplink_latency=0, downlink_latency=0, link_gap=0, faults=False):
         # Ref: seed 003 (CN111614581), the units "in a switch": with repack_node, each on a
         # switch port of its own.
         self._MustUse__silence = True       # a top refused for its arguments is never built
@@ -98,6 +112,8 @@ class ClusterTop(wiring.Component):
             raise TypeError(f"repack_node must be a bool, not {repack_node!r}")
         if repack_node and not repack_units:
             raise ValueError("repack_node needs repack units (repack_units >= 1)")
+        if not isinstance(faults, bool):
+            raise TypeError(f"faults must be a bool, not {faults!r}")
         params = CoreParams(data_width=data_width, max_nodes=max_nodes, mem_size=mem_size,
                             alu_capabilities=alu_capabilities, repack_units=repack_units)
         self._alu_capabilities = params.alu_capabilities
@@ -129,6 +145,13 @@ class ClusterTop(wiring.Component):
                                                       data_width=data_width,
                                                       id_width=AXI_ID_WIDTH))
         members["switch_dropped"] = Out(32)
+        self._faults = faults
+        self._max_packet_beats = max_packet_beats(data_width, packet_beats=params.packet_beats,
+                                                  repack_capacity=params.repack_capacity)
+        if faults:
+            members["fault_config"] = In(fault_config_layout())
+            members["fault_counters"] = Out(data.ArrayLayout(link_counters_layout(),
+                                                             2 * self.switch_ports))
         super().__init__(members)
         self._cores = None
         self._switch = None
@@ -156,6 +179,17 @@ class ClusterTop(wiring.Component):
     def switch_ports(self):
         """The switch's ports: one per core, then with a repack node one per unit."""
         return self._hw_nodes + (self._repack_units if self._repack_node else 0)
+
+    @property
+    def faults(self):
+        """Whether every link passes a :class:`~nicoll.hw.sim.faulty_link.FaultyLink`."""
+        return self._faults
+
+    def _fault_args(self):
+        """The ``faults`` argument of :func:`_links`: None without fault injection."""
+        if not self._faults:
+            return None
+        return self._max_packet_beats, self.fault_config, self.fault_counters
 
     @property
     def nodes(self):
@@ -198,13 +232,15 @@ class ClusterTop(wiring.Component):
             m.submodules[f"node{i}"] = core
             wiring.connect(m, wiring.flipped(self.s_axil(i)), core.s_axil)
             wiring.connect(m, wiring.flipped(self.s_axi(i)), core.s_axi)
-            to_switch, from_switch = _links(m, i, self._data_width, self._link_args)
+            to_switch, from_switch = _links(m, i, self._data_width, self._link_args,
+                                            self._fault_args())
             wiring.connect(m, core.net_tx, to_switch(switch.rx(i)))
             wiring.connect(m, from_switch(switch.tx(i), flipped=True), core.net_rx)
             m.d.comb += core.node_id.eq(i)
         for k, port in enumerate(range(self._hw_nodes, self.switch_ports)):
             core = self.cores[self._hub]
-            to_switch, from_switch = _links(m, port, self._data_width, self._link_args)
+            to_switch, from_switch = _links(m, port, self._data_width, self._link_args,
+                                            self._fault_args())
             wiring.connect(m, core.unit_tx(k), to_switch(switch.rx(port)))
             wiring.connect(m, from_switch(switch.tx(port), flipped=True), core.unit_rx(k))
         m.d.comb += self.switch_dropped.eq(switch.dropped)
@@ -221,26 +257,41 @@ def cluster_switch(hw_nodes, data_width, repack_node, repack_units):
                                           units=repack_units))
 
 
-def _links(m, i, data_width, link_args):
+def _links(m, i, data_width, link_args, faults=None):
     """Node ``i``'s two links, built into ``m`` unless both are wires.  Returns two functions
     that put a link in front of a switch port: ``to_switch(rx)`` gives the stream the node's
     ``net_tx`` drives, ``from_switch(tx, flipped=True)`` the one that drives its ``net_rx``
-    (the port itself where the link is a wire)."""
-    def place(name, latency, gap):
-        if not latency and not gap:
+    (the port itself where the link is a wire).
+
+    ``faults``, if given, is ``(max_packet_beats, config, counters)``: each direction then
+    also passes a :class:`~nicoll.hw.sim.faulty_link.FaultyLink` (after its fabric link),
+    link ``2 * i`` into the switch and ``2 * i + 1`` out of it, configured by ``config`` and
+    counting into ``counters[link]``."""
+    def place(name, latency, gap, link_index):
+        stages = []
+        if latency or gap:
+            stages.append(FabricLink(data_width, latency=latency, gap=gap))
+            m.submodules[f"{name}{i}"] = stages[-1]
+        if faults is not None:
+            beats, config, counters = faults
+            faulty = FaultyLink(data_width, link=link_index, max_packet_beats=beats)
+            m.submodules[f"faulty_{name}{i}"] = faulty
+            m.d.comb += [faulty.config.eq(config), counters[link_index].eq(faulty.counters)]
+            stages.append(faulty)
+        if not stages:
             return lambda port, flipped=False: port
-        link = FabricLink(data_width, latency=latency, gap=gap)
-        m.submodules[f"{name}{i}"] = link
+        for a, b in zip(stages, stages[1:]):
+            wiring.connect(m, a.o, b.i)
 
         def join(port, flipped=False):
             if flipped:                 # the switch drives the link
-                wiring.connect(m, port, link.i)
-                return link.o
-            wiring.connect(m, link.o, port)
-            return link.i
+                wiring.connect(m, port, stages[0].i)
+                return stages[-1].o
+            wiring.connect(m, stages[-1].o, port)
+            return stages[0].i
         return join
     (up, gap_up), (down, gap_down) = link_args
-    return place("uplink", up, gap_up), place("downlink", down, gap_down)
+    return place("uplink", up, gap_up, 2 * i), place("downlink", down, gap_down, 2 * i + 1)
 
 
 class _ClusterOfInstances(wiring.Component):
@@ -248,7 +299,7 @@ class _ClusterOfInstances(wiring.Component):
     ``nicoll_niccore`` (:func:`niccore_verilog`) instead of its own copy of the gateware."""
 
     def __init__(self, *, nodes, repack_node=False, uplink_latency=0, downlink_latency=0,
-                 link_gap=0, **core_kwargs):
+                 link_gap=0, faults=False, **core_kwargs):
         self._nodes = nodes + repack_node
         self._hub = nodes if repack_node else 0
         self._repack_node = repack_node
@@ -264,8 +315,10 @@ class _ClusterOfInstances(wiring.Component):
                               else PLAIN_CORE_MODULE)
         self._data_width = core_kwargs.get("data_width", 256)
         top = ClusterTop(nodes=nodes, repack_node=repack_node, uplink_latency=uplink_latency,
-                         downlink_latency=downlink_latency, link_gap=link_gap, **core_kwargs)
+                         downlink_latency=downlink_latency, link_gap=link_gap, faults=faults,
+                         **core_kwargs)
         top._MustUse__silence = True          # only its ports are copied
+        self._fault_beats = top._max_packet_beats if faults else None
         members = dict(top.signature.members)
         for i in range(self._nodes):
             members[f"n{i}_activity"] = Out(ACTIVITY_LANES)
@@ -278,9 +331,12 @@ class _ClusterOfInstances(wiring.Component):
         # later, from a flop.  Reset feeds every flop's next-state logic; from the top-level
         # input, Verilator would evaluate all of that logic again at every eval() of the
         # harness (its input-change region), from a flop only once per clock edge.
+        # The flop is reset-less: a flop of the sync domain would itself be held at 0 while
+        # ``rst`` is high, and the nodes would never see a reset (Yosys tied it to 0).
         m.domains.nodes = nodes = ClockDomain("nodes", local=True)
-        m.d.comb += nodes.clk.eq(ClockSignal())
-        m.d.sync += nodes.rst.eq(ResetSignal())
+        rst_q = Signal(reset_less=True)
+        m.d.comb += [nodes.clk.eq(ClockSignal()), nodes.rst.eq(rst_q)]
+        m.d.sync += rst_q.eq(ResetSignal())
         m.submodules.switch = switch = DomainRenamer("nodes")(cluster_switch(
             self._nodes, self._data_width, self._repack_node, self._repack_units))
         for i in range(self._nodes):
@@ -313,7 +369,9 @@ class _ClusterOfInstances(wiring.Component):
         port ``port``, through that port's links.  The links run in the nodes' domain, as the
         switch does."""
         links = Module()
-        to_switch, from_switch = _links(links, port, self._data_width, self._link_args)
+        faults = (None if self._fault_beats is None
+                  else (self._fault_beats, self.fault_config, self.fault_counters))
+        to_switch, from_switch = _links(links, port, self._data_width, self._link_args, faults)
         m.submodules[f"links{port}"] = DomainRenamer("nodes")(links)
         tx, rx = to_switch(switch.rx(port)), from_switch(switch.tx(port), flipped=True)
         m.d.comb += [tx.payload.data.eq(axis_tx.tdata), tx.payload.keep.eq(axis_tx.tkeep),
@@ -344,7 +402,7 @@ def cluster_verilog(*, optimize=True, **kwargs):
     nodes = kwargs.pop("nodes")
     # The top's own arguments (the links, the repack node); the rest build each core.
     top_args = {k: kwargs.pop(k) for k in ("uplink_latency", "downlink_latency", "link_gap",
-                                           "repack_node") if k in kwargs}
+                                           "repack_node", "faults") if k in kwargs}
     parts = [(_NicCoreVerilogTop(**kwargs, repack_unit_ports=bool(top_args.get("repack_node"))),
               CORE_MODULE)]
     if (nodes > 1 or top_args.get("repack_node")) and kwargs.get("repack_units",

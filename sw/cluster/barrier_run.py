@@ -50,6 +50,11 @@ class ClusterBarrier:
         self.tree = tree
         self.seq = 0
 
+    def forget(self):
+        """After a reset of the nodes: no tree is programmed, the next barrier is 0."""
+        self.tree = None
+        self.seq = 0
+
     def advance(self, barriers):
         """Count ``barriers`` barriers passed by a collective's barrier steps."""
         self.seq = (self.seq + barriers) & _SEQ_MASK

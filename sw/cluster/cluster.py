@@ -10,6 +10,7 @@ collectives' machinery :mod:`nicoll.cluster.collective_run`'s.
 """
 
 import contextlib
+import dataclasses
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from ..config import BACKENDS, ClusterConfig, DEFAULT_MEM_SIZE, build_defaults
 from ..driver.device import Device
 from ..errors import NicollError
 from ..fabric import resolve_fabric
+from ..faults import Faults, difference, pack_config, unpack_counters
 from ..plan.schedule_cost import cluster_cost_model
 from .barrier_run import ClusterBarrier
 from .collective_run import CollectiveRunner, check_subgroup
@@ -39,6 +41,7 @@ class _ModelBackend:
         from ..model.barrier import BarrierNetworkModel, ModelClock
         from ..model.engine import EngineNetworkModel
         from ..model.node import ModelNode
+        self._config = config
         self.clock = ModelClock()
         self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
         self.engine = EngineNetworkModel(self.clock, config.max_nodes,
@@ -52,6 +55,25 @@ class _ModelBackend:
 
     def transports(self):
         return list(self._nodes)
+
+    def reset(self):
+        """Every node back to its power-on state, its memory kept (as the simulators' reset):
+        each node is made anew in place, so the Devices keep their transports."""
+        from ..model.barrier import BarrierNetworkModel, ModelClock
+        from ..model.engine import EngineNetworkModel
+        config = self._config
+        clock = ModelClock()
+        barrier = BarrierNetworkModel(clock, config.max_nodes)
+        engine = EngineNetworkModel(clock, config.max_nodes, repack_units=config.repack_units,
+                                    repack_nodes=(config.hub,))
+        for rank, node in enumerate(self._nodes):
+            memory = bytes(node.memory)
+            node.__init__(node_id=rank, data_width=config.data_width,
+                          max_nodes=config.max_nodes, mem_size=config.mem_size,
+                          alu_capabilities=config.alu_capabilities,
+                          clock=clock, barrier=barrier, engine=engine)
+            node.memory[:] = memory
+        self.clock, self.barrier, self.engine = clock, barrier, engine
 
     def close(self):
         pass
@@ -102,13 +124,18 @@ class Cluster:
     :param clock_mhz: the core clock the fabric's ns are converted to cycles at; None for
         the recorded Fmax of the NIC core of this ``data_width`` (``docs/synthesis.json``),
         else the nominal clock (:data:`nicoll.fabric.NOMINAL_MHZ`).
+    :param faults: a :class:`nicoll.Faults`: the simulated network loses, corrupts,
+        duplicates or delays packets at its rates (simulators only; docs/faults.md).  The
+        cluster is then built with a CRC, a fault injector and a CRC check on each direction
+        of every switch port; :attr:`faults` changes the rates without a rebuild, and
+        ``cl.last.faults`` says what each call met.  None (the default): nothing is built.
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
                  mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
-                 repack_node=False, fabric=None, clock_mhz=None, progress=None):
+                 repack_node=False, fabric=None, clock_mhz=None, faults=None, progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
@@ -120,10 +147,16 @@ class Cluster:
         #: The clock (MHz) its figures are converted to cycles at.
         self.clock_mhz = core_clock_mhz(data_width) if clock_mhz is None else clock_mhz
         links = self.fabric.sim_links(self.clock_mhz, data_width)
+        if faults is not None:
+            if not isinstance(faults, Faults):
+                raise NicollError(f"faults must be a nicoll.Faults or None, not {faults!r}")
+            if backend == "model":
+                raise NicollError("faults are injected by the simulated network's gateware: "
+                                  "open the cluster with backend 'amaranth' or 'verilator'")
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
                                     repack_units=repack_units, repack_node=repack_node,
-                                    links=links)
+                                    links=links, faults=faults is not None)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:
@@ -151,10 +184,82 @@ class Cluster:
         #: The :class:`~nicoll.schedule.Plan` the last collective ran (its ``algorithm`` says
         #: what "auto" chose); None before the first.
         self.last_plan = None
+        self._faults = None
+        self._fault_epoch = 0
+        if faults is not None:
+            try:
+                self.faults = faults
+            except BaseException:
+                self._backend.close()
+                raise
 
     @property
     def nodes(self):
         return self.config.nodes
+
+    @property
+    def faults(self):
+        """The :class:`nicoll.Faults` the network injects (None on a cluster opened without
+        ``faults=``).  Setting it restarts every link's generator from the new seed."""
+        return self._faults
+
+    @faults.setter
+    def faults(self, faults):
+        self._check_open()
+        if not self.config.faults:
+            raise NicollError("this cluster was opened without faults=; open it with "
+                              "faults=nicoll.Faults(...) to build the fault injectors")
+        if not isinstance(faults, Faults):
+            raise NicollError(f"faults must be a nicoll.Faults, not {faults!r}")
+        self._fault_epoch = self._fault_epoch % 255 + 1     # never 0, the injectors' reset
+        self._backend.faults_set(pack_config(faults, self._fault_epoch))
+        self._faults = faults
+
+    def fault_counts(self):
+        """What the links counted since :attr:`faults` was last set (or the last
+        :meth:`reset`), as a :class:`nicoll.faults.FaultCounts`."""
+        self._check_open()
+        counters = self._fault_counters()
+        if counters is None:
+            raise NicollError("this cluster was opened without faults=: it counts no faults")
+        return difference([dict.fromkeys(c, 0) for c in counters], counters)
+
+    def _fault_counters(self):
+        """Every link's counters now (None without fault injection)."""
+        if not self.config.faults:
+            return None
+        ports = self.config.hw_nodes + (self.config.repack_units if self.config.repack_node
+                                        else 0)
+        return unpack_counters(self._backend.faults_get(), 2 * ports)
+
+    @contextlib.contextmanager
+    def _observed(self):
+        """Around a call: on a cluster with fault injection, what the links counted goes to
+        ``last.faults``, and a failure's message says what the network did."""
+        before = self._fault_counters()
+        try:
+            yield
+        except NicollError as exc:
+            if before is None:
+                raise
+            counts = difference(before, self._fault_counters())
+            raise NicollError(f"{exc}; {counts.summary()}; cl.reset() makes the cluster "
+                              f"usable again") from exc
+        if before is not None and self.last is not None:
+            self.last = dataclasses.replace(
+                self.last, faults=difference(before, self._fault_counters()))
+
+    def reset(self):
+        """Bring every node, the switch and the links back to their power-on state, as after
+        a failed call (docs/faults.md): queues, barrier units, repack units and packets in
+        flight are cleared; device memory keeps its contents.  The barrier tree is programmed
+        again at the next barrier, and the fault generators restart from their seed."""
+        self._check_open()
+        self._backend.reset()
+        self._barrier.forget()
+        self._last_start = None
+        if self._faults is not None:
+            self.faults = self._faults
 
     @property
     def data_width(self):
@@ -240,7 +345,8 @@ class Cluster:
             register names) — before anything is started where they concern the arguments.
         """
         self._check_open()
-        result, self.last = self._barrier.run(arrive, mode, m, c, estimate)
+        with self._observed():
+            result, self.last = self._barrier.run(arrive, mode, m, c, estimate)
         return result
 
     # -- collectives (seeds 000, 001, 002) ------------------------------------------------
@@ -418,7 +524,8 @@ class Cluster:
     def _run(self, plan, inputs):
         """Post a compiled plan on every node, run it and return each rank's output (1-D)."""
         self.last_plan = plan
-        outputs, self.last, self._last_start = self._collectives.run(plan, inputs)
+        with self._observed():
+            outputs, self.last, self._last_start = self._collectives.run(plan, inputs)
         return outputs
 
     def _run_aggregate(self, what, blocks, subgroup=None):
@@ -426,7 +533,9 @@ class Cluster:
         repack node's); returns ``out[j][i]`` (uint8 arrays)."""
         lengths = [[len(b) for b in row] for row in blocks]
         self.last_plan = self._collectives.lay_out_aggregate(what, blocks, lengths, subgroup)
-        out, self.last, self._last_start = self._collectives.run_aggregate(self.last_plan, lengths)
+        with self._observed():
+            out, self.last, self._last_start = self._collectives.run_aggregate(self.last_plan,
+                                                                               lengths)
         return out
 
     def _check_open(self):

@@ -45,6 +45,9 @@ class CallStats:
     #: For a collective, per rank, cycles from the start until its engine finished (from
     #: FINISHED_AT); None on the model backend.
     rank_cycles: list | None = None
+    #: On a cluster opened with ``faults=``: what the network injected and dropped during
+    #: the call (:class:`nicoll.faults.FaultCounts`); None otherwise.
+    faults: object = None
 
 
 #: The lanes of an activity trace: what each node's network ports and ALU did, beat by beat.

@@ -1,0 +1,264 @@
+"""Faults on the simulated network (issue 22): what ``nicoll.Faults`` injects, that a call
+under faults either returns the right answer or raises NicollError naming what happened
+(never a wrong answer, never a wait without end), and that ``Cluster.reset()`` makes the
+cluster usable again.
+
+The simulated cases run on one small Verilator cluster built with fault injection (its own
+xdist group, so it builds beside the suite's cluster).  The sweep draws its calls from the
+soak's generator (:func:`test_soak.soak_case`) and checks them the same way; its size per
+rate is ``NICOLL_FAULT_CASES`` (``make faults`` runs the issue's 200).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import nicoll
+from nicoll import Faults, FaultTarget, NicollError
+from nicoll.faults import FaultCounts, difference, link_index, pack_config, unpack_counters
+from nicoll.hw.net.packet import PacketKind
+from nicoll.hw.sim.faults import FaultAction, fault_config_layout
+from nicoll.hw.sim.faulty_link import link_counters_layout
+
+from test_soak import _run_and_check, soak_case
+
+
+def _count(name, default):
+    value = os.environ.get(name, str(default))
+    if not value.isdigit():
+        raise pytest.UsageError(f"{name} must be a non-negative number of cases, not {value!r}")
+    return int(value)
+
+
+#: Calls per rate of the sweep (the issue's figure is 200: ``make faults``).
+FAULT_CASES = _count("NICOLL_FAULT_CASES", 8)
+NODES = 3
+#: The fault cluster: small and cheap to build; a few integer pairs (no float unit).
+PAIRS = [("sum", "int32"), ("max", "int32"), ("sum", "int64"), ("min", "uint8")]
+KWARGS = dict(data_width=64, max_nodes=4, mem_size=1 << 14, alu_capabilities=PAIRS)
+#: What the sweep draws from: the cluster's size, and counts its memory holds.
+TABLE = dict(nodes=[NODES], most=300)
+
+
+# -- the host side, no simulation ------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(drop=-0.1), "between 0 and 1"), (dict(flip=1.5), "between 0 and 1"),
+    (dict(duplicate="1e-3"), "probability"), (dict(delay=float("nan")), "probability"),
+    (dict(drop=True), "probability"), (dict(seed=-1), "seed"), (dict(seed=1 << 32), "seed"),
+    (dict(delay_cycles=1 << 16), "delay_cycles"), (dict(target=3), "FaultTarget"),
+])
+def test_bad_faults_are_refused_by_name(kwargs, text):
+    with pytest.raises(NicollError, match=text):
+        Faults(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(rank=-1), "rank"), (dict(rank=0, kind="ack"), "kind"), (dict(rank=0, index=-2), "index"),
+    (dict(rank=0, action="corrupt"), "action"), (dict(rank=0, direction="up"), "direction"),
+])
+def test_bad_targets_are_refused_by_name(kwargs, text):
+    with pytest.raises(NicollError, match=text):
+        FaultTarget(**kwargs)
+
+
+def test_the_configuration_is_packed_with_the_gateware_layout():
+    """pack_config writes each field where the injectors read it (the layout is the one
+    source), and rates become thresholds out of 2**32."""
+    faults = Faults(drop=0.5, flip=1.0, duplicate=1e-4, delay=0.25, seed=0xDEADBEEF,
+                    delay_cycles=77, target=FaultTarget(rank=2, kind="clear", index=5,
+                                                        action="duplicate", direction="from_switch"))
+    raw = pack_config(faults, epoch=9)
+    # The layout's own decoding of the bits.
+    view = fault_config_layout().from_bits(int.from_bytes(raw, "little"))
+    fields = {name: view[name] for name in fault_config_layout().members}
+    assert fields["drop"] == 1 << 31
+    assert fields["flip"] == (1 << 32) - 1
+    assert fields["duplicate"] == round(1e-4 * (1 << 32))
+    assert fields["delay"] == 1 << 30
+    assert fields["seed"] == 0xDEADBEEF and fields["delay_cycles"] == 77 and fields["epoch"] == 9
+    assert fields["target_link"] == link_index(2, "from_switch") == 5
+    assert fields["target_kind"] == PacketKind.CLEAR.value
+    assert fields["target_index"] == 5
+    assert fields["target_action"] == FaultAction.DUPLICATE
+    off = pack_config(Faults(), epoch=1)
+    assert fault_config_layout().from_bits(int.from_bytes(off, "little")).target_action \
+        == FaultAction.NONE
+    assert not Faults().active and Faults(delay=0.1).active
+
+
+def test_counters_are_unpacked_and_differenced_per_link():
+    layout = link_counters_layout()
+    names = list(layout.members)
+
+    def port(per_link):
+        word = 0
+        for k, counts in enumerate(per_link):
+            for name, member in layout:
+                word |= counts.get(name, 0) << (k * layout.size + member.offset)
+        return word.to_bytes(-(-4 * layout.size // 8), "little")
+
+    before = unpack_counters(port([{"packets": 10}, {"packets": 0xFFFF_FFFF}, {}, {}]), 4)
+    after = unpack_counters(port([{"packets": 12, "dropped": 1}, {"packets": 3},
+                                  {"fcs_bad": 2, "flipped": 2}, {}]), 4)
+    assert set(before[0]) == set(names)
+    counts = difference(before, after)
+    assert counts.packets == 2 + 4 + 0 + 0          # the second link's counter wrapped
+    assert counts.dropped == 1 and counts.fcs_bad == 2 and counts.flipped == 2
+    assert counts.lost == 3 and counts.injected == 3
+    assert set(counts.links) == {(0, "to_switch"), (1, "to_switch")}
+    assert "rank 0 to_switch: 1 dropped" in counts.summary()
+    assert "no fault" in FaultCounts(packets=4).summary()
+
+
+def test_the_model_refuses_faults():
+    with pytest.raises(NicollError, match="backend 'amaranth' or 'verilator'"):
+        nicoll.Cluster(2, "model", faults=Faults())
+    with pytest.raises(NicollError, match="nicoll.Faults"):
+        nicoll.Cluster(2, "verilator", faults={"drop": 0.1})
+    with nicoll.Cluster(2, "model") as cl:
+        with pytest.raises(NicollError, match="without faults="):
+            cl.faults = Faults(drop=0.1)
+
+
+def test_reset_on_the_model_keeps_memory_and_clears_state():
+    with nicoll.Cluster(3, "model") as cl:
+        xs = [np.arange(10, dtype=np.int32) + r for r in range(3)]
+        cl.barrier()
+        cl.device(1).mem_write(0x200, b"kept")
+        cl.reset()
+        assert cl.device(1).mem_read(0x200, 4) == b"kept"
+        assert cl.barrier_tree is None
+        assert cl.barrier().seq == 0            # the units start again from barrier 0
+        for y in cl.allreduce(xs, "sum"):
+            assert np.array_equal(y, sum(xs))
+
+
+# -- on the simulated network -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def faulty():
+    with nicoll.Cluster(NODES, "verilator", faults=Faults(), **KWARGS) as cl:
+        yield cl
+
+
+def _inputs(count=700, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-1000, 1000, count, dtype=np.int32) for _ in range(NODES)]
+
+
+def _check_allreduce(cl, xs, algorithm="ring"):
+    ys = cl.allreduce(xs, "sum", algorithm=algorithm)
+    for r, y in enumerate(ys):
+        assert np.array_equal(y, sum(xs)), f"rank {r}: wrong sum"
+    return cl.last
+
+
+def _fresh(cl, faults=Faults()):
+    cl.reset()
+    cl.faults = faults
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+def test_without_faults_every_packet_passes(faulty):
+    _fresh(faulty)
+    stats = _check_allreduce(faulty, _inputs())
+    counts = stats.faults
+    assert isinstance(counts, FaultCounts)
+    assert counts.packets >= sum(stats.packets) > 0     # every packet crosses two links
+    assert counts.injected == 0 and counts.lost == 0 and counts.links == {}
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("action, kind, counter", [
+    ("drop", "data", "dropped"), ("flip", "data", "fcs_bad"), ("drop", "clear", "dropped"),
+    ("flip", "clear", "fcs_bad"),
+])
+def test_a_lost_packet_fails_the_call_by_name_and_reset_recovers(faulty, action, kind, counter):
+    """One packet lost on rank 1's link (dropped, or corrupted and dropped by the CRC check):
+    the call ends with NicollError naming the ranks that stopped or wait and what the network
+    did, within its cycle budget; after cl.reset() the same call is right."""
+    xs = _inputs()
+    _fresh(faulty, Faults(target=FaultTarget(rank=1, kind=kind, index=1, action=action)))
+    with pytest.raises(NicollError) as info:
+        faulty.allreduce(xs, "sum", algorithm="ring")
+    text = str(info.value)
+    assert "rank" in text and f"1 {counter}" in text and "rank 1 to_switch" in text, text
+    assert "cl.reset()" in text
+    _fresh(faulty)
+    _check_allreduce(faulty, xs)
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("kind", ["data", "clear"])
+def test_a_duplicate_is_never_taken_twice(faulty, kind):
+    """A packet that arrives twice either fails the call by name (the receiver's checks of
+    source, tag and offset refuse the copy) or leaves the answer right: never a sum that
+    counts it twice."""
+    xs = _inputs()
+    _fresh(faulty, Faults(target=FaultTarget(rank=2, kind=kind, index=0, action="duplicate")))
+    try:
+        _check_allreduce(faulty, xs)
+        assert faulty.last.faults.duplicated == 1
+    except NicollError as exc:
+        assert "1 duplicated" in str(exc)
+    _fresh(faulty)
+    _check_allreduce(faulty, xs)
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
+    _fresh(faulty)
+    faulty.barrier()
+    faulty.faults = Faults(target=FaultTarget(rank=2, kind="barrier", index=0, action="drop"))
+    with pytest.raises(NicollError, match="1 dropped") as info:
+        faulty.barrier()
+    assert "was not released" in str(info.value)
+    _fresh(faulty)
+    assert faulty.barrier().seq == 0
+    assert faulty.barrier().seq == 1
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+def test_delays_cost_cycles_not_answers(faulty):
+    xs = _inputs()
+    _fresh(faulty)
+    clean = _check_allreduce(faulty, xs).cycles
+    faulty.faults = Faults(delay=1.0, delay_cycles=50, seed=3)
+    slow = _check_allreduce(faulty, xs)
+    assert slow.faults.delayed > 0 and slow.faults.lost == 0
+    assert slow.cycles > clean
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("rate", [1e-2])
+def test_sweep_never_returns_a_wrong_answer(faulty, rate):
+    """Random calls (the soak's generator) under drops, flips and duplicates at ``rate`` per
+    packet and link: each returns the right answer or raises NicollError; after an error the
+    cluster is reset and goes on."""
+    pairs = [(op, np.dtype(dtype)) for op, dtype in PAIRS]
+    outcomes = {"right": 0, "error": 0}
+    injected = packets = 0
+    for index in range(FAULT_CASES):
+        case = soak_case("faults", index, pairs, table=TABLE)
+        _fresh(faulty, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
+        try:
+            _run_and_check(faulty, case, "verilator")
+            outcomes["right"] += 1
+        except NicollError as exc:
+            assert "cl.reset()" in str(exc), exc
+            outcomes["error"] += 1
+        counts = faulty.fault_counts()
+        injected += counts.injected
+        packets += counts.packets
+    print(f"rate {rate}: {outcomes}, {injected} faults in {packets} packets")
+    # The sweep met faults (else it proved nothing), and every call it met them in ended
+    # one of the two ways above.
+    assert packets > 0 and (injected > 0 or packets * rate < 3)
