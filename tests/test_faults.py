@@ -33,6 +33,20 @@ def _count(name, default):
 
 #: Calls per rate of the sweep (the issue's figure is 200: ``make faults``).
 FAULT_CASES = _count("NICOLL_FAULT_CASES", 8)
+
+
+def _sweeps(text):
+    """``NICOLL_FAULT_SWEEPS``: comma-separated ``rate:retries`` pairs."""
+    try:
+        pairs = [item.split(":") for item in text.split(",")]
+        return [(float(rate), int(retries)) for rate, retries in pairs]
+    except ValueError:
+        raise pytest.UsageError(f"NICOLL_FAULT_SWEEPS must be rate:retries pairs such as "
+                                f"1e-3:0,1e-3:3, not {text!r}") from None
+
+
+#: The sweeps: each rate of drops, flips and duplicates, with the retries of each call.
+FAULT_SWEEPS = _sweeps(os.environ.get("NICOLL_FAULT_SWEEPS", "1e-2:0,1e-3:3"))
 NODES = 3
 #: The fault cluster: small and cheap to build; a few integer pairs (no float unit).
 PAIRS = [("sum", "int32"), ("max", "int32"), ("sum", "int64"), ("min", "uint8")]
@@ -110,6 +124,17 @@ def test_counters_are_unpacked_and_differenced_per_link():
     assert set(counts.links) == {(0, "to_switch"), (1, "to_switch")}
     assert "rank 0 to_switch: 1 dropped" in counts.summary()
     assert "no fault" in FaultCounts(packets=4).summary()
+
+
+def test_retries_need_faults():
+    with pytest.raises(NicollError, match="retries are for faults"):
+        nicoll.Cluster(2, "model", retries=2)
+    with pytest.raises(NicollError, match="non-negative int"):
+        nicoll.Cluster(2, "model", retries=-1)
+    with nicoll.Cluster(2, "model") as cl:
+        assert cl.retries == 0
+        with pytest.raises(NicollError, match="retries are for faults"):
+            cl.retries = 1
 
 
 def test_the_model_refuses_faults():
@@ -226,6 +251,29 @@ def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("call", ["allreduce", "barrier"])
+def test_a_retry_recovers_a_lost_packet(faulty, call):
+    """With retries, a call that lost a packet is run again after a reset and comes back
+    right; cl.last says it took two tries and why the first failed."""
+    xs = _inputs()
+    kind = "data" if call == "allreduce" else "barrier"
+    _fresh(faulty, Faults(target=FaultTarget(rank=1, kind=kind, index=0, action="drop")))
+    faulty.retries = 1
+    try:
+        if call == "allreduce":
+            _check_allreduce(faulty, xs)
+        else:
+            assert faulty.barrier().seq == 0
+    finally:
+        faulty.retries = 0
+    stats = faulty.last
+    assert stats.tries == 2 and len(stats.failed_tries) == 1
+    assert "1 dropped" in stats.failed_tries[0]
+    assert stats.faults.injected == 0           # the retry ran without the target
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
 def test_delays_cost_cycles_not_answers(faulty):
     xs = _inputs()
     _fresh(faulty)
@@ -238,27 +286,34 @@ def test_delays_cost_cycles_not_answers(faulty):
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
-@pytest.mark.parametrize("rate", [1e-2])
-def test_sweep_never_returns_a_wrong_answer(faulty, rate):
-    """Random calls (the soak's generator) under drops, flips and duplicates at ``rate`` per
-    packet and link: each returns the right answer or raises NicollError; after an error the
-    cluster is reset and goes on."""
+@pytest.mark.parametrize("rate, retries", FAULT_SWEEPS)
+def test_sweep_never_returns_a_wrong_answer(faulty, rate, retries):
+    """Random calls (the soak's generator) under drops, flips and duplicates, each at
+    ``rate`` per packet and link: each returns the right answer (checked as the soak checks
+    it) or raises NicollError within its budget; after an error the cluster is reset and
+    goes on.  With retries every call must come back right."""
     pairs = [(op, np.dtype(dtype)) for op, dtype in PAIRS]
-    outcomes = {"right": 0, "error": 0}
+    outcomes = {"right": 0, "error": 0, "retried": 0}
     injected = packets = 0
-    for index in range(FAULT_CASES):
-        case = soak_case("faults", index, pairs, table=TABLE)
-        _fresh(faulty, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
-        try:
-            _run_and_check(faulty, case, "verilator")
-            outcomes["right"] += 1
-        except NicollError as exc:
-            assert "cl.reset()" in str(exc), exc
-            outcomes["error"] += 1
-        counts = faulty.fault_counts()
-        injected += counts.injected
-        packets += counts.packets
-    print(f"rate {rate}: {outcomes}, {injected} faults in {packets} packets")
-    # The sweep met faults (else it proved nothing), and every call it met them in ended
-    # one of the two ways above.
-    assert packets > 0 and (injected > 0 or packets * rate < 3)
+    faulty.retries = retries
+    try:
+        for index in range(FAULT_CASES):
+            case = soak_case("faults", index, pairs, table=TABLE)
+            _fresh(faulty, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
+            try:
+                _run_and_check(faulty, case, "verilator")
+                outcomes["right"] += 1
+                outcomes["retried"] += faulty.last.tries > 1
+            except NicollError as exc:
+                assert "cl.reset()" in str(exc), exc
+                outcomes["error"] += 1
+            counts = faulty.fault_counts()
+            injected += counts.injected
+            packets += counts.packets
+    finally:
+        faulty.retries = 0
+    print(f"rate {rate}, retries {retries}: {outcomes}, {injected} faults in {packets} "
+          f"packets (last tries)")
+    assert packets > 0
+    if retries:
+        assert outcomes["error"] == 0, outcomes

@@ -28,6 +28,10 @@ from .timing import core_clock_mhz
 
 __all__ = ["Cluster"]
 
+#: How far a retry moves the fault generators' seed (the golden ratio of 2**32: the seeds of
+#: successive retries fall far apart).
+_SEED_STEP = 0x9E37_79B9
+
 
 class _ModelBackend:
     """The device model: one ModelNode per rank, nothing to start or stop."""
@@ -91,6 +95,14 @@ def _start_backend(name, config, progress):
     raise NicollError(f"unknown backend {name!r}; choose one of {', '.join(map(repr, BACKENDS))}")
 
 
+def _check_retries(retries, config):
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise NicollError(f"retries must be a non-negative int, not {retries!r}")
+    if retries and not config.faults:
+        raise NicollError("retries are for faults the network injects: open the cluster with "
+                          "faults=nicoll.Faults(...)")
+
+
 class Cluster:
     """N nodes of one backend, each opened as a :class:`~nicoll.Device`.
 
@@ -129,13 +141,17 @@ class Cluster:
         cluster is then built with a CRC, a fault injector and a CRC check on each direction
         of every switch port; :attr:`faults` changes the rates without a rebuild, and
         ``cl.last.faults`` says what each call met.  None (the default): nothing is built.
+    :param retries: with ``faults``, how many times a call that failed while the network
+        injected a fault is run again from its inputs after :meth:`reset` (:attr:`retries`;
+        ``cl.last.tries``).  0 (the default): the first failure is raised.
     :param progress: callable taking a one-line status message while a backend builds and
         starts (the command line shows it); None for silence.
     """
 
     def __init__(self, nodes=8, backend="model", *, data_width=256, max_nodes=None,
                  mem_size=DEFAULT_MEM_SIZE, alu_capabilities=None, repack_units=1,
-                 repack_node=False, fabric=None, clock_mhz=None, faults=None, progress=None):
+                 repack_node=False, fabric=None, clock_mhz=None, faults=None, retries=0,
+                 progress=None):
         if backend not in BACKENDS:
             raise NicollError(f"unknown backend {backend!r}; choose one of "
                               f"{', '.join(map(repr, BACKENDS))}")
@@ -157,6 +173,7 @@ class Cluster:
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
                                     repack_units=repack_units, repack_node=repack_node,
                                     links=links, faults=faults is not None)
+        _check_retries(retries, self.config)
         self.backend = backend
         self._backend = _start_backend(backend, self.config, progress)
         try:
@@ -186,6 +203,7 @@ class Cluster:
         self.last_plan = None
         self._faults = None
         self._fault_epoch = 0
+        self._retries = retries
         if faults is not None:
             try:
                 self.faults = faults
@@ -211,9 +229,29 @@ class Cluster:
                               "faults=nicoll.Faults(...) to build the fault injectors")
         if not isinstance(faults, Faults):
             raise NicollError(f"faults must be a nicoll.Faults, not {faults!r}")
+        self._program_faults(faults)
+        self._faults = faults
+
+    def _program_faults(self, faults, salt=0, target=True):
+        """Write ``faults`` to the injectors in a new epoch, its seed moved by ``salt`` (the
+        retry of a call), without its target unless ``target``."""
+        if salt or not target:
+            faults = dataclasses.replace(
+                faults, seed=(faults.seed + salt * _SEED_STEP) & 0xFFFF_FFFF,
+                target=faults.target if target else None)
         self._fault_epoch = self._fault_epoch % 255 + 1     # never 0, the injectors' reset
         self._backend.faults_set(pack_config(faults, self._fault_epoch))
-        self._faults = faults
+
+    @property
+    def retries(self):
+        """How many times a call that failed while the network injected faults is run again
+        (after a :meth:`reset`) before its error is raised; 0 on a cluster without faults."""
+        return self._retries
+
+    @retries.setter
+    def retries(self, retries):
+        _check_retries(retries, self.config)
+        self._retries = retries
 
     def fault_counts(self):
         """What the links counted since :attr:`faults` was last set (or the last
@@ -232,22 +270,37 @@ class Cluster:
                                         else 0)
         return unpack_counters(self._backend.faults_get(), 2 * ports)
 
-    @contextlib.contextmanager
-    def _observed(self):
-        """Around a call: on a cluster with fault injection, what the links counted goes to
-        ``last.faults``, and a failure's message says what the network did."""
-        before = self._fault_counters()
-        try:
-            yield
-        except NicollError as exc:
-            if before is None:
-                raise
-            counts = difference(before, self._fault_counters())
-            raise NicollError(f"{exc}; {counts.summary()}; cl.reset() makes the cluster "
-                              f"usable again") from exc
-        if before is not None and self.last is not None:
-            self.last = dataclasses.replace(
-                self.last, faults=difference(before, self._fault_counters()))
+    def _attempt(self, run):
+        """``run()`` (a call that sets :attr:`last`), observed: on a cluster with fault
+        injection what the links counted goes to ``last.faults``, a failure's message says
+        what the network did, and a call that failed while the network injected a fault is
+        run again after a :meth:`reset`, at most :attr:`retries` times (docs/faults.md)."""
+        failures = []
+        while True:
+            before = self._fault_counters()
+            try:
+                result = run()
+            except NicollError as exc:
+                if before is None:
+                    raise
+                counts = difference(before, self._fault_counters())
+                failures.append(f"{exc}; {counts.summary()}")
+                if len(failures) > self.retries or not (counts.injected or counts.lost):
+                    tries = ("" if len(failures) == 1 else
+                             f"{len(failures)} tries failed: " + "; ".join(
+                                 f"try {k}: {text}" for k, text in enumerate(failures[:-1], 1))
+                             + f"; try {len(failures)}: ")
+                    raise NicollError(f"{tries}{failures[-1]}; cl.reset() makes the cluster "
+                                      f"usable again") from exc
+                # The retry meets other faults: its generators start from another seed, and
+                # a target, which hits its packet once, is not set again.
+                self._reset(salt=len(failures), target=False)
+                continue
+            if before is not None and self.last is not None:
+                self.last = dataclasses.replace(
+                    self.last, faults=difference(before, self._fault_counters()),
+                    tries=len(failures) + 1, failed_tries=tuple(failures))
+            return result
 
     def reset(self):
         """Bring every node, the switch and the links back to their power-on state, as after
@@ -255,11 +308,14 @@ class Cluster:
         flight are cleared; device memory keeps its contents.  The barrier tree is programmed
         again at the next barrier, and the fault generators restart from their seed."""
         self._check_open()
+        self._reset()
+
+    def _reset(self, salt=0, target=True):
         self._backend.reset()
         self._barrier.forget()
         self._last_start = None
         if self._faults is not None:
-            self.faults = self._faults
+            self._program_faults(self._faults, salt, target)
 
     @property
     def data_width(self):
@@ -345,9 +401,10 @@ class Cluster:
             register names) — before anything is started where they concern the arguments.
         """
         self._check_open()
-        with self._observed():
+        def run():
             result, self.last = self._barrier.run(arrive, mode, m, c, estimate)
-        return result
+            return result
+        return self._attempt(run)
 
     # -- collectives (seeds 000, 001, 002) ------------------------------------------------
 
@@ -524,19 +581,21 @@ class Cluster:
     def _run(self, plan, inputs):
         """Post a compiled plan on every node, run it and return each rank's output (1-D)."""
         self.last_plan = plan
-        with self._observed():
+        def run():
             outputs, self.last, self._last_start = self._collectives.run(plan, inputs)
-        return outputs
+            return outputs
+        return self._attempt(run)
 
     def _run_aggregate(self, what, blocks, subgroup=None):
         """Exchange ``blocks[i][j]`` (uint8 arrays) through the repack units (node 0's or the
         repack node's); returns ``out[j][i]`` (uint8 arrays)."""
         lengths = [[len(b) for b in row] for row in blocks]
         self.last_plan = self._collectives.lay_out_aggregate(what, blocks, lengths, subgroup)
-        with self._observed():
+        def run():
             out, self.last, self._last_start = self._collectives.run_aggregate(self.last_plan,
                                                                                lengths)
-        return out
+            return out
+        return self._attempt(run)
 
     def _check_open(self):
         if self._closed:

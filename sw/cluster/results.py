@@ -48,6 +48,9 @@ class CallStats:
     #: On a cluster opened with ``faults=``: what the network injected and dropped during
     #: the call (:class:`nicoll.faults.FaultCounts`); None otherwise.
     faults: object = None
+    #: With ``retries``: the tries the call took, and each failed try's error.
+    tries: int = 1
+    failed_tries: tuple = ()
 
 
 #: The lanes of an activity trace: what each node's network ports and ALU did, beat by beat.
