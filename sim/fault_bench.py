@@ -1,0 +1,118 @@
+"""Goodput under packet loss, and the cost of one lost packet: ``python -m nicoll.sim.fault_bench``.
+
+Issue 22's figures, on a Verilator cluster built with fault injection (``nicoll.Faults``):
+
+- **goodput**: a ``--size`` allreduce (float32 sum, recursive halving) run ``--runs`` times at
+  each drop rate of ``--rates`` (per packet and link), each with ``--retries`` retries.  A
+  run's cost is every simulated cycle from the call until its answer is back: loading,
+  every try (a failed one until its error is seen), each reset, reading back.  Goodput is
+  the fault-free run's cost over the run's (1.0: no loss of time).
+- **one lost packet**: the same allreduce with one chosen data packet dropped (rank 1's
+  ``--lost-index``-th into the switch) and one retry: the extra cycles are what recovering
+  that packet costs, end to end (the wait until the loss shows, the reset, the second try).
+
+Counts come from the harness's own cycle count (it is never reset), so they are deterministic
+for a given build, seed and sequence of calls; wall time is printed beside them only as a
+guide.  Every answer is checked against numpy (a sum of small integers in float32 is exact).
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+import nicoll
+from nicoll import Faults, FaultTarget, NicollError
+
+__all__ = ["goodput", "lost_packet", "main"]
+
+
+def _inputs(nodes, size):
+    count = max(1, size // 4)
+    # Small integers: every order of summing them is exact in float32.
+    return [np.random.default_rng(rank).integers(-64, 64, count).astype(np.float32)
+            for rank in range(nodes)]
+
+
+def _run(cl, xs, faults):
+    """One checked allreduce under ``faults``; returns (simulated cycles, wall seconds,
+    tries, error text or None)."""
+    clock = cl._backend.cycles
+    cl.reset()
+    cl.faults = faults
+    c0, t0 = clock(), time.perf_counter()
+    try:
+        ys = cl.allreduce(xs, "sum", algorithm="recursive_halving")
+    except NicollError as exc:
+        return clock() - c0, time.perf_counter() - t0, cl.retries + 1, str(exc)
+    want = np.sum(xs, axis=0, dtype=np.float32)
+    for rank, y in enumerate(ys):
+        if not np.array_equal(y, want):
+            raise AssertionError(f"rank {rank}: a wrong answer under {faults}")
+    return clock() - c0, time.perf_counter() - t0, cl.last.tries, None
+
+
+def goodput(cl, xs, rates, *, runs=3, seed=1):
+    """Rows of (rate, runs, failed runs, mean tries, mean cycles, goodput, wall s)."""
+    clean, _, _, error = _run(cl, xs, Faults())
+    if error:
+        raise NicollError(f"the fault-free run failed: {error}")
+    rows = []
+    for rate in rates:
+        results = [_run(cl, xs, Faults(drop=rate, seed=seed + k)) for k in range(runs)]
+        cycles = [r[0] for r in results]
+        failed = sum(r[3] is not None for r in results)
+        rows.append((rate, runs, failed, np.mean([r[2] for r in results]), np.mean(cycles),
+                     clean / np.mean(cycles), np.mean([r[1] for r in results])))
+    return clean, rows
+
+
+def lost_packet(cl, xs, index):
+    """(fault-free cycles, cycles with one lost data packet and one retry, the error the
+    first try ended with)."""
+    clean, _, _, _ = _run(cl, xs, Faults())
+    lost, _, tries, error = _run(cl, xs, Faults(target=FaultTarget(rank=1, kind="data",
+                                                                    index=index)))
+    if error or tries != 2:
+        raise NicollError(f"one lost packet was not recovered by one retry ({tries} tries): "
+                          f"{error}")
+    return clean, lost, cl.last.failed_tries[0]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m nicoll.sim.fault_bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--data-width", type=int, default=256)
+    parser.add_argument("--mem-size", type=int, default=4 << 20)
+    parser.add_argument("--size", type=int, default=1 << 20, help="bytes per rank")
+    parser.add_argument("--rates", default="1e-4,1e-3,1e-2",
+                        help="drop rates per packet and link, comma-separated")
+    parser.add_argument("--runs", type=int, default=3, help="runs per rate")
+    parser.add_argument("--retries", type=int, default=8)
+    parser.add_argument("--lost-index", type=int, default=10,
+                        help="which of rank 1's data packets the lost-packet run drops")
+    args = parser.parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",") if r]
+    with nicoll.Cluster(args.nodes, "verilator", data_width=args.data_width,
+                        mem_size=args.mem_size, faults=Faults(), retries=args.retries,
+                        progress=lambda text: print(f"  {text}", flush=True)) as cl:
+        xs = _inputs(args.nodes, args.size)
+        clean, rows = goodput(cl, xs, rates, runs=args.runs)
+        print(f"allreduce of {args.size} bytes a rank, {args.nodes} nodes, data_width "
+              f"{args.data_width}, retries {args.retries}: fault-free {clean} cycles "
+              f"(call to answer)")
+        print(f"{'drop rate':>10} {'runs':>5} {'failed':>7} {'tries':>6} {'cycles':>12} "
+              f"{'goodput':>8} {'wall s':>7}")
+        for rate, runs, failed, tries, cycles, ratio, wall in rows:
+            print(f"{rate:>10.0e} {runs:>5} {failed:>7} {tries:>6.2f} {cycles:>12,.0f} "
+                  f"{ratio:>8.3f} {wall:>7.1f}")
+        cl.retries = 1
+        clean, lost, why = lost_packet(cl, xs, args.lost_index)
+        print(f"one lost data packet (rank 1's #{args.lost_index} into the switch), one retry: "
+              f"{lost} cycles against {clean}: {lost - clean} cycles to recover")
+        print(f"  the first try ended: {why}")
+
+
+if __name__ == "__main__":
+    main()
