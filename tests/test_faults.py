@@ -340,3 +340,50 @@ def test_sweep_never_returns_a_wrong_answer(faulty, rate, retries):
     assert packets > 0
     if retries:
         assert outcomes["error"] == 0, outcomes
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_register_writes_then_reset_leave_a_working_cluster(faulty, seed):
+    """Random words written to random registers of every node (every block, the controls
+    that start runs included) and to addresses past the map, the cluster left to run on
+    them: after cl.reset() a normal collective, a barrier and an aggregate exchange (the
+    repack units' registers were written too) are right."""
+    import random
+    from nicoll.hw.regmap.generated import REGMAP
+    rng = random.Random(seed)
+    registers = [r.address for block in REGMAP.blocks for r in block.registers]
+    end = max(registers) + 4
+    _fresh(faulty)
+    for _ in range(300):
+        dev = faulty.device(rng.randrange(NODES))
+        address = (rng.choice(registers) if rng.random() < 0.9
+                   else rng.randrange(end, 1 << 16) & ~3)
+        value = rng.choice([rng.getrandbits(32), rng.getrandbits(8), 1 << rng.randrange(32)])
+        dev.transport.write32(address, value)
+        if rng.random() < 0.05:
+            dev.idle(rng.randrange(1, 2000))
+    faulty.device(0).idle(5000)
+    _fresh(faulty)
+    _check_allreduce(faulty, _inputs(seed=seed))
+    assert faulty.barrier().seq == 0
+    xs = [np.arange(NODES * 4, dtype=np.int32) + 100 * r for r in range(NODES)]
+    for j, y in enumerate(faulty.alltoall(xs, "aggregate")):
+        assert np.array_equal(y, np.concatenate([x[4 * j:4 * j + 4] for x in xs])), j
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
+def test_soak_under_random_link_stalls(faulty):
+    """The soak's calls with random stalls on every link (each packet held 37 cycles with
+    probability 0.2): the backpressure reaches every block's stream, and every answer is
+    right."""
+    pairs = [(op, np.dtype(dtype)) for op, dtype in PAIRS]
+    delayed = 0
+    for index in range(FAULT_CASES):
+        case = soak_case("stalls", index, pairs, table=TABLE)
+        _fresh(faulty, Faults(delay=0.2, delay_cycles=37, seed=index))
+        _run_and_check(faulty, case, "verilator")
+        delayed += faulty.fault_counts().delayed
+    assert delayed > 0
