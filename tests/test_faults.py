@@ -387,3 +387,23 @@ def test_soak_under_random_link_stalls(faulty):
         _run_and_check(faulty, case, "verilator")
         delayed += faulty.fault_counts().delayed
     assert delayed > 0
+
+
+@pytest.mark.xdist_group("amaranth_faults")
+def test_faults_and_reset_on_the_amaranth_backend():
+    """The Amaranth simulator runs the same links and the same reset: a duplicated data
+    packet fails the call by name (at once: the receiver refuses the copy, where a lost
+    packet would take the call's whole budget, seconds of the Python simulator), and after
+    cl.reset() the call is right."""
+    xs = [np.arange(20, dtype=np.int32) * (r + 1) for r in range(2)]
+    with nicoll.Cluster(2, "amaranth", data_width=64, max_nodes=2, mem_size=1 << 12,
+                        alu_capabilities=[("sum", "int32")], repack_units=0,
+                        faults=Faults(target=FaultTarget(rank=0, kind="data",
+                                                         action="duplicate"))) as cl:
+        with pytest.raises(NicollError, match="rank 0 to_switch: 1 duplicated"):
+            cl.allreduce(xs, "sum", algorithm="ring")
+        cl.reset()
+        cl.faults = Faults()
+        for y in cl.allreduce(xs, "sum", algorithm="ring"):
+            assert np.array_equal(y, xs[0] + xs[1])
+        assert cl.last.faults.packets > 0 and cl.last.faults.lost == 0

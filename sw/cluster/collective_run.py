@@ -363,19 +363,24 @@ class CollectiveRunner:
     # -- the wait and the figures ----------------------------------------------------------
 
     def _wait(self, clock, start, budget):
-        """Wait until every engine is done, polling one at a time; True if they all are,
-        False once one stops with an error or ``budget`` cycles have passed since ``start``."""
+        """Wait until every engine is done; True if they all are, False once one stops with
+        an error or ``budget`` cycles have passed since ``start``.  Each poll looks at every
+        rank not yet done, so an error anywhere ends the wait at once (a rank waiting for
+        what an erring one will never send would otherwise hold it to the budget)."""
         pending = list(range(self.nodes))
-        while pending:
-            status = self._devices[pending[0]].engine.status()
-            if status.done:
-                pending.pop(0)
-                continue
+        while True:
+            for rank in list(pending):
+                status = self._devices[rank].engine.status()
+                if status.error:
+                    return False
+                if status.done:
+                    pending.remove(rank)
+            if not pending:
+                return True
             elapsed = clock.cycles() - start
-            if status.error or elapsed > budget:
+            if elapsed > budget:
                 return False
             clock.idle(poll_pause(elapsed))
-        return True
 
     def _problems(self, at_step):
         """What each rank whose engine is not done without errors is at (``at_step``: with the
