@@ -24,7 +24,7 @@ import numpy as np
 import nicoll
 from nicoll import Faults, FaultTarget, NicollError
 
-__all__ = ["goodput", "lost_packet", "main"]
+__all__ = ["clean_run", "goodput", "lost_packet", "main"]
 
 
 def _inputs(nodes, size):
@@ -52,19 +52,21 @@ def _run(cl, xs, faults):
     return clock() - c0, time.perf_counter() - t0, cl.last.tries, None
 
 
-def goodput(cl, xs, rates, *, runs=3, seed=1):
-    """Rows of (rate, runs, failed runs, mean tries, mean cycles, goodput, wall s)."""
+def clean_run(cl, xs):
+    """The fault-free run's (cycles call to answer, in-NIC cycles)."""
     clean, _, _, error = _run(cl, xs, Faults())
     if error:
         raise NicollError(f"the fault-free run failed: {error}")
-    rows = []
-    for rate in rates:
-        results = [_run(cl, xs, Faults(drop=rate, seed=seed + k)) for k in range(runs)]
-        cycles = [r[0] for r in results]
-        failed = sum(r[3] is not None for r in results)
-        rows.append((rate, runs, failed, np.mean([r[2] for r in results]), np.mean(cycles),
-                     clean / np.mean(cycles), np.mean([r[1] for r in results])))
-    return clean, rows
+    return clean, cl.last.cycles
+
+
+def goodput(cl, xs, rate, clean, *, runs=3, seed=1):
+    """(runs, failed runs, mean tries, mean cycles, goodput, wall s) at drop ``rate``."""
+    results = [_run(cl, xs, Faults(drop=rate, seed=seed + k)) for k in range(runs)]
+    cycles = np.mean([r[0] for r in results])
+    failed = sum(r[3] is not None for r in results)
+    return (runs, failed, np.mean([r[2] for r in results]), cycles, clean / cycles,
+            np.mean([r[1] for r in results]))
 
 
 def lost_packet(cl, xs, index):
@@ -98,15 +100,17 @@ def main(argv=None):
                         mem_size=args.mem_size, faults=Faults(), retries=args.retries,
                         progress=lambda text: print(f"  {text}", flush=True)) as cl:
         xs = _inputs(args.nodes, args.size)
-        clean, rows = goodput(cl, xs, rates, runs=args.runs)
+        clean, in_nic = clean_run(cl, xs)
         print(f"allreduce of {args.size} bytes a rank, {args.nodes} nodes, data_width "
-              f"{args.data_width}, retries {args.retries}: fault-free {clean} cycles "
-              f"(call to answer)")
+              f"{args.data_width}, retries {args.retries}: fault-free {clean} cycles call to "
+              f"answer ({in_nic} in the NICs)", flush=True)
         print(f"{'drop rate':>10} {'runs':>5} {'failed':>7} {'tries':>6} {'cycles':>12} "
-              f"{'goodput':>8} {'wall s':>7}")
-        for rate, runs, failed, tries, cycles, ratio, wall in rows:
+              f"{'goodput':>8} {'wall s':>7}", flush=True)
+        for rate in rates:
+            runs, failed, tries, cycles, ratio, wall = goodput(cl, xs, rate, clean,
+                                                               runs=args.runs)
             print(f"{rate:>10.0e} {runs:>5} {failed:>7} {tries:>6.2f} {cycles:>12,.0f} "
-                  f"{ratio:>8.3f} {wall:>7.1f}")
+                  f"{ratio:>8.3f} {wall:>7.1f}", flush=True)
         cl.retries = 1
         clean, lost, why = lost_packet(cl, xs, args.lost_index)
         print(f"one lost data packet (rank 1's #{args.lost_index} into the switch), one retry: "

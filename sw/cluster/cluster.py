@@ -26,7 +26,13 @@ from .collective_run import CollectiveRunner, check_subgroup
 from .results import TRACE_LANES, ActivityTrace
 from .timing import core_clock_mhz
 
-__all__ = ["Cluster"]
+__all__ = ["Cluster", "STALL_CYCLES"]
+
+#: On a cluster with fault injection, a collective whose engines show no progress (no step
+#: ended, no packet received by a rank not yet done) for this many cycles ends as stalled
+#: rather than waiting out its budget.  A healthy run receives a packet every few hundred
+#: cycles (a packet's beats, twice stored and forwarded by the links' CRC checks).
+STALL_CYCLES = 20_000
 
 #: How far a retry moves the fault generators' seed (the golden ratio of 2**32: the seeds of
 #: successive retries fall far apart).
@@ -204,6 +210,8 @@ class Cluster:
         self._faults = None
         self._fault_epoch = 0
         self._retries = retries
+        if self.config.faults:
+            self._collectives.stall_cycles = STALL_CYCLES
         if faults is not None:
             try:
                 self.faults = faults

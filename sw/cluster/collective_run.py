@@ -98,6 +98,12 @@ class CollectiveRunner:
         self._alu_pairs = None
         #: The :class:`~nicoll.plan.schedule_cost.CostModel` "auto" picks by.
         self.cost = cost
+        #: Cycles a wait lets pass with no progress anywhere (no step ended, no packet
+        #: received by a rank not yet done) before it ends as stalled; None: only the
+        #: budget ends it.  Set on a cluster with fault injection, where a lost packet
+        #: would otherwise hold a call to its budget, sized for the worst contention.
+        self.stall_cycles = None
+        self._stalled = None
 
     # -- "auto" -----------------------------------------------------------------------------
 
@@ -261,8 +267,8 @@ class CollectiveRunner:
             raise NicollError(f"{plan.collective} ({plan.algorithm}) failed on the engines: "
                               + "; ".join(problems))
         if problems:
-            raise NicollError(f"{plan.collective} ({plan.algorithm}) did not finish on every "
-                              f"rank within {budget} cycles of its start: " + "; ".join(problems))
+            raise NicollError(f"{plan.collective} ({plan.algorithm}) {self._ended(budget)}: "
+                              + "; ".join(problems))
         self._barrier.advance(barriers)
 
         outputs = [read_output(dev, schedule, count, plan.dtype)
@@ -352,8 +358,8 @@ class CollectiveRunner:
             control = hub.repack.status()
             problems, _ = self._problems(at_step=False)
             code = control["code"]
-            raise NicollError(f"{what} (aggregate) did not finish within {budget} cycles of its "
-                              f"start: " + "; ".join(problems) + f"; the repack control tree "
+            raise NicollError(f"{what} (aggregate) {self._ended(budget)}: "
+                              + "; ".join(problems) + f"; the repack control tree "
                               f"{'runs' if control['busy'] else 'ended'} with status "
                               f"{getattr(code, 'name', code)}")
         received = [read_messages(dev, lay) for dev, lay in zip(devices, layouts)]
@@ -368,19 +374,37 @@ class CollectiveRunner:
         rank not yet done, so an error anywhere ends the wait at once (a rank waiting for
         what an erring one will never send would otherwise hold it to the budget)."""
         pending = list(range(self.nodes))
+        self._stalled = None
+        seen, quiet_since = None, 0
         while True:
+            progress = []
             for rank in list(pending):
-                status = self._devices[rank].engine.status()
+                engine = self._devices[rank].engine
+                status = engine.status()
                 if status.error:
                     return False
                 if status.done:
                     pending.remove(rank)
+                elif self.stall_cycles is not None:
+                    progress.append((rank, status.step, engine.packets_received()))
             if not pending:
                 return True
             elapsed = clock.cycles() - start
             if elapsed > budget:
                 return False
+            if progress != seen:
+                seen, quiet_since = progress, elapsed
+            elif elapsed - quiet_since > self.stall_cycles:
+                self._stalled = elapsed - quiet_since
+                return False
             clock.idle(poll_pause(elapsed))
+
+    def _ended(self, budget):
+        """How a wait that returned False without an error ended."""
+        if self._stalled is not None:
+            return (f"made no progress for {self._stalled} cycles (no step ended and no "
+                    f"packet arrived at a rank not yet done; a lost packet?)")
+        return f"did not finish on every rank within {budget} cycles of its start"
 
     def _problems(self, at_step):
         """What each rank whose engine is not done without errors is at (``at_step``: with the

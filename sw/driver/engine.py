@@ -373,6 +373,10 @@ class EngineDriver:
             raise NicollError(f"engine of node {self.node_id} reports {', '.join(ordered)}: "
                               f"{error_text(ordered)}")
 
+    def packets_received(self):
+        """PACKETS_RECEIVED alone: a wait's cheap sign of progress."""
+        return self._regs.PACKETS_RECEIVED.read()
+
     def counters(self):
         """The performance counters, by lower-case register name (``bytes_sent``, ...)."""
         return {register.spec.name.lower(): register.read() for register in self._counters}
