@@ -10,11 +10,12 @@ import warnings
 import pytest
 from amaranth.hdl import Elaboratable, Fragment, Module
 
-from nicoll.hw.net.packet import DEST_WIDTH
 from nicoll.hw.sim.faults import (FaultAction, FaultInjector, fault_config_layout,
                                   fault_counters_layout)
 from nicoll.hw.sim.fcs import FcsCheck, packet_fcs
 from nicoll.sim.testbench import run_testbenches, stream_put
+
+from link_helpers import random_packets
 
 LINK = 5
 FULL = 2**32 - 1                                # a rate of (almost) every packet
@@ -23,26 +24,14 @@ ZERO = dict.fromkeys(COUNTERS, 0)
 
 
 def link_packets(rng, count, width, *, longest, shortest=1, keep="tail", kinds=range(1, 8)):
-    """``count`` packets of beat dicts with the FCS on the last beat; the first beat's data
-    starts with a kind from ``kinds``.  ``keep="tail"``: full beats and a partial last one;
-    ``"random"``: random keep bits, byte 0 of the first beat always kept."""
-    nbytes = width // 8
-    packets = []
-    for _ in range(count):
-        beats = rng.randint(shortest, longest)
-        dest, control = rng.getrandbits(DEST_WIDTH), rng.getrandbits(1)
-        packet = []
-        for k in range(beats):
-            last = k == beats - 1
-            if keep == "random":
-                kept = rng.getrandbits(nbytes) | int(k == 0)
-            else:
-                kept = (1 << (rng.randint(1, nbytes) if last else nbytes)) - 1
-            packet.append({"data": rng.getrandbits(width), "keep": kept, "last": int(last),
-                           "dest": dest, "control": control, "fcs": 0})
+    """``count`` packets of beat dicts (:func:`link_helpers.random_packets`) with the FCS on
+    the last beat; the first beat's data starts with a kind from ``kinds``."""
+    packets = random_packets(rng, count, width, longest=longest, shortest=shortest, keep=keep)
+    for packet in packets:
+        for beat in packet:
+            beat["fcs"] = 0
         packet[0]["data"] = packet[0]["data"] & ~0xF | rng.choice(kinds)
         packet[-1]["fcs"] = packet_fcs([(b["data"], b["keep"]) for b in packet])
-        packets.append(packet)
     return packets
 
 

@@ -14,31 +14,12 @@ from nicoll.hw.net.packet import DEST_WIDTH
 from nicoll.hw.sim.fcs import FcsAppend, FcsCheck, link_beat_layout, packet_fcs
 from nicoll.sim.testbench import run_testbenches, stream_put
 
+from link_helpers import random_packets
+
 FIELDS = ("data", "keep", "last", "dest", "control")
 STALLS = [(0.0, 0.0), (0.4, 0.5)]
 
 
-def random_packets(rng, count, width, *, longest, shortest=1, keep="tail"):
-    """``count`` packets of ``shortest``..``longest`` beats, as lists of beat dicts.  With
-    ``keep="tail"`` every beat but the last is full and the last keeps 1..all of its low
-    bytes (as the cores send); with ``"random"`` every beat's keep is random, but for byte 0
-    of the first beat, always kept."""
-    nbytes = width // 8
-    packets = []
-    for _ in range(count):
-        beats = rng.randint(shortest, longest)
-        dest, control = rng.getrandbits(DEST_WIDTH), rng.getrandbits(1)
-        packet = []
-        for k in range(beats):
-            last = k == beats - 1
-            if keep == "random":
-                kept = rng.getrandbits(nbytes) | int(k == 0)
-            else:
-                kept = (1 << (rng.randint(1, nbytes) if last else nbytes)) - 1
-            packet.append({"data": rng.getrandbits(width), "keep": kept, "last": int(last),
-                           "dest": dest, "control": control})
-        packets.append(packet)
-    return packets
 
 
 def fcs_of(packet):
