@@ -4,9 +4,11 @@ Issue 22's figures, on a Verilator cluster built with fault injection (``nicoll.
 
 - **goodput**: a ``--size`` allreduce (float32 sum, recursive halving) run ``--runs`` times at
   each drop rate of ``--rates`` (per packet and link), each with ``--retries`` retries.  A
-  run's cost is every simulated cycle from the call until its answer is back: loading,
-  every try (a failed one until its error is seen), each reset, reading back.  Goodput is
-  the fault-free run's cost over the run's (1.0: no loss of time).
+  run's cost is every simulated cycle from the call until its answer is back (or its last
+  try has failed): loading, every try (a failed one until its error is seen), each reset,
+  reading back.  Goodput is the answers per cycle against the fault-free run's: the
+  fault-free cost times the runs that got an answer, over the cycles all runs took (1.0: no
+  loss; 0: no run got its answer within its tries).
 - **one lost packet**: the same allreduce with one chosen data packet dropped (rank 1's
   ``--lost-index``-th into the switch) and one retry: the extra cycles are what recovering
   that packet costs, end to end (the wait until the loss shows, the reset, the second try).
@@ -24,13 +26,14 @@ import numpy as np
 import nicoll
 from nicoll import Faults, FaultTarget, NicollError
 
-__all__ = ["clean_run", "goodput", "lost_packet", "main"]
+__all__ = ["inputs", "clean_run", "goodput", "lost_packet", "main"]
 
 
-def _inputs(nodes, size):
-    count = max(1, size // 4)
-    # Small integers: every order of summing them is exact in float32.
-    return [np.random.default_rng(rank).integers(-64, 64, count).astype(np.float32)
+def inputs(nodes, size, dtype=np.float32):
+    """Each rank's ``size`` bytes of small integers as ``dtype``: every order of summing
+    them is exact, in float32 too."""
+    count = max(1, size // np.dtype(dtype).itemsize)
+    return [np.random.default_rng(rank).integers(-64, 64, count).astype(dtype)
             for rank in range(nodes)]
 
 
@@ -45,7 +48,7 @@ def _run(cl, xs, faults):
         ys = cl.allreduce(xs, "sum", algorithm="recursive_halving")
     except NicollError as exc:
         return clock() - c0, time.perf_counter() - t0, cl.retries + 1, str(exc)
-    want = np.sum(xs, axis=0, dtype=np.float32)
+    want = np.sum(xs, axis=0, dtype=xs[0].dtype)
     for rank, y in enumerate(ys):
         if not np.array_equal(y, want):
             raise AssertionError(f"rank {rank}: a wrong answer under {faults}")
@@ -63,10 +66,10 @@ def clean_run(cl, xs):
 def goodput(cl, xs, rate, clean, *, runs=3, seed=1):
     """(runs, failed runs, mean tries, mean cycles, goodput, wall s) at drop ``rate``."""
     results = [_run(cl, xs, Faults(drop=rate, seed=seed + k)) for k in range(runs)]
-    cycles = np.mean([r[0] for r in results])
+    cycles = [r[0] for r in results]
     failed = sum(r[3] is not None for r in results)
-    return (runs, failed, np.mean([r[2] for r in results]), cycles, clean / cycles,
-            np.mean([r[1] for r in results]))
+    return (runs, failed, np.mean([r[2] for r in results]), np.mean(cycles),
+            clean * (runs - failed) / sum(cycles), np.mean([r[1] for r in results]))
 
 
 def lost_packet(cl, xs, index):
@@ -99,7 +102,7 @@ def main(argv=None):
     with nicoll.Cluster(args.nodes, "verilator", data_width=args.data_width,
                         mem_size=args.mem_size, faults=Faults(), retries=args.retries,
                         progress=lambda text: print(f"  {text}", flush=True)) as cl:
-        xs = _inputs(args.nodes, args.size)
+        xs = inputs(args.nodes, args.size)
         clean, in_nic = clean_run(cl, xs)
         print(f"allreduce of {args.size} bytes a rank, {args.nodes} nodes, data_width "
               f"{args.data_width}, retries {args.retries}: fault-free {clean} cycles call to "
