@@ -297,6 +297,25 @@ def test_a_retry_recovers_a_lost_packet(faulty, call):
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
+def test_reset_brings_every_node_and_link_back_to_power_on(faulty):
+    """After a failed call the engines hold their errors, the links their counts and the
+    cycle counters run on; cl.reset() clears all of it (the nodes' reset reaches them) and
+    keeps device memory."""
+    _fresh(faulty, Faults(target=FaultTarget(rank=2, kind="data", action="duplicate")))
+    with pytest.raises(NicollError, match="1 duplicated"):
+        faulty.allreduce(_inputs(), "sum", algorithm="ring")
+    assert any(dev.engine.errors() for dev in faulty.devices)
+    faulty.device(1).mem_write(0x40, b"kept")
+    before = faulty.device(0).cycles()
+    faulty.reset()
+    assert faulty.device(0).cycles() < min(before, 100)
+    assert not any(dev.engine.errors() for dev in faulty.devices)
+    assert faulty.fault_counts().packets == 0
+    assert faulty.device(1).mem_read(0x40, 4) == b"kept"
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
 def test_delays_cost_cycles_not_answers(faulty):
     xs = _inputs()
     _fresh(faulty)
