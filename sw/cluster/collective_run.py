@@ -392,7 +392,9 @@ class CollectiveRunner:
             elapsed = clock.cycles() - start
             if elapsed > budget:
                 return False
-            if progress != seen:
+            if self.stall_cycles is None:
+                pass
+            elif progress != seen:
                 seen, quiet_since = progress, elapsed
             elif elapsed - quiet_since > self.stall_cycles:
                 self._stalled = elapsed - quiet_since
