@@ -64,7 +64,8 @@ class FaultTarget:
     direction: str = "to_switch"
 
     def __post_init__(self):
-        _count("FaultTarget rank", self.rank, 256)
+        # The link index (2 * rank + direction) is 8 bits in the injectors' configuration.
+        _count("FaultTarget rank", self.rank, 128)
         if self.kind not in KINDS:
             raise NicollError(f"FaultTarget kind must be one of {', '.join(KINDS)}, "
                               f"not {self.kind!r}")
@@ -182,10 +183,12 @@ class FaultCounts:
         return f"the network injected faults ({text} of {self.packets} packets; {where})"
 
 
-def unpack_counters(raw, links):
+def unpack_counters(raw, links=None):
     """The links' counters from the bytes of the counters port, as a list (link index order)
-    of dicts."""
+    of dicts; ``links`` defaults to as many as the bytes hold."""
     layout = link_counters_layout()
+    if links is None:
+        links = len(raw) * 8 // layout.size
     word = int.from_bytes(raw, "little")
     out = []
     for k in range(links):

@@ -69,7 +69,8 @@ def test_bad_faults_are_refused_by_name(kwargs, text):
 
 
 @pytest.mark.parametrize("kwargs, text", [
-    (dict(rank=-1), "rank"), (dict(rank=0, kind="ack"), "kind"), (dict(rank=0, index=-2), "index"),
+    (dict(rank=-1), "rank"), (dict(rank=128), "rank"), (dict(rank=0, kind="ack"), "kind"),
+    (dict(rank=0, index=-2), "index"),
     (dict(rank=0, action="corrupt"), "action"), (dict(rank=0, direction="up"), "direction"),
 ])
 def test_bad_targets_are_refused_by_name(kwargs, text):
@@ -117,6 +118,7 @@ def test_counters_are_unpacked_and_differenced_per_link():
     after = unpack_counters(port([{"packets": 12, "dropped": 1}, {"packets": 3},
                                   {"fcs_bad": 2, "flipped": 2}, {}]), 4)
     assert set(before[0]) == set(names)
+    assert unpack_counters(port([{}] * 4)) == unpack_counters(port([{}] * 4), 4)
     counts = difference(before, after)
     assert counts.packets == 2 + 4 + 0 + 0          # the second link's counter wrapped
     assert counts.dropped == 1 and counts.fcs_bad == 2 and counts.flipped == 2

@@ -274,9 +274,7 @@ class Cluster:
         """Every link's counters now (None without fault injection)."""
         if not self.config.faults:
             return None
-        ports = self.config.hw_nodes + (self.config.repack_units if self.config.repack_node
-                                        else 0)
-        return unpack_counters(self._backend.faults_get(), 2 * ports)
+        return unpack_counters(self._backend.faults_get())
 
     def _attempt(self, run):
         """``run()`` (a call that sets :attr:`last`), observed: on a cluster with fault
