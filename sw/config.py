@@ -67,7 +67,8 @@ class ClusterConfig:
     #: the default builds no links (the ``"ideal"`` fabric).
     links: SimLinks = SimLinks()
     #: Build a fault injector, with a CRC before it and a CRC check after it, on each direction
-    #: of every switch port (:class:`nicoll.Faults`, docs/faults.md); simulators only.
+    #: of every switch port (:class:`nicoll.Faults`, docs/faults.md); on the model, links that
+    #: draw the same faults for its messages (:mod:`nicoll.model.faults`).
     faults: bool = False
 
     def __post_init__(self):

@@ -4,9 +4,11 @@ under faults either returns the right answer or raises NicollError naming what h
 cluster usable again.
 
 The simulated cases run on one small Verilator cluster built with fault injection (its own
-xdist group, so it builds beside the suite's cluster).  The sweep draws its calls from the
-soak's generator (:func:`test_soak.soak_case`) and checks them the same way; its size per
-rate is ``NICOLL_FAULT_CASES`` (``make faults`` runs the issue's 200).
+xdist group, so it builds beside the suite's cluster) and, where the model's links can show
+them (:mod:`nicoll.model.faults`), on a model cluster of the same configuration.  The sweep
+draws its calls from the soak's generator (:func:`test_soak.soak_case`) and checks them the
+same way; its size per rate is ``NICOLL_FAULT_CASES`` on Verilator (``make faults`` runs the
+issue's 200) and ``NICOLL_FAULT_MODEL_CASES`` (200) on the model.
 """
 
 import os
@@ -47,6 +49,10 @@ def _sweeps(text):
 
 #: The sweeps: each rate of drops, flips and duplicates, with the retries of each call.
 FAULT_SWEEPS = _sweeps(os.environ.get("NICOLL_FAULT_SWEEPS", "1e-2:0,1e-3:3"))
+#: The model's sweep: the issue's rates and size, which the model runs in seconds.
+MODEL_FAULT_CASES = _count("NICOLL_FAULT_MODEL_CASES", 200)
+MODEL_FAULT_SWEEPS = _sweeps(os.environ.get("NICOLL_FAULT_MODEL_SWEEPS",
+                                            "1e-4:0,1e-3:0,1e-2:0,1e-3:3"))
 NODES = 3
 #: The fault cluster: small and cheap to build; a few integer pairs (no float unit).
 PAIRS = [("sum", "int32"), ("max", "int32"), ("sum", "int64"), ("min", "uint8")]
@@ -139,9 +145,7 @@ def test_retries_need_faults():
             cl.retries = 1
 
 
-def test_the_model_refuses_faults():
-    with pytest.raises(NicollError, match="backend 'amaranth' or 'verilator'"):
-        nicoll.Cluster(2, "model", faults=Faults())
+def test_faults_are_refused_where_they_cannot_act():
     with pytest.raises(NicollError, match="nicoll.Faults"):
         nicoll.Cluster(2, "verilator", faults={"drop": 0.1})
     with nicoll.Cluster(2, "model") as cl:
@@ -165,9 +169,29 @@ def test_reset_on_the_model_keeps_memory_and_clears_state():
 # -- on the simulated network -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def faulty():
+def verilator_faulty():
     with nicoll.Cluster(NODES, "verilator", faults=Faults(), **KWARGS) as cl:
         yield cl
+
+
+@pytest.fixture(scope="module")
+def model_faulty():
+    with nicoll.Cluster(NODES, "model", faults=Faults(), **KWARGS) as cl:
+        yield cl
+
+
+#: The backends the shared cases run on: the model's links (:mod:`nicoll.model.faults`) and
+#: the Verilator cluster's gateware.
+FAULT_BACKENDS = [
+    pytest.param("model", id="model"),
+    pytest.param("verilator", id="verilator",
+                 marks=[pytest.mark.verilator, pytest.mark.xdist_group("verilator_faults")]),
+]
+
+
+@pytest.fixture(params=FAULT_BACKENDS)
+def faulty(request):
+    return request.getfixturevalue(f"{request.param}_faulty")
 
 
 def _inputs(count=700, seed=0):
@@ -187,8 +211,6 @@ def _fresh(cl, faults=Faults()):
     cl.faults = faults
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 def test_without_faults_every_packet_passes(faulty):
     _fresh(faulty)
     stats = _check_allreduce(faulty, _inputs())
@@ -198,8 +220,6 @@ def test_without_faults_every_packet_passes(faulty):
     assert counts.injected == 0 and counts.lost == 0 and counts.links == {}
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 @pytest.mark.parametrize("action, kind, counter", [
     ("drop", "data", "dropped"), ("flip", "data", "fcs_bad"), ("drop", "clear", "dropped"),
     ("flip", "clear", "fcs_bad"),
@@ -219,8 +239,6 @@ def test_a_lost_packet_fails_the_call_by_name_and_reset_recovers(faulty, action,
     _check_allreduce(faulty, xs)
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 @pytest.mark.parametrize("kind, direction", [
     ("repack_register", "to_switch"), ("repack_in", "to_switch"),
     ("repack_notice", "from_switch"), ("repack_out", "from_switch"),
@@ -240,8 +258,6 @@ def test_a_lost_repack_packet_fails_the_exchange_and_reset_recovers(faulty, kind
         assert np.array_equal(y, want[j]), f"rank {j}"
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 @pytest.mark.parametrize("kind", ["data", "clear"])
 def test_a_duplicate_is_never_taken_twice(faulty, kind):
     """A packet that arrives twice either fails the call by name (the receiver's checks of
@@ -260,8 +276,6 @@ def test_a_duplicate_is_never_taken_twice(faulty, kind):
     _check_allreduce(faulty, xs)
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
     _fresh(faulty)
     faulty.barrier()
@@ -274,8 +288,6 @@ def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
     assert faulty.barrier().seq == 1
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
 @pytest.mark.parametrize("call", ["allreduce", "barrier"])
 def test_a_retry_recovers_a_lost_packet(faulty, call):
     """With retries, a call that lost a packet is run again after a reset and comes back
@@ -299,78 +311,90 @@ def test_a_retry_recovers_a_lost_packet(faulty, call):
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
-def test_reset_brings_every_node_and_link_back_to_power_on(faulty):
+def test_reset_brings_every_node_and_link_back_to_power_on(verilator_faulty):
     """After a failed call the engines hold their errors, the links their counts and the
     cycle counters run on; cl.reset() clears all of it (the nodes' reset reaches them) and
     keeps device memory."""
-    _fresh(faulty, Faults(target=FaultTarget(rank=2, kind="data", action="duplicate")))
+    _fresh(verilator_faulty, Faults(target=FaultTarget(rank=2, kind="data", action="duplicate")))
     with pytest.raises(NicollError, match="1 duplicated"):
-        faulty.allreduce(_inputs(), "sum", algorithm="ring")
-    assert any(dev.engine.errors() for dev in faulty.devices)
-    faulty.device(1).mem_write(0x40, b"kept")
-    before = faulty.device(0).cycles()
-    faulty.reset()
-    assert faulty.device(0).cycles() < min(before, 100)
-    assert not any(dev.engine.errors() for dev in faulty.devices)
-    assert faulty.fault_counts().packets == 0
-    assert faulty.device(1).mem_read(0x40, 4) == b"kept"
+        verilator_faulty.allreduce(_inputs(), "sum", algorithm="ring")
+    assert any(dev.engine.errors() for dev in verilator_faulty.devices)
+    verilator_faulty.device(1).mem_write(0x40, b"kept")
+    before = verilator_faulty.device(0).cycles()
+    verilator_faulty.reset()
+    assert verilator_faulty.device(0).cycles() < min(before, 100)
+    assert not any(dev.engine.errors() for dev in verilator_faulty.devices)
+    assert verilator_faulty.fault_counts().packets == 0
+    assert verilator_faulty.device(1).mem_read(0x40, 4) == b"kept"
 
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
-def test_delays_cost_cycles_not_answers(faulty):
+def test_delays_cost_cycles_not_answers(verilator_faulty):
     xs = _inputs()
-    _fresh(faulty)
-    clean = _check_allreduce(faulty, xs).cycles
-    faulty.faults = Faults(delay=1.0, delay_cycles=50, seed=3)
-    slow = _check_allreduce(faulty, xs)
+    _fresh(verilator_faulty)
+    clean = _check_allreduce(verilator_faulty, xs).cycles
+    verilator_faulty.faults = Faults(delay=1.0, delay_cycles=50, seed=3)
+    slow = _check_allreduce(verilator_faulty, xs)
     assert slow.faults.delayed > 0 and slow.faults.lost == 0
     assert slow.cycles > clean
 
 
-@pytest.mark.verilator
-@pytest.mark.xdist_group("verilator_faults")
-@pytest.mark.parametrize("rate, retries", FAULT_SWEEPS)
-def test_sweep_never_returns_a_wrong_answer(faulty, rate, retries):
-    """Random calls (the soak's generator) under drops, flips and duplicates, each at
-    ``rate`` per packet and link: each returns the right answer (checked as the soak checks
+def _sweep(cl, rate, retries, cases):
+    """``cases`` random calls (the soak's generator) under drops, flips and duplicates, each
+    at ``rate`` per packet and link: each returns the right answer (checked as the soak checks
     it) or raises NicollError within its budget; after an error the cluster is reset and
     goes on.  With retries every call must come back right."""
     pairs = [(op, np.dtype(dtype)) for op, dtype in PAIRS]
     outcomes = {"right": 0, "error": 0, "retried": 0}
     injected = packets = 0
-    faulty.retries = retries
+    cl.retries = retries
     try:
-        for index in range(FAULT_CASES):
+        for index in range(cases):
             case = soak_case("faults", index, pairs, table=TABLE)
-            _fresh(faulty, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
+            _fresh(cl, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
             try:
                 # A duplicated clear-to-send that its sender still waits for is taken once
                 # but counted in PACKETS_RECEIVED: the counters are checked against the plan
                 # only for a call that met no duplicate.
-                _run_and_check(faulty, case, "verilator",
+                _run_and_check(cl, case, cl.backend,
                                counters=lambda cl: not cl.last.faults.duplicated)
                 outcomes["right"] += 1
-                outcomes["retried"] += faulty.last.tries > 1
+                outcomes["retried"] += cl.last.tries > 1
             except NicollError as exc:
                 assert "cl.reset()" in str(exc), exc
                 outcomes["error"] += 1
-            counts = faulty.fault_counts()
+            counts = cl.fault_counts()
             injected += counts.injected
             packets += counts.packets
     finally:
-        faulty.retries = 0
-    print(f"rate {rate}, retries {retries}: {outcomes}, {injected} faults in {packets} "
-          f"packets (last tries)")
+        cl.retries = 0
+    print(f"{cl.backend}, rate {rate}, retries {retries}: {outcomes}, {injected} faults in "
+          f"{packets} packets (last tries)")
     assert packets > 0
+    assert outcomes["right"] + outcomes["error"] == cases
     if retries:
         assert outcomes["error"] == 0, outcomes
 
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
+@pytest.mark.parametrize("rate, retries", FAULT_SWEEPS)
+def test_sweep_never_returns_a_wrong_answer(verilator_faulty, rate, retries):
+    _sweep(verilator_faulty, rate, retries, FAULT_CASES)
+
+
+@pytest.mark.parametrize("rate, retries", MODEL_FAULT_SWEEPS)
+def test_model_sweep_never_returns_a_wrong_answer(model_faulty, rate, retries):
+    """The issue's sweep at its full size on the model, whose links meet the same faults at
+    the level of its messages (:mod:`nicoll.model.faults`)."""
+    _sweep(model_faulty, rate, retries, MODEL_FAULT_CASES)
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("verilator_faults")
 @pytest.mark.parametrize("seed", [1, 2])
-def test_random_register_writes_then_reset_leave_a_working_cluster(faulty, seed):
+def test_random_register_writes_then_reset_leave_a_working_cluster(verilator_faulty, seed):
     """Random words written to random registers of every node (every block, the controls
     that start runs included) and to addresses past the map, the cluster left to run on
     them: after cl.reset() a normal collective, a barrier and an aggregate exchange (the
@@ -380,27 +404,27 @@ def test_random_register_writes_then_reset_leave_a_working_cluster(faulty, seed)
     rng = random.Random(seed)
     registers = [r.address for block in REGMAP.blocks for r in block.registers]
     end = max(registers) + 4
-    _fresh(faulty)
+    _fresh(verilator_faulty)
     for _ in range(300):
-        dev = faulty.device(rng.randrange(NODES))
+        dev = verilator_faulty.device(rng.randrange(NODES))
         address = (rng.choice(registers) if rng.random() < 0.9
                    else rng.randrange(end, 1 << 16) & ~3)
         value = rng.choice([rng.getrandbits(32), rng.getrandbits(8), 1 << rng.randrange(32)])
         dev.transport.write32(address, value)
         if rng.random() < 0.05:
             dev.idle(rng.randrange(1, 2000))
-    faulty.device(0).idle(5000)
-    _fresh(faulty)
-    _check_allreduce(faulty, _inputs(seed=seed))
-    assert faulty.barrier().seq == 0
+    verilator_faulty.device(0).idle(5000)
+    _fresh(verilator_faulty)
+    _check_allreduce(verilator_faulty, _inputs(seed=seed))
+    assert verilator_faulty.barrier().seq == 0
     xs = [np.arange(NODES * 4, dtype=np.int32) + 100 * r for r in range(NODES)]
-    for j, y in enumerate(faulty.alltoall(xs, "aggregate")):
+    for j, y in enumerate(verilator_faulty.alltoall(xs, "aggregate")):
         assert np.array_equal(y, np.concatenate([x[4 * j:4 * j + 4] for x in xs])), j
 
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
-def test_soak_under_random_link_stalls(faulty):
+def test_soak_under_random_link_stalls(verilator_faulty):
     """The soak's calls with random stalls on every link (each packet held 37 cycles with
     probability 0.2): the backpressure reaches every block's stream, and every answer is
     right."""
@@ -408,9 +432,9 @@ def test_soak_under_random_link_stalls(faulty):
     delayed = 0
     for index in range(FAULT_CASES):
         case = soak_case("stalls", index, pairs, table=TABLE)
-        _fresh(faulty, Faults(delay=0.2, delay_cycles=37, seed=index))
-        _run_and_check(faulty, case, "verilator")
-        delayed += faulty.fault_counts().delayed
+        _fresh(verilator_faulty, Faults(delay=0.2, delay_cycles=37, seed=index))
+        _run_and_check(verilator_faulty, case, "verilator")
+        delayed += verilator_faulty.fault_counts().delayed
     assert delayed > 0
 
 
@@ -436,23 +460,23 @@ def test_faults_and_reset_on_the_amaranth_backend():
 
 @pytest.mark.verilator
 @pytest.mark.xdist_group("verilator_faults")
-def test_the_fault_bench_measures_goodput_and_a_lost_packet(faulty):
+def test_the_fault_bench_measures_goodput_and_a_lost_packet(verilator_faulty):
     """nicoll.sim.fault_bench's parts on the fault test's cluster: goodput 1 with no loss and
     0 when every try loses a packet; one lost packet costs cycles and one retry."""
     from nicoll.sim import fault_bench
     xs = fault_bench.inputs(NODES, 2048, np.int32)
-    faulty.retries = 1
+    verilator_faulty.retries = 1
     try:
-        clean, in_nic = fault_bench.clean_run(faulty, xs)
+        clean, in_nic = fault_bench.clean_run(verilator_faulty, xs)
         assert 0 < in_nic < clean
-        runs, failed, tries, cycles, ratio, _ = fault_bench.goodput(faulty, xs, 0.0, clean,
+        runs, failed, tries, cycles, ratio, _ = fault_bench.goodput(verilator_faulty, xs, 0.0, clean,
                                                                      runs=1)
         # The host's polls fall at other cycles from run to run: a few % either way.
         assert (runs, failed, tries) == (1, 0, 1) and 0.9 < ratio < 1.1
-        runs, failed, tries, cycles, ratio, _ = fault_bench.goodput(faulty, xs, 1.0, clean,
+        runs, failed, tries, cycles, ratio, _ = fault_bench.goodput(verilator_faulty, xs, 1.0, clean,
                                                                      runs=1)
         assert (failed, tries, ratio) == (1, 2, 0.0)
-        base, lost, why = fault_bench.lost_packet(faulty, xs, 1)
+        base, lost, why = fault_bench.lost_packet(verilator_faulty, xs, 1)
         assert lost > 1.1 * base and "1 dropped" in why
     finally:
-        faulty.retries = 0
+        verilator_faulty.retries = 0

@@ -376,6 +376,49 @@ def test_same_seed_same_faults():
     assert run(21, link=LINK + 1)[0] != base[0]
 
 
+@pytest.mark.parametrize("seed", [21, 22])
+def test_the_model_links_draw_what_the_injector_draws(seed):
+    """The device model's links (:class:`nicoll.model.faults.ModelLinks`) run the injector's
+    generator: on one packet sequence, with the rates and a target on top, they drop,
+    duplicate, flip and delay the same packets and count the same."""
+    from nicoll.hw.net.packet import PacketKind
+    from nicoll.model.faults import ModelLinks
+
+    rng = random.Random(seed)
+    packets = link_packets(rng, 40, 64, longest=4, kinds=(1, 2, 3))
+    cfg = {**MIXED, "seed": seed, "target_link": LINK, "target_kind": 3, "target_index": 4,
+           "target_action": FaultAction.DUPLICATE}
+    result, = run_phases(injector(), [(cfg, packets)], in_stall=0.3, out_stall=0.3)
+
+    layout = fault_config_layout()
+    word = 0
+    for name, member in layout:
+        value = cfg.get(name, 0)
+        word |= int(getattr(value, "value", value)) << member.offset
+    links = ModelLinks(LINK + 1)
+    links.configure(word.to_bytes(-(-layout.size // 8), "little"))
+    expected = []                           # (packet index, flipped) in order of leaving
+    for p, packet in enumerate(packets):
+        before = dict(links._counters[LINK])
+        links._cross(LINK, PacketKind(packet[0]["data"] & 0xF), 1)
+        after = links._counters[LINK]
+        if after["dropped"] > before["dropped"]:
+            continue
+        copies = 2 if after["duplicated"] > before["duplicated"] else 1
+        expected += [(p, after["flipped"] > before["flipped"])] * copies
+    model_counts = {name: links._counters[LINK][name] for name in COUNTERS}
+    assert model_counts == result["counters"]
+    assert all(model_counts[name] for name in COUNTERS), model_counts
+
+    out = result["out"]
+    assert len(out) == len(expected)
+    for got, (p, flipped) in zip(out, expected):
+        if flipped:
+            assert one_bit_apart(packets[p], got) is not None, p
+        else:
+            assert got == packets[p], p
+
+
 def test_epoch_restarts_the_generator_and_clears_the_counters():
     rng = random.Random(8)
     packets = link_packets(rng, 30, 64, longest=4)

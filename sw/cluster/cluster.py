@@ -48,42 +48,55 @@ class _ModelBackend:
     traces = False
 
     def __init__(self, config):
-        from ..model.barrier import BarrierNetworkModel, ModelClock
-        from ..model.engine import EngineNetworkModel
-        from ..model.node import ModelNode
         self._config = config
-        self.clock = ModelClock()
-        self.barrier = BarrierNetworkModel(self.clock, config.max_nodes)
-        self.engine = EngineNetworkModel(self.clock, config.max_nodes,
-                                         repack_units=config.repack_units,
-                                         repack_nodes=(config.hub,))
-        self._nodes = [ModelNode(node_id=rank, data_width=config.data_width,
-                                 max_nodes=config.max_nodes, mem_size=config.mem_size,
-                                 alu_capabilities=config.alu_capabilities,
-                                 clock=self.clock, barrier=self.barrier, engine=self.engine)
-                       for rank in range(config.hw_nodes)]
+        #: The links' faults (:class:`~nicoll.model.faults.ModelLinks`) of a cluster opened
+        #: with ``faults=``; None otherwise.
+        self.links = None
+        self._fault_config = None
+        self._nodes = None
+        self.reset()
 
     def transports(self):
         return list(self._nodes)
 
     def reset(self):
         """Every node back to its power-on state, its memory kept (as the simulators' reset):
-        each node is made anew in place, so the Devices keep their transports."""
+        each node is made anew in place, so the Devices keep their transports.  The links
+        restart from the configuration last written, as the injectors do after a reset."""
         from ..model.barrier import BarrierNetworkModel, ModelClock
         from ..model.engine import EngineNetworkModel
+        from ..model.faults import ModelLinks
+        from ..model.node import ModelNode
         config = self._config
-        clock = ModelClock()
-        barrier = BarrierNetworkModel(clock, config.max_nodes)
-        engine = EngineNetworkModel(clock, config.max_nodes, repack_units=config.repack_units,
-                                    repack_nodes=(config.hub,))
+        if config.faults:
+            # Two links per switch port, as the simulators' cluster has.
+            self.links = ModelLinks(2 * config.hw_nodes)
+            if self._fault_config is not None:
+                self.links.configure(self._fault_config)
+        self.clock = clock = ModelClock()
+        self.barrier = barrier = BarrierNetworkModel(clock, config.max_nodes, links=self.links)
+        self.engine = engine = EngineNetworkModel(clock, config.max_nodes,
+                                                  repack_units=config.repack_units,
+                                                  repack_nodes=(config.hub,), links=self.links)
+        make = dict(data_width=config.data_width, max_nodes=config.max_nodes,
+                    mem_size=config.mem_size, alu_capabilities=config.alu_capabilities,
+                    clock=clock, barrier=barrier, engine=engine)
+        if self._nodes is None:
+            self._nodes = [ModelNode(node_id=rank, **make) for rank in range(config.hw_nodes)]
+            return
         for rank, node in enumerate(self._nodes):
             memory = bytes(node.memory)
-            node.__init__(node_id=rank, data_width=config.data_width,
-                          max_nodes=config.max_nodes, mem_size=config.mem_size,
-                          alu_capabilities=config.alu_capabilities,
-                          clock=clock, barrier=barrier, engine=engine)
+            node.__init__(node_id=rank, **make)
             node.memory[:] = memory
-        self.clock, self.barrier, self.engine = clock, barrier, engine
+
+    def faults_set(self, raw):
+        """Write the injectors' configuration (the bytes of the simulators' port)."""
+        self._fault_config = bytes(raw)
+        self.links.configure(self._fault_config)
+
+    def faults_get(self):
+        """The links' counters, as the bytes of the simulators' port."""
+        return self.links.counters()
 
     def close(self):
         pass
@@ -143,10 +156,12 @@ class Cluster:
         the recorded Fmax of the NIC core of this ``data_width`` (``docs/synthesis.json``),
         else the nominal clock (:data:`nicoll.fabric.NOMINAL_MHZ`).
     :param faults: a :class:`nicoll.Faults`: the simulated network loses, corrupts,
-        duplicates or delays packets at its rates (simulators only; docs/faults.md).  The
-        cluster is then built with a CRC, a fault injector and a CRC check on each direction
-        of every switch port; :attr:`faults` changes the rates without a rebuild, and
-        ``cl.last.faults`` says what each call met.  None (the default): nothing is built.
+        duplicates or delays packets at its rates (docs/faults.md).  The simulators' cluster
+        is then built with a CRC, a fault injector and a CRC check on each direction of every
+        switch port; the model's messages cross links that draw the same faults
+        (:mod:`nicoll.model.faults`).  :attr:`faults` changes the rates without a rebuild,
+        and ``cl.last.faults`` says what each call met.  None (the default): nothing is
+        built.
     :param retries: with ``faults``, how many times a call that failed while the network
         injected a fault is run again from its inputs after :meth:`reset` (:attr:`retries`;
         ``cl.last.tries``).  0 (the default): the first failure is raised.
@@ -172,9 +187,6 @@ class Cluster:
         if faults is not None:
             if not isinstance(faults, Faults):
                 raise NicollError(f"faults must be a nicoll.Faults or None, not {faults!r}")
-            if backend == "model":
-                raise NicollError("faults are injected by the simulated network's gateware: "
-                                  "open the cluster with backend 'amaranth' or 'verilator'")
         self.config = ClusterConfig(nodes=nodes, data_width=data_width, max_nodes=max_nodes,
                                     mem_size=mem_size, alu_capabilities=alu_capabilities,
                                     repack_units=repack_units, repack_node=repack_node,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from nicoll.hw.barrier import DEFAULT_LOG_DEPTH
 from nicoll.hw.core import DEFAULT_BARRIER_CHILDREN
+from nicoll.hw.net.packet import PacketKind
 
 from ..driver.barrier import ERROR_NAMES
 from ..errors import NicollError
@@ -91,11 +92,16 @@ class BarrierNetworkModel:
 
     :param clock: the cluster's :class:`ModelClock`.
     :param max_nodes: width of the bit vector (ids ``0 .. max_nodes - 1``).
+    :param links: a :class:`~nicoll.model.faults.ModelLinks` whose faults each notice meets
+        (a completion on every hop up the tree, a release on every hop down), or None.  A
+        lost completion is never counted above the hop that lost it; a lost release leaves
+        the child's subtree in the barrier.
     """
 
     def __init__(self, clock, max_nodes, *, children=BARRIER_CHILDREN,
-                 log_depth=BARRIER_LOG_DEPTH):
+                 log_depth=BARRIER_LOG_DEPTH, links=None):
         self.clock = clock
+        self._links = links
         self.max_nodes = max_nodes
         self.children = children
         self.log_depth = log_depth
@@ -320,6 +326,9 @@ class BarrierNetworkModel:
         while at is not None and at in self._state and len(path) <= len(self._state):
             slots = {child: j for j, child in self._child_slots(at).items()}
             sender = path[-1]
+            if self._links is not None and not self._links.deliver(sender, at,
+                                                                   PacketKind.BARRIER):
+                break           # the notice was lost: the ancestors above never count it
             if sender not in slots:
                 self._state[at].notice = True
                 break
@@ -363,7 +372,10 @@ class BarrierNetworkModel:
             if node_id in members or node_id not in self._state:
                 continue
             members.append(node_id)
-            pending.extend(self._child_slots(node_id).values())
+            # A release the network loses leaves that child's subtree in the barrier.
+            pending.extend(child for child in self._child_slots(node_id).values()
+                           if self._links is None
+                           or self._links.deliver(node_id, child, PacketKind.BARRIER))
         unfinished = frozenset(i for i in members
                                if i not in finished and i not in self._state[i].vector)
         if unfinished:

@@ -54,8 +54,15 @@ count data packets (``ceil(ceil(length / W) / packet_beats)`` per message, W the
 counted when the receiver reaches it, and received by the sender when its message moves);
 ALU_BEATS counts the memory rows of reducing receives (one per row a run touches).  A message
 a node sends to itself counts like any other.  BUSY_CYCLES and STALL_CYCLES read 0: the model
-has no cycle-level timing.  ``unexpected`` is never set: matched rendezvous deliver nothing
-that no receive expects.
+has no cycle-level timing.  ``unexpected`` is set only under faults: matched rendezvous
+deliver nothing that no receive expects.
+
+Faults (a cluster opened with ``faults=``; :mod:`nicoll.model.faults`): the clear-to-send and
+each data packet of a message cross the links of a :class:`~nicoll.model.faults.ModelLinks`.
+A lost clear-to-send leaves sender and receiver waiting; a lost data packet gives the
+receiver ``unexpected`` if a packet of the message follows it, and leaves the receiver
+waiting if it was the last.  The receiver then writes nothing; the sender's half is
+finished.
 """
 
 from dataclasses import dataclass, field
@@ -64,6 +71,7 @@ import numpy as np
 
 from nicoll.hw.engine import COMMAND_WORDS, DEFAULT_PACKET_BEATS, DEFAULT_QUEUE_DEPTH, StepAction
 from nicoll.hw.core import DEFAULT_REPACK_UNITS
+from nicoll.hw.net.packet import PacketKind
 from nicoll.hw.ops import DType, ReduceOp
 
 from ..driver.engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
@@ -93,6 +101,7 @@ class _Engine:
     sent: bool = False
     received: bool = False
     barrier_seq: int = 0        # the barrier a barrier command signalled done for
+    stuck: bool = False         # waits for a packet the network lost (:mod:`.faults`)
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTER_NAMES, 0))
     started_at: int = 0
     finished_at: int = 0
@@ -118,12 +127,15 @@ class EngineNetworkModel:
     :param repack_units: repack units of a node that has them (CAPS.units).
     :param repack_nodes: the node ids that have them; None for every node (a core on its
         own).  A cluster builds them on node 0 only (:class:`nicoll.hw.sim.cluster.ClusterTop`).
+    :param links: a :class:`~nicoll.model.faults.ModelLinks` whose faults the packets meet,
+        or None for a network that loses nothing.
     """
 
     def __init__(self, clock, max_nodes, *, depth=DEFAULT_QUEUE_DEPTH,
                  packet_beats=DEFAULT_PACKET_BEATS, repack_units=DEFAULT_REPACK_UNITS,
-                 repack_nodes=None):
+                 repack_nodes=None, links=None):
         self.clock = clock
+        self._links = links
         self.max_nodes = max_nodes
         self.depth = depth
         self.packet_beats = packet_beats
@@ -134,7 +146,8 @@ class EngineNetworkModel:
         self._armed = set()
         self._repack = RepackHubModel(nodes=self._nodes, engines=self._engines, memory=self._memory,
                                       fail=self._fail, max_nodes=max_nodes,
-                                      repack_units=repack_units, repack_nodes=repack_nodes)
+                                      repack_units=repack_units, repack_nodes=repack_nodes,
+                                      links=links)
         clock.listen(self._tick)
 
     # -- attaching nodes ------------------------------------------------------------------
@@ -224,7 +237,7 @@ class EngineNetworkModel:
             if e.busy or e.errors:
                 continue        # an error stops the engine until CONTROL.clear
             e.busy, e.done, e.step = True, False, 0
-            e.entered = e.sent = e.received = False
+            e.entered = e.sent = e.received = e.stuck = False
             e.counts = dict.fromkeys(COUNTER_NAMES, 0)
             e.started_at = now
             if not e.queue:
@@ -319,10 +332,18 @@ class EngineNetworkModel:
         r = peer.command
         if not r["has_recv"] or r["recv_from"] != node_id:
             return False
+        e = self._engines[node_id]
+        if self._links is not None:
+            if e.stuck or peer.stuck:
+                return False
+            # The clear-to-send the receiver sent when it reached the receive: lost, the
+            # sender never starts and the receiver waits for a message that never comes.
+            if not self._links.deliver(peer_id, node_id, PacketKind.CLEAR):
+                e.stuck = peer.stuck = True
+                return False
         if r["recv_tag"] != c["send_tag"]:
             self._fail(node_id, "protocol")
             return True
-        e = self._engines[node_id]
         if self._past_memory(node_id, c["send"]):
             self._fail(node_id, "region")
             return True
@@ -334,6 +355,20 @@ class EngineNetworkModel:
         e.counts["BYTES_SENT"] += len(data)
         e.counts["PACKETS_SENT"] += packets
         e.counts["PACKETS_RECEIVED"] += 1       # its clear-to-send
+        lost = (None if self._links is None else
+                self._links.first_lost(node_id, peer_id, PacketKind.DATA, packets))
+        if lost is not None:
+            # The receiver takes the packets before the lost one.  The packet after it
+            # carries another offset than the one awaited (``unexpected``, as the gateware's
+            # receive checks); a lost last packet leaves the receiver waiting for it.
+            peer.counts["BYTES_RECEIVED"] += min(len(data), lost * width
+                                                 * (c["packet_beats"] or self.packet_beats))
+            peer.counts["PACKETS_RECEIVED"] += lost
+            if lost < packets - 1:
+                self._fail(peer_id, "unexpected")
+            else:
+                peer.stuck = True
+            return True
         peer.counts["BYTES_RECEIVED"] += len(data)
         peer.counts["PACKETS_RECEIVED"] += packets
         self._deliver(peer_id, r, data)

@@ -19,6 +19,7 @@ import numpy as np
 
 from nicoll.hw.core import DEFAULT_REPACK_CAPACITY, DEFAULT_REPACK_MAX_GROUP, repack_max_ranks
 from nicoll.hw.repack import MAX_RANKS as REPACK_MAX_RANKS, RepackError, buffer_bytes_needed
+from nicoll.hw.net.packet import PacketKind
 from nicoll.hw.repack.hub import DEFAULT_HUB_PACKET_BEATS
 
 from ..driver.engine import _U32
@@ -45,6 +46,7 @@ class _Hub:
     errors: int = 0
     ops: int = 0
     dropped: int = 0
+    stuck: bool = False     # a packet of its exchange was lost (:mod:`.faults`)
 
     def fail(self, code):
         self.errors += 1
@@ -67,9 +69,14 @@ class RepackHubModel:
     :param max_nodes: MAX_NODES of the build.
     :param repack_units: repack units of a node that has them (CAPS.units).
     :param repack_nodes: the node ids that have them; None for every node.
+    :param links: a :class:`~nicoll.model.faults.ModelLinks` whose faults the exchange's
+        packets meet, or None.  A lost registration, message, notice or result leaves the
+        ranks that wait for it waiting, as in the gateware; the host's wait ends the call.
     """
 
-    def __init__(self, *, nodes, engines, memory, fail, max_nodes, repack_units, repack_nodes):
+    def __init__(self, *, nodes, engines, memory, fail, max_nodes, repack_units, repack_nodes,
+                 links=None):
+        self._links = links
         self._nodes = nodes
         self._engines = engines
         self._memory = memory
@@ -149,6 +156,9 @@ class RepackHubModel:
         """An aggregate command's registration with the control tree on node ``send_to``."""
         e = self._engines[node_id]
         e.counts["PACKETS_SENT"] += 1
+        if self._links is not None and not self._links.deliver(
+                node_id, c["send_to"], PacketKind.REPACK_REGISTER):
+            return
         hub = self._hubs.get(c["send_to"])
         if hub is None or not hub.busy:
             if hub is not None:
@@ -164,7 +174,7 @@ class RepackHubModel:
     def try_exchange(self, hub_id):
         """Run hub ``hub_id``'s exchange if every rank has registered and waits at it."""
         hub = self._hubs.get(hub_id)
-        if hub is None or not hub.busy or len(hub.registered) != hub.n:
+        if hub is None or not hub.busy or len(hub.registered) != hub.n or hub.stuck:
             return False
         ranks = range(hub.n)
         commands = {}
@@ -181,6 +191,10 @@ class RepackHubModel:
                 hub.finish(RepackError.TIMEOUT)
                 return True
         code = RepackError.OK
+        links = self._links
+        arrives = (lambda src, dst, kind, count=1:                          # noqa: E731
+                   links is None or links.first_lost(src, dst, kind, count) is None)
+        lost = False
         for a, group_s in enumerate(hub.src_groups):
             for b, group_d in enumerate(hub.dst_groups):
                 tag = a << 8 | b
@@ -196,6 +210,9 @@ class RepackHubModel:
                         hub.finish(RepackError.TIMEOUT)
                         return True
                     raw = bytes(memory[slot + beat:slot + beat + length])
+                    # The rank's message, and the unit's SEND and TAKEN notices to it.
+                    lost |= not arrives(s, hub_id, PacketKind.REPACK_IN)
+                    lost |= not arrives(hub_id, s, PacketKind.REPACK_NOTICE, 2)
                     e.counts["BYTES_SENT"] += length
                     e.counts["PACKETS_SENT"] += 1
                     e.counts["PACKETS_RECEIVED"] += 2           # SEND and TAKEN
@@ -222,10 +239,20 @@ class RepackHubModel:
                     at = c["recv"]["offset"] + a * c["recv"]["stride"]
                     self._memory[d][at:at + len(out)] = np.frombuffer(out, dtype=np.uint8)
                     beats = -(-len(out) // (width // 8))
+                    # The DELIVERED notice and the result's packets.
+                    lost |= not arrives(hub_id, d, PacketKind.REPACK_NOTICE)
+                    lost |= not arrives(hub_id, d, PacketKind.REPACK_OUT,
+                                        -(-beats // DEFAULT_HUB_PACKET_BEATS))
                     e.counts["BYTES_RECEIVED"] += len(out)
                     e.counts["PACKETS_RECEIVED"] += 1 + -(-beats // DEFAULT_HUB_PACKET_BEATS)
+        if lost:
+            # The exchange waits for what was lost, and every rank with it.
+            hub.stuck = True
+            return True
         for r in ranks:
             e = self._engines[r]
+            if not arrives(hub_id, r, PacketKind.REPACK_NOTICE):
+                continue                        # its DONE was lost: the rank waits
             e.counts["PACKETS_RECEIVED"] += 1                    # DONE
             if code == RepackError.OK and e.busy:
                 e.sent = e.received = True
