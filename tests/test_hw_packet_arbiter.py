@@ -51,8 +51,9 @@ def test_arbiter_constructor_errors():
 def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall, registered_grant):
     """Every packet comes out whole, once, each input's in order; at every packet boundary the
     grant goes as the docstring says: the lowest-numbered input offering a control packet,
-    else the lowest-numbered input offering a packet — offering in the cycle of the first
-    beat, or with a registered grant in the cycle before it (if any input offered then)."""
+    else the lowest-numbered input offering a packet — offering in the cycle the first beat
+    is first offered, or with a registered grant in the cycle before it (if any input offered
+    then)."""
     rng = random.Random(seed)
     dut = PacketArbiter(inputs, 64, registered_grant=registered_grant)
     ports = [getattr(dut, f"i_{k}") for k in range(inputs)]
@@ -63,14 +64,19 @@ def test_arbiter_random_traffic(inputs, seed, src_stall, dst_stall, registered_g
 
     async def monitor(ctx):
         first = True
+        decided = None      # the offers the grant of the packet on offer was chosen from
         before = [0] * (2 * inputs)     # the offers of the cycle before
         async for _, _, o_valid, o_ready, beat, *offers in ctx.tick().sample(
                 dut.o.valid, dut.o.ready, dut.o.payload,
                 *(v for p in ports for v in (p.valid, p.payload.control))):
+            # The grant is chosen when a packet's first beat is first offered (the offer is
+            # then held until taken), from that cycle's offers or the cycle before's.
+            if o_valid and first and decided is None:
+                decided = before if registered_grant else offers
             if o_valid and o_ready:
                 if first:
-                    grants.append((beat_src(as_dict(beat)),
-                                   before if registered_grant else offers))
+                    grants.append((beat_src(as_dict(beat)), decided))
+                    decided = None
                 first = bool(beat.last)
             before = offers
 

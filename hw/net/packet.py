@@ -282,8 +282,9 @@ class PacketArbiter(wiring.Component):
     When no packet is moving, a waiting control packet goes first (the lowest-numbered input
     holding one), then the lowest-numbered input with a bulk packet: number the inputs so
     the ones that must not starve come first.  The grant is kept from a packet's first beat
-    to its ``last`` beat, so packets never interleave.  The output is combinational (no
-    added latency); ``o.valid`` does not depend on ``o.ready``.
+    to its ``last`` beat, so packets never interleave, and from the cycle a first beat is
+    offered, so ``o`` keeps the stream rule (an offer is held until taken).  The output is
+    combinational (no added latency); ``o.valid`` does not depend on ``o.ready``.
 
     With ``registered_grant=True`` the grant is a flop: between packets it takes the choice
     made from the inputs' offers of the cycle before, so the choice logic ends in a flop and
@@ -320,19 +321,26 @@ class PacketArbiter(wiring.Component):
         for k in reversed(range(n)):
             with m.If(inputs[k].valid & inputs[k].payload.control):
                 m.d.comb += [choice.eq(k), any_control.eq(1)]
+        give = self.o.valid & self.o.ready
         if self._registered:
             grant = owner
-            give = self.o.valid & self.o.ready
-            # Between packets (a packet's last beat, or no packet begun) the grant follows
-            # the choice a cycle late; with nothing offered it stays where it is.
-            with m.If((give & self.o.payload.last) | (~locked & ~give)):
+            # Between packets (a packet's last beat, or no packet begun and none offered) the
+            # grant follows the choice a cycle late; with nothing offered it stays where it
+            # is.  A first beat on offer keeps the grant until taken: the stream rule holds
+            # ``o.valid`` and ``o.payload`` while ``o.ready`` is low.
+            with m.If((give & self.o.payload.last) | (~locked & ~self.o.valid)):
                 m.d.sync += owner.eq(Mux(Cat(p.valid for p in inputs).any(), choice, owner))
             with m.If(give):
                 m.d.sync += locked.eq(~self.o.payload.last)
         else:
-            grant = Mux(locked, owner, choice)
-            with m.If(self.o.valid & self.o.ready):
-                m.d.sync += [locked.eq(~self.o.payload.last), owner.eq(grant)]
+            # ``offered``: a first beat went out last cycle and was not taken; its input keeps
+            # the grant (a control packet arriving meanwhile waits) so the offer stays put.
+            offered = Signal()
+            grant = Mux(locked | offered, owner, choice)
+            with m.If(give):
+                m.d.sync += [locked.eq(~self.o.payload.last), owner.eq(grant), offered.eq(0)]
+            with m.Elif(self.o.valid):
+                m.d.sync += [owner.eq(grant), offered.eq(1)]
         for k, port in enumerate(inputs):
             with m.If(grant == k):
                 m.d.comb += [self.o.valid.eq(port.valid), self.o.payload.eq(port.payload),
