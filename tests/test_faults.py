@@ -282,10 +282,27 @@ def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
     faulty.faults = Faults(target=FaultTarget(rank=2, kind="barrier", index=0, action="drop"))
     with pytest.raises(NicollError, match="1 dropped") as info:
         faulty.barrier()
+    # Rank 2's completion never reaches the root: no rank is released, and each is named.
     assert "was not released" in str(info.value)
+    assert ("at 3 of 3 ranks: rank 0 (in barrier 1), rank 1 (in barrier 1), "
+            "rank 2 (in barrier 1)") in str(info.value)
     _fresh(faulty)
     assert faulty.barrier().seq == 0
     assert faulty.barrier().seq == 1
+
+
+def test_a_lost_release_names_the_one_rank_not_released(faulty):
+    """Rank 2 is a leaf of the 3-node tree: the one barrier notice that comes to it is its
+    release, and only it stays behind."""
+    _fresh(faulty)
+    faulty.barrier()
+    faulty.faults = Faults(target=FaultTarget(rank=2, kind="barrier", index=0, action="drop",
+                                              direction="from_switch"))
+    with pytest.raises(NicollError, match="1 dropped") as info:
+        faulty.barrier()
+    assert "at 1 of 3 ranks: rank 2 (in barrier 1);" in str(info.value)
+    _fresh(faulty)
+    assert faulty.barrier().seq == 0
 
 
 @pytest.mark.parametrize("call", ["allreduce", "barrier"])

@@ -91,11 +91,7 @@ class ClusterBarrier:
                 now = root.cycles()
                 self._devices[self.tree.root].idle(poll_pause(now - start))
                 if now - start > budget:
-                    errors = {r: d.barrier.errors() for r, d in enumerate(self._devices)}
-                    errors = {r: e for r, e in errors.items() if e}
-                    raise NicollError(f"barrier {seq} was not released at rank {rank} within "
-                                      f"{budget} cycles of its start (rank {rank} is in "
-                                      f"barrier {st.seq}); errors reported: {errors or 'none'}")
+                    raise self._not_released(seq, next_seq, budget)
         self.seq = next_seq
 
         aborted = frozenset(r for r, st in status.items() if st.aborted and st.abort_seq == seq)
@@ -113,6 +109,22 @@ class ClusterBarrier:
             stats = CallStats(cycles=max(released), release_cycles=released)
         return BarrierResult(seq=seq, aborted=aborted, estimates=estimates, s=stamps[0],
                              mt=stamps[1] if m else None, e=stamps[2]), stats
+
+    def _not_released(self, seq, next_seq, budget):
+        """The error of a barrier whose budget ran out: every rank not released (each with
+        the barrier it is in) and every rank's reported errors, read once, at the end."""
+        behind = {}
+        for rank, dev in enumerate(self._devices):
+            at = dev.barrier.status().seq
+            if at != next_seq:
+                behind[rank] = at
+        errors = {r: d.barrier.errors() for r, d in enumerate(self._devices)}
+        errors = {r: e for r, e in errors.items() if e}
+        where = ", ".join(f"rank {r} (in barrier {at})" for r, at in behind.items())
+        return NicollError(f"barrier {seq} was not released within {budget} cycles of its "
+                           f"start at {len(behind)} of {self.nodes} ranks: "
+                           f"{where or 'none (all were released as the budget ran out)'}; "
+                           f"errors reported: {errors or 'none'}")
 
 
 def check_barrier_args(nodes, arrive, mode, m, c, estimate):
