@@ -115,6 +115,17 @@ def reference_unpack(messages):
 
 # ---- Testbench helpers ---------------------------------------------------------------------
 
+def check_mirrors(dut):
+    """A background testbench: the flags ``dut`` keeps as flops of their own equal what they
+    stand for, every cycle (:class:`~nicoll.hw.lib.mirrors.Mirrored`)."""
+    async def mirrors(ctx):
+        pairs = [x for pair in dut.mirrors for x in pair]
+        while True:
+            values = (await ctx.tick().sample(*pairs))[-len(pairs):]
+            assert values[0::2] == values[1::2], values
+    return mirrors
+
+
 def simulate(dut, *testbenches, background=(), watchdog_cycles=20_000):
     """:func:`nicoll.sim.testbench.run_testbenches` with this module's watchdog budget."""
     run_testbenches(dut, *testbenches, watchdog_cycles=watchdog_cycles, background=background)
@@ -213,15 +224,8 @@ def run_unpacker(data_width, messages, *, stall, seed, checks=None):
         flags["overrun"] = ctx.get(dut.overrun)
         flags["underrun"] = ctx.get(dut.underrun)
 
-    async def mirrors(ctx):
-        # Flags kept as flops of their own equal what they copy, every cycle.
-        pairs = [x for pair in dut.mirrors for x in pair]
-        while True:
-            values = (await ctx.tick().sample(*pairs))[-len(pairs):]
-            assert values[0::2] == values[1::2], values
-
     simulate(dut, main, background=[
-        mirrors,
+        check_mirrors(dut),
         feed(dut.beats, beats_q, random.Random(f"{seed}b"), stall),
         feed(dut.chunks, chunks_q, random.Random(f"{seed}c"), stall),
         collect(dut.rows, ROW_FIELDS, random.Random(f"{seed}r"), stall, got),

@@ -22,7 +22,7 @@ from hw_bytestream_helpers import (region, region_addresses, reference_chunks, r
 
 def test_packer_throughput():
     """An unaligned message of K beats (K + 1 rows) fed one row per clock: its beats leave one
-    per clock, the last K + 6 cycles after the first row went in.  Two more messages follow;
+    per clock, the last K + 7 cycles after the first row went in.  Two more messages follow;
     the first of them ends with more than a beat's bytes left, which costs one idle cycle."""
     data_width, lanes, K = 256, 32, 48
     rng = random.Random(5)
@@ -56,11 +56,11 @@ def test_packer_throughput():
     beat_cycles = [cycle for cycle, _ in got]
     # Rows: K + 1, then 4 for the second message, one idle cycle, 3 for the third.
     assert row_cycles == list(range(1, K + 6)) + list(range(K + 7, K + 10))
-    # The first beat needs the first two rows (cycles 1 and 2) and, five stages later (the
-    # skid buffer, three rotator stages, the merge), is taken in cycle 7; the K-th and last
-    # in cycle K + 6.  Each later message starts with a partial row too, so its first beat
-    # comes two cycles after the previous message's last.
-    assert beat_cycles == list(range(7, K + 7)) + [K + 8, K + 9, K + 10, K + 11, K + 13, K + 14]
+    # The first beat needs the first two rows (cycles 1 and 2) and, six stages later (the
+    # skid buffer, three rotator stages, the merge, the output FIFO), is taken in cycle 8;
+    # the K-th and last in cycle K + 7.  Each later message starts with a partial row too,
+    # so its first beat comes two cycles after the previous message's last.
+    assert beat_cycles == list(range(8, K + 8)) + [K + 9, K + 10, K + 11, K + 12, K + 14, K + 15]
 
 
 @pytest.mark.parametrize("dst", ["unaligned", "short_runs"])

@@ -18,7 +18,7 @@ from nicoll.hw.engine.packer import RowPacker
 from nicoll.hw.engine.unpacker import RowUnpacker
 from nicoll.hw.engine.walker import RegionWalker
 
-from hw_bytestream_helpers import (region, region_addresses, reference_chunks, random_region,
+from hw_bytestream_helpers import (check_mirrors, region, region_addresses, reference_chunks, random_region,
                                    pack_beats, reference_unpack, simulate, offer, feed, collect,
                                    CHUNK_FIELDS, BEAT_FIELDS, ROW_FIELDS, run_unpacker, packer_rows)
 
@@ -107,7 +107,7 @@ def test_round_trip(data_width, seed, stall):
 def test_packer_random_backpressure(data_width, seed, stall):
     """Random regions (every alignment, runs shorter and longer than a row) with random gaps
     on ``rows`` and random ``ready`` on ``beats``: exactly the reference beats, the stream
-    rules kept on both sides."""
+    rules kept on both sides, and the credit and the output FIFO's room held every cycle."""
     lanes = data_width // 8
     rng = random.Random(seed)
     limit = 1 << 14
@@ -127,6 +127,7 @@ def test_packer_random_backpressure(data_width, seed, stall):
             assert not ctx.get(dut.beats.valid)
 
     simulate(dut, main, background=[
+        check_mirrors(dut),
         feed(dut.rows, deque(rows), random.Random(f"{seed}r"), stall),
         collect(dut.beats, BEAT_FIELDS, random.Random(f"{seed}b"), stall, got)],
         watchdog_cycles=50_000)

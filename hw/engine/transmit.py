@@ -11,6 +11,7 @@ into beats and the packetizer puts headers in front.
 
 from amaranth.hdl import Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -26,6 +27,13 @@ from ..params import check_data_width, check_int
 from ..lib.mirrors import Mirrored
 
 __all__ = ["Transmitter"]
+
+#: Rows the read stages, the FIFO and the slice before the packer hold at most (the credit's
+#: limit): a row issued in cycle c is read in c + 1, in the data register in c + 2, out of
+#: the FIFO into the slice in c + 3, taken by the packer from c + 4, and the credit sees the
+#: take a cycle later, so five keep a row moving in every cycle the packer takes one; one
+#: more spares a cycle.
+ROWS_IN_FLIGHT = 6
 
 
 class Transmitter(Mirrored, wiring.Component):
@@ -139,7 +147,7 @@ class Transmitter(Mirrored, wiring.Component):
         wiring.connect(m, packer.beats, tx_beats.i)
         m.submodules.packetizer = packetizer = Packetizer(
             data_width=width, packet_beats=self._packet_beats, length_bits=self._length_bits)
-        self._mirrored = (packetizer,)
+        self._mirrored = (packetizer, packer)
         wiring.connect(m, tx_beats.o, packetizer.beats)
         # The packetizer's beats reach the engine's arbiter through a slice: the arbiter's
         # grant (from both inputs' valid) would otherwise chain into the packer's ready.
@@ -299,43 +307,72 @@ class Transmitter(Mirrored, wiring.Component):
         wiring.connect(m, tx_walker.chunks, tx_checked.i)
         check_rows(m, tx_checked, self.hazard, row_bits=self._row_bits)
         chunk = tx_checked.o.payload
-        # Data stage: the row read into a register before the packer (read latency two, the
-        # block RAM's output register where synthesis absorbs it): the read's clock-to-out
-        # drove the packer's input slice directly, the 64-bit core's path at seed 1 of
-        # 26dfd56 (the DP16KD's 4.26 ns clock-to-out, 7.79 ns in all).  The read stage and
-        # this one move together, whenever this one is empty or taken; the block RAM's
-        # enable is that advance, so a stalled read holds its row.
+        # Data stage: the row read into a register (read latency two, the block RAM's
+        # output register where synthesis absorbs it: the read's clock-to-out drove the
+        # packer's input slice directly, the 64-bit core's path at seed 1 of 26dfd56, the
+        # DP16KD's 4.26 ns clock-to-out, 7.79 ns in all), then a FIFO of `ROWS_IN_FLIGHT`
+        # rows into the packer.  A row is issued only with a credit: the rows issued and not
+        # yet taken by the packer (in the read stage, the data stage, the FIFO or the slice
+        # behind it) never exceed the FIFO's depth, so the two stages never stall, and the
+        # FIFO always has room.  The issue reads one flop (`credit`) where it read the packer's ready
+        # through the stages' advance, and the block RAMs, the stages' fields and the
+        # data register load in every cycle: the advance, with the 256-bit data register's
+        # enables behind it, was the 256-bit engine's routed path at seed 1 of 4ddfb85
+        # (packer.flush -> advance -> issue -> the row slice's loads, 5.30 ns, 4.42 of it
+        # routing).
         r_valid = Signal()
         r_data = Signal(len(send_rd.data), reset_less=True)
         r_lo = Signal(lane_bits)
         r_n = Signal(lane_bits + 1)
         r_last = Signal()
-        t_advance = ~r_valid | packer.rows.ready
+        credit = Signal(init=1)
+        in_flight = Signal(range(ROWS_IN_FLIGHT + 1))
         t_outside = tx_checked.o_blocked[1]
-        t_issue = tx_checked.o.valid & t_advance & ~tx_checked.o_blocked[0] & ~self.stop
+        t_issue = tx_checked.o.valid & credit & ~tx_checked.o_blocked[0] & ~self.stop
         # A strided region ran off memory.
         m.d.comb += self.region_error.eq(tx_checked.o.valid & t_outside)
-        # The row is read, and the stage's fields load, whenever the stage advances: what
-        # is read or loaded without an issue is never used (t_valid stays low), and the
-        # issue, with its checks, then drives only the slice's pointers and t_valid rather
-        # than the enable of every block RAM of the read port.
-        m.d.comb += [tx_checked.o.ready.eq(t_issue & ~t_outside),
+        # The row is read, and the stages' fields load, in every cycle: what is read or
+        # loaded without an issue is never used (t_valid stays low), and the issue, with
+        # its checks, drives only the slice's pointers, t_valid and the credit.
+        issued = t_issue & ~t_outside
+        m.d.comb += [tx_checked.o.ready.eq(issued),
                      send_rd.addr.eq(tx_checked.o_blocked[ROW_CHECKS:]),
-                     send_rd.en.eq(t_advance)]
-        with m.If(t_advance):
-            m.d.sync += [t_valid.eq(t_issue & ~t_outside),
-                         t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last),
-                         r_valid.eq(t_valid), r_data.eq(send_rd.data),
-                         r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
+                     send_rd.en.eq(1)]
+        m.d.sync += [t_valid.eq(issued),
+                     t_lo.eq(chunk.lo), t_n.eq(chunk.n), t_last.eq(chunk.last),
+                     r_valid.eq(t_valid), r_data.eq(send_rd.data),
+                     r_lo.eq(t_lo), r_n.eq(t_n), r_last.eq(t_last)]
         with m.If(self.agg_reading):
-            m.d.comb += [send_rd.addr.eq(self.agg_slot[lane_bits:]), send_rd.en.eq(1)]
+            m.d.comb += send_rd.addr.eq(self.agg_slot[lane_bits:])
         # The aggregate sender's length word, read while the transmit half is idle.
         m.d.comb += self.length_word.eq(r_data[:32])
-        m.d.comb += [packer.rows.valid.eq(r_valid),
-                     packer.rows.payload.data.eq(r_data),
-                     packer.rows.payload.lo.eq(r_lo),
-                     packer.rows.payload.n.eq(r_n),
-                     packer.rows.payload.last.eq(r_last)]
+        m.submodules.tx_rows = tx_rows = p["reset"](
+            SyncFIFO(width=len(packer.rows.payload.as_value()), depth=ROWS_IN_FLIGHT))
+        row_in = Signal(packer.rows.payload.shape())
+        m.d.comb += [row_in.data.eq(r_data), row_in.lo.eq(r_lo), row_in.n.eq(r_n),
+                     row_in.last.eq(r_last)]
+        # The FIFO's rows (an asynchronous read of distributed RAM) reach the packer through
+        # a slice: read straight into the packer's plan arithmetic, the FIFO's read was the
+        # front of a 7-level path into its plan slice (seed 1, 5.80 ns).
+        m.submodules.tx_row_slice = row_slice = p["reset"](SkidBuffer(row_in.shape()))
+        m.d.comb += [tx_rows.w_en.eq(r_valid),
+                     tx_rows.w_data.eq(row_in),
+                     row_slice.i.valid.eq(tx_rows.r_rdy),
+                     row_slice.i.payload.eq(tx_rows.r_data),
+                     tx_rows.r_en.eq(row_slice.i.ready)]
+        wiring.connect(m, row_slice.o, packer.rows)
+        # The credit: the rows in flight after this cycle below the FIFO's depth.
+        taken = packer.rows.valid & packer.rows.ready
+        with m.If(self.clear):
+            m.d.sync += [t_valid.eq(0), r_valid.eq(0), in_flight.eq(0), credit.eq(1)]
+        with m.Elif(issued & ~taken):
+            m.d.sync += [in_flight.eq(in_flight + 1),
+                         credit.eq(in_flight < ROWS_IN_FLIGHT - 1)]
+        with m.Elif(~issued & taken):
+            m.d.sync += [in_flight.eq(in_flight - 1), credit.eq(1)]
+        # The credit is its compare, and the FIFO never refuses a row (the tests hold both).
+        self._mirrors += [(credit, in_flight < ROWS_IN_FLIGHT),
+                          (tx_rows.w_rdy | ~tx_rows.w_en, 1)]
 
     def _packets(self, m, p):
         """The packetizer's inputs; the half ends with the message's last beat."""
