@@ -355,6 +355,9 @@ typedef struct __attribute__ ((__packed__)) {
 #define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bm 0x100
 #define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bp 8
 #define NICOLL_REGS__ENGINE__ERRORS__PROTOCOL_bw 1
+#define NICOLL_REGS__ENGINE__ERRORS__LOST_bm 0x200
+#define NICOLL_REGS__ENGINE__ERRORS__LOST_bp 9
+#define NICOLL_REGS__ENGINE__ERRORS__LOST_bw 1
 
 // reg - nicoll_regs.engine.START_AT
 #define NICOLL_REGS__ENGINE__START_AT__CYCLE_bm 0xffffffffffffffff

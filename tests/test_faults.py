@@ -220,20 +220,42 @@ def test_without_faults_every_packet_passes(faulty):
     assert counts.injected == 0 and counts.lost == 0 and counts.links == {}
 
 
-@pytest.mark.parametrize("action, kind, counter", [
-    ("drop", "data", "dropped"), ("flip", "data", "fcs_bad"), ("drop", "clear", "dropped"),
-    ("flip", "clear", "fcs_bad"),
+@pytest.mark.parametrize("action, kind, index, counter", [
+    ("drop", "data", 0, "dropped"), ("drop", "data", 1, "dropped"),
+    ("flip", "data", 1, "fcs_bad"), ("drop", "clear", 0, "dropped"),
+    ("drop", "clear", 1, "dropped"), ("flip", "clear", 1, "fcs_bad"),
+    ("drop", "clear", 2, "dropped"),
 ])
-def test_a_lost_packet_fails_the_call_by_name_and_reset_recovers(faulty, action, kind, counter):
+def test_a_lost_packet_is_sent_again_and_the_call_is_right(faulty, action, kind, index,
+                                                           counter):
     """One packet lost on rank 1's link (dropped, or corrupted and dropped by the CRC check):
-    the call ends with NicollError naming the ranks that stopped or wait and what the network
-    did, within its cycle budget; after cl.reset() the same call is right."""
+    a data packet, a clear-to-send, or one of the delivery protocol's packets (the CLEAR
+    kind carries both; which the index hits depends on the order they leave).  The engines
+    send it again (docs/faults.md, "Packet-level recovery") and the call's answer is right,
+    in one try; a lost data packet costs data packets sent again."""
     xs = _inputs()
-    _fresh(faulty, Faults(target=FaultTarget(rank=1, kind=kind, index=1, action=action)))
+    _fresh(faulty)
+    clean = _check_allreduce(faulty, xs)
+    faulty.faults = Faults(target=FaultTarget(rank=1, kind=kind, index=index, action=action))
+    stats = _check_allreduce(faulty, xs)
+    assert stats.tries == 1
+    assert getattr(stats.faults, counter) == 1 and stats.faults.lost == 1, stats.faults
+    if kind == "data":
+        assert sum(stats.packets) > sum(clean.packets), (stats.packets, clean.packets)
+    else:
+        assert sum(stats.packets) >= sum(clean.packets)
+
+
+def test_a_dead_network_fails_the_call_by_name_and_reset_recovers(faulty):
+    """Every packet lost: each sender's probes go unanswered, and the call ends with
+    NicollError naming the ranks, ERRORS.lost and what the network did, within its budget;
+    after cl.reset() the same call is right."""
+    xs = _inputs()
+    _fresh(faulty, Faults(drop=1.0))
     with pytest.raises(NicollError) as info:
         faulty.allreduce(xs, "sum", algorithm="ring")
     text = str(info.value)
-    assert "rank" in text and f"1 {counter}" in text and "rank 1 to_switch" in text, text
+    assert "rank" in text and "lost" in text and "dropped" in text, text
     assert "cl.reset()" in text
     _fresh(faulty)
     _check_allreduce(faulty, xs)
@@ -260,20 +282,13 @@ def test_a_lost_repack_packet_fails_the_exchange_and_reset_recovers(faulty, kind
 
 @pytest.mark.parametrize("kind", ["data", "clear"])
 def test_a_duplicate_is_never_taken_twice(faulty, kind):
-    """A packet that arrives twice either fails the call by name (the receiver's checks of
-    source, tag and offset refuse the copy) or leaves the answer right: never a sum that
-    counts it twice."""
+    """A packet that arrives twice is taken once: the receiver drops a data packet behind
+    the bytes it took, and a copy of a clear-to-send sets what the first set.  The answer is
+    right, never a sum that counts it twice."""
     xs = _inputs()
     _fresh(faulty, Faults(target=FaultTarget(rank=2, kind=kind, index=0, action="duplicate")))
-    try:
-        _check_allreduce(faulty, xs)
-        assert faulty.last.faults.duplicated == 1
-        print(f"a duplicated {kind} packet: the right answer")
-    except NicollError as exc:
-        assert "1 duplicated" in str(exc)
-        print(f"a duplicated {kind} packet: {exc}")
-    _fresh(faulty)
     _check_allreduce(faulty, xs)
+    assert faulty.last.faults.duplicated == 1 and faulty.last.tries == 1
 
 
 def test_a_lost_barrier_notice_fails_the_barrier_and_reset_recovers(faulty):
@@ -305,17 +320,20 @@ def test_a_lost_release_names_the_one_rank_not_released(faulty):
     assert faulty.barrier().seq == 0
 
 
-@pytest.mark.parametrize("call", ["allreduce", "barrier"])
+@pytest.mark.parametrize("call", ["alltoall", "barrier"])
 def test_a_retry_recovers_a_lost_packet(faulty, call):
-    """With retries, a call that lost a packet is run again after a reset and comes back
-    right; cl.last says it took two tries and why the first failed."""
-    xs = _inputs()
-    kind = "data" if call == "allreduce" else "barrier"
+    """With retries, a call that lost a packet the engines do not send again (a repack
+    registration, a barrier notice) is run again after a reset and comes back right;
+    cl.last says it took two tries and why the first failed."""
+    rng = np.random.default_rng(5)
+    xs = [rng.integers(0, 1 << 30, NODES * 4, dtype=np.int32) for _ in range(NODES)]
+    kind = "repack_register" if call == "alltoall" else "barrier"
     _fresh(faulty, Faults(target=FaultTarget(rank=1, kind=kind, index=0, action="drop")))
     faulty.retries = 1
     try:
-        if call == "allreduce":
-            _check_allreduce(faulty, xs)
+        if call == "alltoall":
+            for j, y in enumerate(faulty.alltoall(xs, "aggregate")):
+                assert np.array_equal(y, np.concatenate([x[4 * j:4 * j + 4] for x in xs]))
         else:
             assert faulty.barrier().seq == 0
     finally:
@@ -332,8 +350,8 @@ def test_reset_brings_every_node_and_link_back_to_power_on(verilator_faulty):
     """After a failed call the engines hold their errors, the links their counts and the
     cycle counters run on; cl.reset() clears all of it (the nodes' reset reaches them) and
     keeps device memory."""
-    _fresh(verilator_faulty, Faults(target=FaultTarget(rank=2, kind="data", action="duplicate")))
-    with pytest.raises(NicollError, match="1 duplicated"):
+    _fresh(verilator_faulty, Faults(drop=1.0))
+    with pytest.raises(NicollError, match="dropped"):
         verilator_faulty.allreduce(_inputs(), "sum", algorithm="ring")
     assert any(dev.engine.errors() for dev in verilator_faulty.devices)
     verilator_faulty.device(1).mem_write(0x40, b"kept")
@@ -371,11 +389,10 @@ def _sweep(cl, rate, retries, cases):
             case = soak_case("faults", index, pairs, table=TABLE)
             _fresh(cl, Faults(drop=rate, flip=rate, duplicate=rate, seed=index))
             try:
-                # A duplicated clear-to-send that its sender still waits for is taken once
-                # but counted in PACKETS_RECEIVED: the counters are checked against the plan
-                # only for a call that met no duplicate.
+                # A packet sent again, or a copy that arrives, moves the counters: they are
+                # checked against the plan only for a call that met no fault.
                 _run_and_check(cl, case, cl.backend,
-                               counters=lambda cl: not cl.last.faults.duplicated)
+                               counters=lambda cl: not cl.last.faults.injected)
                 outcomes["right"] += 1
                 outcomes["retried"] += cl.last.tries > 1
             except NicollError as exc:
@@ -458,16 +475,17 @@ def test_soak_under_random_link_stalls(verilator_faulty):
 @pytest.mark.xdist_group("amaranth_faults")
 def test_faults_and_reset_on_the_amaranth_backend():
     """The Amaranth simulator runs the same links and the same reset: a duplicated data
-    packet fails the call by name (at once: the receiver refuses the copy, where a lost
-    packet would take the call's whole budget, seconds of the Python simulator), and after
-    cl.reset() the call is right."""
+    packet is dropped by its receiver and the answer is right (a lost packet would cost a
+    probe's wait, PROBE_CYCLES, seconds of the Python simulator); after cl.reset() the call
+    is right again."""
     xs = [np.arange(20, dtype=np.int32) * (r + 1) for r in range(2)]
     with nicoll.Cluster(2, "amaranth", data_width=64, max_nodes=2, mem_size=1 << 12,
                         alu_capabilities=[("sum", "int32")], repack_units=0,
                         faults=Faults(target=FaultTarget(rank=0, kind="data",
                                                          action="duplicate"))) as cl:
-        with pytest.raises(NicollError, match="rank 0 to_switch: 1 duplicated"):
-            cl.allreduce(xs, "sum", algorithm="ring")
+        for y in cl.allreduce(xs, "sum", algorithm="ring"):
+            assert np.array_equal(y, xs[0] + xs[1])
+        assert cl.last.faults.duplicated == 1 and cl.last.tries == 1
         cl.reset()
         cl.faults = Faults()
         for y in cl.allreduce(xs, "sum", algorithm="ring"):
@@ -479,7 +497,8 @@ def test_faults_and_reset_on_the_amaranth_backend():
 @pytest.mark.xdist_group("verilator_faults")
 def test_the_fault_bench_measures_goodput_and_a_lost_packet(verilator_faulty):
     """nicoll.sim.fault_bench's parts on the fault test's cluster: goodput 1 with no loss and
-    0 when every try loses a packet; one lost packet costs cycles and one retry."""
+    0 when the network loses every packet; one lost packet costs cycles and packets sent
+    again, not a retry."""
     from nicoll.sim import fault_bench
     xs = fault_bench.inputs(NODES, 2048, np.int32)
     verilator_faulty.retries = 1
@@ -493,7 +512,7 @@ def test_the_fault_bench_measures_goodput_and_a_lost_packet(verilator_faulty):
         runs, failed, tries, cycles, ratio, _ = fault_bench.goodput(verilator_faulty, xs, 1.0, clean,
                                                                      runs=1)
         assert (failed, tries, ratio) == (1, 2, 0.0)
-        base, lost, why = fault_bench.lost_packet(verilator_faulty, xs, 1)
-        assert lost > 1.1 * base and "1 dropped" in why
+        base, lost, again = fault_bench.lost_packet(verilator_faulty, xs, 1)
+        assert lost > base and again > 0
     finally:
         verilator_faulty.retries = 0

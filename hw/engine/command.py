@@ -57,7 +57,7 @@ DEFAULT_PACKET_BEATS = 256
 #: block), which give their meaning.
 ENGINE_ERROR_LAYOUT = data.StructLayout({
     "queue_full": 1, "running": 1, "region": 1, "peer": 1, "command": 1,
-    "unexpected": 1, "length": 1, "alu": 1, "protocol": 1,
+    "unexpected": 1, "length": 1, "alu": 1, "protocol": 1, "lost": 1,
 })
 
 

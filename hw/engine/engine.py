@@ -52,7 +52,8 @@ from .control import EngineControl
 from .transmit import Transmitter
 from .aggregate import AggregateSender
 from ..ops import DType, ReduceOp
-from ..net.packet import HeaderSender, PacketArbiter, PacketKind, header_beats, packet_header_layout
+from ..net.packet import (ClearCode, HeaderSender, PacketArbiter, PacketKind, header_beats,
+                          packet_header_layout)
 from ..lib.builder import share
 from ..params import check_data_width, check_int
 from ..lib.mirrors import Mirrored
@@ -280,6 +281,7 @@ class Engine(Mirrored, wiring.Component):
         m.submodules.aggregate = aggregate = self._aggregate_block = AggregateSender(
             data_width=width, max_nodes=self._max_nodes, length_bits=length_bits)
         m.submodules.clear_tx = clear_tx = reset(HeaderSender(width))
+        first_sent = Signal()       # a clear-to-send or registration was taken (_cts_sender)
         # The grant is a flop (a clear-to-send's or registration's valid would otherwise
         # chain through the choice into the data slice's enables: the 256-bit core's
         # critical path at 117.4 MHz).
@@ -316,7 +318,7 @@ class Engine(Mirrored, wiring.Component):
                      control.agg_done_seen.eq(receiver.agg_done),
                      control.sender_busy.eq(clear_tx.header.valid),
                      control.tx_valid.eq(self.tx.valid),
-                     control.reg_sent.eq(clear_tx.header.valid & clear_tx.header.ready),
+                     control.reg_sent.eq(v.first_sent & control.reg_pending),
                      control.barrier_seq.eq(self.barrier_seq),
                      self.armed.eq(control.armed), self.busy.eq(control.running),
                      self.done.eq(control.done), self.step.eq(control.step),
@@ -352,8 +354,12 @@ class Engine(Mirrored, wiring.Component):
                 m.d.sync += counters[name].eq(counters[name] + bumped)
         m.d.comb += [bump["busy_cycles"].eq(running),
                      bump["stall_cycles"].eq(running & self.tx.valid & ~self.tx.ready)]
-        with m.If(self.tx.valid & self.tx.ready & self.tx.payload.last):
-            m.d.comb += bump["packets_sent"].eq(1)
+        # Data packets as they leave; clear-to-send packets and registrations as the header
+        # sender takes them.  The delivery protocol's packets (RESEND, ACK, NOTREADY, PROBE)
+        # are not counted (docs/faults.md).
+        m.d.comb += bump["packets_sent"].eq(
+            (self.tx.valid & self.tx.ready & self.tx.payload.last & ~self.tx.payload.control)
+            + v.first_sent)
         with m.If(v.receiver.alu_beat):
             m.d.comb += bump["alu_beats"].eq(1)
         share(v, locals())
@@ -397,6 +403,8 @@ class Engine(Mirrored, wiring.Component):
             m.d.comb += raise_error.protocol.eq(1)      # a clear-to-send with another tag
         with m.If(transmitter.region_error):
             m.d.comb += raise_error.region.eq(1)        # a strided region ran off memory
+        with m.If(transmitter.lost_error):
+            m.d.comb += raise_error.lost.eq(1)          # probes went unanswered
 
     def _receive(self, m, v):
         """The receive half (Receiver, built in _datapath): a command's receive, or an
@@ -425,23 +433,52 @@ class Engine(Mirrored, wiring.Component):
         # parser's decision.
         m.d.comb += [v.transmitter.cleared.eq(receiver.cleared),
                      v.transmitter.cleared_peer.eq(got.src),
-                     v.transmitter.cleared_tag.eq(got.seq)]
+                     v.transmitter.cleared_tag.eq(got.seq),
+                     v.transmitter.event.eq(receiver.event),
+                     v.transmitter.event_code.eq(got.code),
+                     v.transmitter.event_addr.eq(got.addr),
+                     v.transmitter.event_pass.eq(got.arg[:8])]
         for bit in ("region", "alu", "unexpected", "protocol", "length"):
             with m.If(getattr(receiver.errors, bit)):
                 m.d.comb += getattr(raise_error, bit).eq(1)
 
     def _cts_sender(self, m, v):
-        """The clear-to-send (and registration) packets this node sends."""
-        clear_tx, cur, receiver = v.clear_tx, v.cur, v.receiver
+        """The clear-to-send (and registration) packets this node sends, and the delivery
+        protocol's replies and probes (docs/faults.md, "Packet-level recovery")."""
+        clear_tx, cur, receiver, transmitter = v.clear_tx, v.cur, v.receiver, v.transmitter
         reg_pending = v.control.reg_pending
         cts_pending, rx_peer, rx_tag = receiver.cts_pending, receiver.peer, receiver.tag
+        got = receiver.header
+        # The receive half's reply, held until it leaves; one at a time: a reply due while
+        # one waits is dropped (the sender's probe asks again).
+        reply_valid = Signal()
+        reply = Signal(packet_header_layout())
+        with m.If(receiver.reply & ~reply_valid):
+            m.d.sync += [reply_valid.eq(1), reply.kind.eq(PacketKind.CLEAR),
+                         reply.code.eq(receiver.reply_code), reply.src.eq(self.node_id),
+                         reply.dst.eq(got.src), reply.seq.eq(got.seq),
+                         reply.arg.eq(got.arg[:8]), reply.addr.eq(receiver.bytes_taken)]
+        probe = Signal(packet_header_layout())
+        m.d.comb += [probe.kind.eq(PacketKind.CLEAR), probe.code.eq(ClearCode.PROBE),
+                     probe.src.eq(self.node_id), probe.dst.eq(transmitter.peer),
+                     probe.seq.eq(transmitter.tag), probe.arg.eq(transmitter.pass_number)]
         # The clear-to-send: the source may now stream the message.
         # An aggregate command's registration (seed 003, step 7.1) leaves the same way.
-        cts = clear_tx.header.payload
-        m.d.comb += [clear_tx.header.valid.eq(cts_pending | reg_pending),
-                     cts.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
-                     cts.src.eq(self.node_id),
-                     cts.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), cts.seq.eq(rx_tag)]
+        first = Signal(packet_header_layout())
+        m.d.comb += [first.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
+                     first.src.eq(self.node_id),
+                     first.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), first.seq.eq(rx_tag)]
+        first_due = cts_pending | reg_pending
+        taken = clear_tx.header.valid & clear_tx.header.ready
+        m.d.comb += [clear_tx.header.valid.eq(first_due | reply_valid | transmitter.probe),
+                     clear_tx.header.payload.eq(Mux(first_due, first,
+                                                    Mux(reply_valid, reply, probe)))]
+        m.d.comb += [v.first_sent.eq(taken & first_due),
+                     transmitter.probe_sent.eq(taken & ~first_due & ~reply_valid)]
+        with m.If(taken & ~first_due):
+            m.d.sync += reply_valid.eq(0)
+        with m.If(self.clear):
+            m.d.sync += reply_valid.eq(0)
         # The receive's clear-to-send is due until it leaves (the registration likewise:
         # EngineControl's reg_sent).
-        m.d.comb += receiver.cts_sent.eq(clear_tx.header.valid & clear_tx.header.ready)
+        m.d.comb += receiver.cts_sent.eq(v.first_sent)

@@ -46,6 +46,11 @@ class Packetizer(Mirrored, wiring.Component):
         The header's source, destination, tag, repack unit, and its kind (REPACK_IN or DATA).
     limit_beats : ``In(16)``
         The running message's packet size in beats.
+    resume : ``In(1)``; resume_length, resume_offset : ``In(32)``
+        Another pass of the running send starts, of ``resume_length`` bytes from byte
+        ``resume_offset`` of the message (the length current from a cycle before).
+    pass_number : ``In(8)``
+        The send's pass, in a data packet's ``arg`` (a repack packet's is ``unit``).
     ended : ``Out(1)``
         The message's last beat left this cycle.
     bytes_sent : ``Out(32)``
@@ -67,6 +72,8 @@ class Packetizer(Mirrored, wiring.Component):
             "busy": In(1), "waiting": In(1),
             "node_id": In(DEST_WIDTH), "peer": In(16), "tag": In(16), "unit": In(8),
             "repack": In(1), "limit_beats": In(16),
+            "resume": In(1), "resume_length": In(32), "resume_offset": In(32),
+            "pass_number": In(8),
             "ended": Out(1), "bytes_sent": Out(32),
         })
 
@@ -141,10 +148,13 @@ class Packetizer(Mirrored, wiring.Component):
                         self.cmd_packet_beats) * beat_bytes
         m.d.sync += [cur_limit.eq(limit_now), cur_limit_big.eq(limit_now[bits:] != 0),
                      cur_fits.eq(cur_limit_big | (self.send_length[:bits] <= cur_limit[:bits]))]
+        resume_fits = Signal()
+        m.d.sync += resume_fits.eq(cur_limit_big
+                                   | (self.resume_length[:bits] <= cur_limit[:bits]))
 
         header = Signal(packet_header_layout())
         m.d.comb += [header.kind.eq(Mux(self.repack, PacketKind.REPACK_IN, PacketKind.DATA)),
-                     header.arg.eq(self.unit),
+                     header.arg.eq(Mux(self.repack, self.unit, self.pass_number)),
                      header.code.eq(h_final),
                      header.src.eq(self.node_id), header.dst.eq(self.peer),
                      header.seq.eq(self.tag), header.length.eq(h_length),
@@ -163,6 +173,8 @@ class Packetizer(Mirrored, wiring.Component):
             m.d.sync += load_packet(self.agg_length, agg_limit, Const(1))
         with m.Elif(self.start):
             m.d.sync += load_packet(self.send_length, cur_limit, cur_fits)
+        with m.Elif(self.resume):
+            m.d.sync += load_packet(self.resume_length, cur_limit, resume_fits)
         return {"header": header, "h_length": h_length, "pkt_end_q": pkt_end_q,
                 "offset": offset}
 
@@ -183,6 +195,8 @@ class Packetizer(Mirrored, wiring.Component):
         p_last = Signal()
         with m.If(self.start | self.agg_start):
             m.d.sync += [p["offset"].eq(0), in_header.eq(1), h_index.eq(0)]
+        with m.If(self.resume):
+            m.d.sync += [p["offset"].eq(self.resume_offset), in_header.eq(1), h_index.eq(0)]
         data_out = self.packets
         out = data_out.payload
         m.d.comb += [out.dest.eq(self.peer), out.control.eq(0)]

@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from .command import ENGINE_ERROR_LAYOUT
 from .regions import beat_layout
 from ..lib.builder import carry_save
-from ..net.packet import PacketKind, header_beats, packet_header_layout, packet_stream
+from ..net.packet import ClearCode, PacketKind, header_beats, packet_header_layout, packet_stream
 from ..repack.formats import RepackNoticeKind
 from ..params import check_data_width, check_int
 from ..lib.mirrors import Mirrored
@@ -70,6 +70,13 @@ class PacketParser(Mirrored, wiring.Component):
         A data packet is taken: the receive's counts become ``after`` and ``left``.
     cts_valid : ``Out(1)``
         A clear-to-send from ``header.src`` for tag ``header.seq`` is taken.
+    event : ``Out(1)``
+        A RESEND, ACK or NOTREADY (``header.code``) from ``header.src`` for message
+        ``header.seq`` is taken (for the transmit half, docs/faults.md).
+    reply : ``Out(1)``; reply_code : ``Out(ClearCode)``
+        A reply to ``header.src`` about message ``header.seq`` is due (echoing the pass
+        number ``header.arg``; a RESEND names ``rx_bytes``): an ACK when the message's last
+        packet is taken, a RESEND at a gap, or the answer to a PROBE.
     notice_push, agg_done, agg_start, agg_final : ``Out(1)``
         A SEND notice is queued; the hub's DONE notice; an aggregate packet's receive
         starts (the packet in ``header``); that packet is a group's final one.
@@ -101,7 +108,7 @@ class PacketParser(Mirrored, wiring.Component):
             "header": Out(packet_header_layout()),
             "deciding": Out(1),
             "accept": Out(1), "after": Out(32), "left": Out(32),
-            "cts_valid": Out(1),
+            "cts_valid": Out(1), "event": Out(1), "reply": Out(1), "reply_code": Out(ClearCode),
             "notice_push": Out(1), "agg_done": Out(1), "agg_start": Out(1), "agg_final": Out(1),
             "agg_terms": Out(data.ArrayLayout(32, 2)), "agg_base": Out(33),
             "errors": Out(ENGINE_ERROR_LAYOUT),
@@ -140,7 +147,17 @@ class PacketParser(Mirrored, wiring.Component):
         d = SimpleNamespace(**{name: Signal(name=f"d_{name}") for name in (
             "stale", "data_bad", "ends_message", "src_ok", "slot_over",
             "notice", "agg_out", "clear", "data", "data_src", "data_tag", "data_at",
-            "data_at_hi")})
+            "data_at_hi", "behind", "behind_hi", "pass_new", "cts", "probe", "left_zero",
+            "done_src", "done_tag")})
+        # The last message whose every byte was taken (its source and tag): a late copy of
+        # one of its packets is dropped without an error (docs/faults.md).
+        done_valid = Signal()
+        done_peer = Signal(16)
+        done_tag = Signal(16)
+        # A gap was answered with a RESEND: the next one waits for the sender's next pass
+        # (a packet with code bit 1) or an accepted packet, so a gap costs one RESEND.
+        gap_told = Signal()
+        gap_pass = Signal(8)
         d_slot_end = Signal(33)         # addr + length of an aggregate packet
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after, d_left = self.after, self.left     # rx_bytes, rx_left once it is accepted
@@ -211,6 +228,17 @@ class PacketParser(Mirrored, wiring.Component):
                 (d.data_at, h.addr[:16] == rx_bytes[:16]),
                 (d.data_at_hi, h.addr[16:] == rx_bytes[16:]),
                 (d.src_ok, h.src < self._max_nodes),
+                # Behind the bytes taken: a copy (a duplicate, or a resent pass from an
+                # earlier offset), dropped without an error.  As two halves, like data_at.
+                (d.behind, h.addr[:16] < rx_bytes[:16]),
+                (d.behind_hi, h.addr[16:] < rx_bytes[16:]),
+                # A data packet's pass number (``arg``) differs from the pass whose gap was
+                # last answered.
+                (d.pass_new, h.arg[:8] != gap_pass),
+                (d.cts, h.code == ClearCode.CTS.value),
+                (d.probe, h.code == ClearCode.PROBE.value),
+                (d.done_src, done_valid & (h.src == done_peer)),
+                (d.done_tag, h.seq == done_tag),
                 (d_slot_end, h.addr + h.length),
                 # Longer than the walker counts: a length error, with the slot's (below).
                 (agg_long, h.length[self._length_bits:] != 0),
@@ -228,6 +256,7 @@ class PacketParser(Mirrored, wiring.Component):
                                                          header_checks(got, got_last))]
         m.d.sync += [
             d.stale.eq(self.rewriting),
+            d.left_zero.eq(rx_left == 0),
             # An aggregate packet's end in its slot, registered; compared with the stride a
             # cycle later (no adder in front of the compare), so P_DECIDE waits its first
             # cycle on an aggregate packet.  The stride is the multipliers' copy (below),
@@ -279,7 +308,8 @@ class PacketParser(Mirrored, wiring.Component):
                                    & d.data_src & d.data_tag & d.data_at & d.data_at_hi
                                    & rx_busy & ~cts_pending & ~d.data_bad)
         with m.If(self.clear):
-            m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0)]
+            m.d.sync += [p_state.eq(P_HEADER), r_index.eq(0), p.done_valid.eq(0),
+                         p.gap_told.eq(0)]
         with m.Else():
             with m.Switch(p_state):
                 with m.Case(P_HEADER):
@@ -316,16 +346,30 @@ class PacketParser(Mirrored, wiring.Component):
         rx_busy, errors, in_aggregate = self.rx_busy, self.errors, self.in_aggregate
         m.d.sync += p.decide_first.eq(0)
         m.d.comb += self.packets_received.eq(~d.stale)
+        with m.If(self.rewriting):
+            m.d.sync += p.gap_told.eq(0)        # a new receive: no gap answered yet
         with m.If(d.stale):
             pass                        # the checks are being redone
         with m.Elif(d.clear):
             # First: the classes exclude one another, and a clear-to-send depends on no
             # live state, so the table's write decodes from flops.
-            with m.If(d.src_ok):
+            with m.If(~d.src_ok):
+                m.d.comb += errors.unexpected.eq(1)
+            with m.Elif(d.cts):
                 # Written from flops a cycle later (the engine's clear-to-send table).
                 m.d.comb += self.cts_valid.eq(1)
+            with m.Elif(d.probe):
+                # Ref: docs/faults.md, "Packet-level recovery": where message seq stands.
+                m.d.comb += [self.reply.eq(1), self.packets_received.eq(0)]
+                with m.If(~(d.data_src & d.data_tag & rx_busy & ~self.cts_pending)):
+                    m.d.comb += self.reply_code.eq(ClearCode.NOTREADY)
+                with m.Elif(d.left_zero):
+                    m.d.comb += self.reply_code.eq(ClearCode.ACK)
+                with m.Else():
+                    m.d.comb += self.reply_code.eq(ClearCode.RESEND)
             with m.Else():
-                m.d.comb += errors.unexpected.eq(1)
+                # RESEND, ACK or NOTREADY: the transmit half's (not counted as received).
+                m.d.comb += [self.event.eq(1), self.packets_received.eq(0)]
             m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))
         with m.Elif(d.notice & in_aggregate):
             # Ref: seed 003, steps 7.3-7.5: SEND (queued; at most one per destination group,
@@ -355,14 +399,31 @@ class PacketParser(Mirrored, wiring.Component):
             with m.Else():
                 # Wait for the previous packet's bytes to be written.
                 m.d.comb += self.packets_received.eq(0)
-        with m.Elif(d.data & d.data_src & d.data_tag & d.data_at & d.data_at_hi
-                    & rx_busy & ~self.cts_pending):
-            with m.If(d.data_bad):
+        with m.Elif(d.data & d.data_src & d.data_tag & rx_busy & ~self.cts_pending):
+            with m.If(~(d.data_at & d.data_at_hi)):
+                # Not the offset awaited.  Behind it: a copy, dropped.  Past it: a packet
+                # was lost; dropped, and the sender asked to resend from the bytes taken,
+                # once per gap and pass (docs/faults.md, "Packet-level recovery").
+                m.d.sync += p_state.eq(P_DROP)
+                with m.If(~(d.behind_hi | (d.data_at_hi & d.behind))
+                          & (~p.gap_told | d.pass_new)):
+                    m.d.comb += [self.reply.eq(1), self.reply_code.eq(ClearCode.RESEND)]
+                    m.d.sync += [p.gap_told.eq(1), p.gap_pass.eq(got.arg[:8])]
+            with m.Elif(d.data_bad):
                 m.d.comb += errors.length.eq(1)
                 m.d.sync += p_state.eq(P_DROP)
             with m.Else():
                 m.d.comb += self.bytes_received.eq(got.length)
-                m.d.sync += [p.completes.eq(d.ends_message), p_state.eq(P_PASS)]
+                m.d.sync += [p.completes.eq(d.ends_message), p_state.eq(P_PASS),
+                             p.gap_told.eq(0)]
+                with m.If(d.ends_message):
+                    # Every byte is here: the sender is told, and a late copy of one of
+                    # this message's packets will be dropped.
+                    m.d.comb += [self.reply.eq(1), self.reply_code.eq(ClearCode.ACK)]
+                    m.d.sync += [p.done_valid.eq(1), p.done_peer.eq(got.src),
+                                 p.done_tag.eq(got.seq)]
+        with m.Elif(d.data & d.done_src & d.done_tag):
+            m.d.sync += p_state.eq(P_DROP)      # a late copy of the last message's packet
         with m.Else():
             m.d.comb += errors.unexpected.eq(1)
             m.d.sync += p_state.eq(Mux(got_last, P_HEADER, P_DROP))

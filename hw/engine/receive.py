@@ -23,7 +23,7 @@ from .walker import RegionWalker
 from .writer import RowWriter
 from ..lib.builder import carry_save_sum
 from ..lib.skid import SkidBuffer
-from ..net.packet import packet_header_layout, packet_stream
+from ..net.packet import ClearCode, packet_header_layout, packet_stream
 from ..ops import DType, ReduceOp
 from ..params import check_data_width, check_int
 from ..lib.mirrors import Mirrored
@@ -84,6 +84,9 @@ class Receiver(Mirrored, wiring.Component):
         The parser's stored header.
     cleared : ``Out(1)``
         A clear-to-send from ``header.src`` for tag ``header.seq`` was taken.
+    event, reply : ``Out(1)``; reply_code : ``Out(ClearCode)``; bytes_taken : ``Out(32)``
+        The parser's delivery-protocol results (:class:`PacketParser`), and the receive's
+        bytes taken so far (a RESEND's offset).
     notice_push, agg_done, agg_final : ``Out(1)``
         A SEND notice (``header``) to queue; the hub's DONE notice; a group's final packet.
     errors : ``Out(ENGINE_ERROR_LAYOUT)``
@@ -117,7 +120,8 @@ class Receiver(Mirrored, wiring.Component):
             "busy": Out(1), "cts_pending": Out(1), "peer": Out(16), "tag": Out(16),
             "agg_started": Out(1), "hazard": Out(1), "empty": Out(1),
             "header": Out(packet_header_layout()),
-            "cleared": Out(1), "notice_push": Out(1), "agg_done": Out(1), "agg_final": Out(1),
+            "cleared": Out(1), "event": Out(1), "reply": Out(1), "reply_code": Out(ClearCode),
+            "bytes_taken": Out(32), "notice_push": Out(1), "agg_done": Out(1), "agg_final": Out(1),
             "errors": Out(ENGINE_ERROR_LAYOUT),
             "packets_received": Out(1), "alu_beat": Out(1), "bytes_received": Out(32),
         })
@@ -271,6 +275,8 @@ class Receiver(Mirrored, wiring.Component):
                      parser.notice_room.eq(self.notice_room),
                      self.header.eq(parser.header),
                      self.cleared.eq(parser.cts_valid), self.notice_push.eq(parser.notice_push),
+                     self.event.eq(parser.event), self.reply.eq(parser.reply),
+                     self.reply_code.eq(parser.reply_code), self.bytes_taken.eq(rx_bytes),
                      self.agg_done.eq(parser.agg_done), self.agg_final.eq(parser.agg_final),
                      self.packets_received.eq(parser.packets_received),
                      self.bytes_received.eq(parser.bytes_received)]

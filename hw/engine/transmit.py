@@ -22,11 +22,20 @@ from .regions import REGION_LAYOUT, region_checks, region_checks_layout
 from .rows import ROW_CHECKS, check_rows, row_ring
 from .walker import RegionWalker
 from ..lib.skid import SkidBuffer
-from ..net.packet import DEST_WIDTH, packet_stream
+from ..net.packet import DEST_WIDTH, ClearCode, packet_stream
 from ..params import check_data_width, check_int
 from ..lib.mirrors import Mirrored
 
-__all__ = ["Transmitter"]
+__all__ = ["Transmitter", "PROBE_CYCLES", "PROBE_TRIES"]
+
+#: Cycles a send waits for its clear-to-send, or for the receiver's ACK once its pass has
+#: ended, before it sends a PROBE (docs/faults.md, "Packet-level recovery"); a power of two,
+#: so the wait's end is one bit of its count.  Far above a round trip (a few dozen cycles),
+#: below the host's stall check (STALL_CYCLES, 20 000).
+PROBE_CYCLES = 4096
+
+#: PROBEs in a row without an answer after which the send stops with ERRORS.lost.
+PROBE_TRIES = 4
 
 #: Rows the read stages, the FIFO and the slice before the packer hold at most (the credit's
 #: limit): a row issued in cycle c is read in c + 1, in the data register in c + 2, out of
@@ -76,6 +85,10 @@ class Transmitter(Mirrored, wiring.Component):
         The low 32 bits of the read stage's data register.
     cleared : ``In(1)``; cleared_peer, cleared_tag : ``In(16)``
         A clear-to-send from ``cleared_peer`` for message ``cleared_tag`` (the parser's).
+    event : ``In(1)``; event_code : ``In(ClearCode)``; event_addr : ``In(32)``; event_pass : ``In(8)``
+        A RESEND, ACK or NOTREADY from ``cleared_peer`` about message ``cleared_tag``.
+    probe : ``Out(1)``; probe_sent : ``In(1)``; peer, tag : ``Out(16)``; pass_number : ``Out(8)``
+        A PROBE to ``peer`` about message ``tag`` (pass ``pass_number``) is due; it left.
     send_rd : ``Out(MemoryReadSignature)``
         Device memory's read port.
     packets : ``Out(packet_stream(data_width))``
@@ -84,8 +97,9 @@ class Transmitter(Mirrored, wiring.Component):
         A send or a message is under way (until its last beat left the packetizer).
     send_to : ``Out(16)``
         The command's destination, a copy loaded a cycle after the command.
-    protocol_error, region_error : ``Out(1)``
-        A clear-to-send with another tag; a strided region ran off memory.
+    protocol_error, region_error, lost_error : ``Out(1)``
+        A clear-to-send with another tag; a strided region ran off memory; ``PROBE_TRIES``
+        probes in a row went unanswered.
     bytes_sent : ``Out(32)``
         The counter's bump.
     """
@@ -111,10 +125,15 @@ class Transmitter(Mirrored, wiring.Component):
             "agg_offset": In(32), "agg_checks": In(region_checks_layout(data_width)),
             "agg_reading": In(1), "agg_slot": In(32), "length_word": Out(32),
             "cleared": In(1), "cleared_peer": In(16), "cleared_tag": In(16),
+            "event": In(1), "event_code": In(ClearCode), "event_addr": In(32),
+            "event_pass": In(8),
+            "probe": Out(1), "probe_sent": In(1), "peer": Out(16), "tag": Out(16),
+            "pass_number": Out(8),
             "send_rd": Out(MemoryReadSignature(row_bits, data_width)),
             "packets": Out(packet_stream(data_width)),
             "busy": Out(1), "send_to": Out(16),
-            "protocol_error": Out(1), "region_error": Out(1), "bytes_sent": Out(32),
+            "protocol_error": Out(1), "region_error": Out(1), "lost_error": Out(1),
+            "bytes_sent": Out(32),
         })
 
     def elaborate(self, platform):
@@ -124,6 +143,7 @@ class Transmitter(Mirrored, wiring.Component):
         self._wait(m, p)
         self._read(m, p)
         self._packets(m, p)
+        self._delivery(m, p)
         return m
 
     def _blocks(self, m):
@@ -155,7 +175,7 @@ class Transmitter(Mirrored, wiring.Component):
         wiring.connect(m, packetizer.packets, tx_data.i)
         wiring.connect(m, tx_data.o, wiring.flipped(self.packets))
         return {"tx_walker": tx_walker, "packer": packer, "packetizer": packetizer,
-                "tx_peer": Signal(16), "reset": reset}
+                "tx_peer": self.peer, "reset": reset}
 
     def _table(self, m, p):
         """The clear-to-send table: the peers that cleared this node to send."""
@@ -195,7 +215,7 @@ class Transmitter(Mirrored, wiring.Component):
         """The transmit half's start and its wait for the clear-to-send."""
         cur, tx_start, tx_busy = self.command, self.start, self.busy
         cts_wr, cts_rd, tx_peer = p["cts_wr"], p["cts_rd"], p["tx_peer"]
-        tx_tag = Signal(16)
+        tx_tag = self.tag
         tx_length = Signal(32)
         tx_packet = Signal(16)
         tx_region = Signal(REGION_LAYOUT)
@@ -286,7 +306,8 @@ class Transmitter(Mirrored, wiring.Component):
         with m.If(tx_walker.command.valid & tx_walker.command.ready):
             m.d.sync += tx_walk.eq(0)
         p.update(tx_tag=tx_tag, tx_packet=tx_packet, tx_wait=tx_wait, tx_repack=tx_repack,
-                 tx_unit=tx_unit)
+                 tx_unit=tx_unit, tx_region=tx_region, tx_checks=tx_checks, tx_walk=tx_walk,
+                 cur_whole=cur_send_checks.whole)
 
     def _read(self, m, p):
         """The transmit read stage: device memory rows into the packer."""
@@ -381,11 +402,119 @@ class Transmitter(Mirrored, wiring.Component):
                      packetizer.send_length.eq(cur.send.length),
                      packetizer.cmd_packet_beats.eq(cur.packet_beats),
                      packetizer.agg_length.eq(self.agg_length),
-                     packetizer.busy.eq(self.busy), packetizer.waiting.eq(p["tx_wait"]),
+                     packetizer.busy.eq(self.busy),
                      packetizer.node_id.eq(self.node_id), packetizer.peer.eq(p["tx_peer"]),
                      packetizer.tag.eq(p["tx_tag"]), packetizer.unit.eq(p["tx_unit"]),
                      packetizer.repack.eq(p["tx_repack"]),
                      packetizer.limit_beats.eq(p["tx_packet"]),
                      self.bytes_sent.eq(packetizer.bytes_sent)]
+
+    def _delivery(self, m, p):
+        """The send's delivery (docs/faults.md, "Packet-level recovery"): after its pass the
+        send waits for the receiver's ACK; a RESEND starts another pass from the offset it
+        names (from the start, for a strided region); a wait without news sends a PROBE."""
+        packetizer, cur = p["packetizer"], self.command
+        tx_wait, tx_walk, tx_peer, tx_tag = p["tx_wait"], p["tx_walk"], p["tx_peer"], p["tx_tag"]
+        tx_region, tx_checks = p["tx_region"], p["tx_checks"]
+        ack_wait = Signal()             # the pass ended; waiting for the ACK
+        acked = Signal()                # the ACK came during the pass
+        resend = Signal()               # a RESEND came during the pass: another follows
+        resend_at = Signal(32)
+        seek = Signal(range(4))         # 1: the region, 2: its checks, 3: the pass starts
+        tx_pass = self.pass_number
+        base = Signal(REGION_LAYOUT)    # the command's send region
+        base_whole = Signal()           # ... is one run: a pass may start at any offset
+        timer = Signal(range(PROBE_CYCLES + 1))
+        tries = Signal(range(PROBE_TRIES + 1))
+
+        # The event, registered: its compares with the running send read flops.
+        ev = Signal()
+        ev_code = Signal(ClearCode)
+        ev_addr = Signal(32)
+        ev_pass = Signal(8)
+        ev_mine = Signal()
+        m.d.sync += [ev.eq(self.event & ~self.stop), ev_code.eq(self.event_code),
+                     ev_addr.eq(self.event_addr), ev_pass.eq(self.event_pass),
+                     ev_mine.eq((self.cleared_peer == tx_peer) & (self.cleared_tag == tx_tag))]
+        mine = ev & ev_mine & self.busy & ~p["tx_repack"]
+        ev_this_pass = ev_pass == tx_pass
+        got_resend = mine & (ev_code == ClearCode.RESEND) & ev_this_pass
+        got_ack = mine & ((ev_code == ClearCode.ACK)
+                          | ((ev_code == ClearCode.NOTREADY) & ev_this_pass & ack_wait))
+        got_notready = mine & (ev_code == ClearCode.NOTREADY) & ev_this_pass
+
+        # The header waits outside a pass.
+        m.d.comb += [packetizer.waiting.eq(tx_wait | ack_wait | (seek != 0)),
+                     packetizer.pass_number.eq(tx_pass)]
+
+        def start_pass(at):
+            return [seek.eq(1), resend_at.eq(at), resend.eq(0), acked.eq(0),
+                    ack_wait.eq(0), tx_wait.eq(0)]
+
+        with m.If(self.start):
+            m.d.sync += [base.eq(cur.send), tx_pass.eq(0), ack_wait.eq(0), acked.eq(0),
+                         resend.eq(0), seek.eq(0)]
+        with m.If(p["cts_take_valid"]):
+            m.d.sync += tx_pass.eq(tx_pass + 1)
+        with m.If(self.start):
+            m.d.sync += base_whole.eq(p["cur_whole"])
+
+        # A pass ends with the message's last beat.
         with m.If(packetizer.ended):
-            m.d.sync += self.busy.eq(0)
+            with m.If(p["tx_repack"] | acked | got_ack):
+                m.d.sync += self.busy.eq(0)     # aggregate messages are the host's to recover
+            with m.Elif(resend):
+                m.d.sync += start_pass(resend_at)
+            with m.Elif(got_resend):
+                m.d.sync += start_pass(ev_addr)
+            with m.Else():
+                m.d.sync += ack_wait.eq(1)
+        with m.Elif(got_ack & ~tx_wait):
+            with m.If(ack_wait):
+                m.d.sync += [self.busy.eq(0), ack_wait.eq(0)]
+            with m.Else():
+                m.d.sync += acked.eq(1)
+        with m.Elif(got_resend & ((tx_wait & ~p["cts_take_valid"]) | ack_wait)):
+            m.d.sync += start_pass(ev_addr)
+        with m.Elif(got_resend & (seek == 0)):
+            m.d.sync += [resend.eq(1), resend_at.eq(ev_addr)]
+
+        # Another pass: from the offset named (a region of one run), else from the start
+        # (the receiver drops what it has); the region, its checks and the pass's start a
+        # cycle apart, so no sum feeds a compare in one cycle.
+        seek_at = Mux(base_whole, resend_at, 0)
+        with m.Switch(seek):
+            with m.Case(1):
+                m.d.sync += [tx_region.offset.eq(base.offset + seek_at),
+                             tx_region.length.eq(base.length - seek_at),
+                             tx_region.run.eq(Mux(base_whole, 0, base.run)),
+                             tx_region.stride.eq(base.stride),
+                             resend_at.eq(seek_at), seek.eq(2)]
+            with m.Case(2):
+                m.d.sync += region_checks(tx_checks, tx_region, self._data_width)
+                m.d.sync += seek.eq(3)
+            with m.Case(3):
+                m.d.comb += packetizer.resume.eq(1)
+                m.d.sync += [seek.eq(0), tx_walk.eq(1), tx_pass.eq(tx_pass + 1)]
+        m.d.comb += [packetizer.resume_length.eq(tx_region.length),
+                     packetizer.resume_offset.eq(resend_at)]
+
+        # The probe: after PROBE_CYCLES without news while waiting; PROBE_TRIES in a row
+        # unanswered stop the send.
+        waiting = (tx_wait | ack_wait) & ~self.stop & ~p["tx_repack"]
+        with m.If(~waiting | mine):
+            m.d.sync += timer.eq(0)
+        with m.Elif(timer[-1]):
+            m.d.sync += [timer.eq(0), tries.eq(tries + 1), self.probe.eq(1)]
+            with m.If(tries == PROBE_TRIES - 1):
+                m.d.comb += self.lost_error.eq(1)
+        with m.Else():
+            m.d.sync += timer.eq(timer + 1)
+        with m.If(self.start | got_notready | got_resend | got_ack | p["cts_take_valid"]):
+            m.d.sync += tries.eq(0)
+        with m.If(self.probe_sent | ~self.busy):
+            m.d.sync += self.probe.eq(0)
+        with m.If(self.clear):
+            m.d.sync += [ack_wait.eq(0), acked.eq(0), resend.eq(0), seek.eq(0), timer.eq(0),
+                         tries.eq(0), self.probe.eq(0), self.busy.eq(0), tx_wait.eq(0),
+                         tx_walk.eq(0)]

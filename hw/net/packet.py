@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..lib.skid import SkidBuffer
 
-__all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream", "PacketKind",
+__all__ = ["DEST_WIDTH", "packet_beat_layout", "packet_stream", "PacketKind", "ClearCode",
            "packet_header_layout", "header_beats", "HeaderSender", "HeaderReceiver",
            "PacketArbiter", "PacketDemux"]
 
@@ -94,6 +94,25 @@ class PacketKind(enum.Enum, shape=4):
     def is_control(self):
         return self in (PacketKind.BARRIER, PacketKind.CLEAR, PacketKind.REPACK_REGISTER,
                         PacketKind.REPACK_NOTICE)
+
+
+class ClearCode(enum.Enum, shape=4):
+    """The ``code`` of a :attr:`PacketKind.CLEAR` packet: the clear-to-send and the messages
+    of the engines' delivery protocol (docs/faults.md, "Packet-level recovery").  Each
+    names message ``seq`` between the packet's ``src`` and ``dst``; ``arg`` carries the
+    sender's pass number, which a reply echoes, so a reply to an earlier pass is known."""
+    #: The receiver of message ``seq`` from ``dst`` is ready for it.
+    CTS = 0
+    #: Receiver to sender: send the message again from byte ``addr`` (a gap was seen, or the
+    #: reply to a probe while the receive is open).
+    RESEND = 1
+    #: Receiver to sender: every byte of the message arrived.
+    ACK = 2
+    #: Receiver to sender, the reply to a probe: no receive of that message is open (not
+    #: reached yet, or ended).
+    NOTREADY = 3
+    #: Sender to receiver: where is message ``seq``?  (Sent after a wait without news.)
+    PROBE = 4
 
 
 def packet_header_layout():

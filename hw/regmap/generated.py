@@ -152,7 +152,7 @@ REGMAP = RegisterMap(
             Register(name='CMD10', address=0x248, offset=0x48, width=32, desc='32 bits of the step command PUSH appends, word k holding bits 32k .. 32k+31 of nicoll.hw.engine.COMMAND_LAYOUT.', fields=(
                 Field(name='bits', lsb=0, width=32, sw='rw', hw='r', reset=0x0, desc=''),
             )),
-            Register(name='ERRORS', address=0x250, offset=0x50, width=32, desc='queue_full: push with the queue full. running: push while the engine runs. region: a pushed command names an empty region, bytes outside device memory (a strided region is checked at push from offset + length; the rest of its span is checked row by row as it is walked, and the engine stops before the first row outside memory), or a run longer than its stride. peer: a pushed command names a node >= MAX_NODES. command: a pushed command has a reserved action or a barrier with data. unexpected: a data packet that no receive of the running step expects (wrong source, tag or offset); it is dropped. length: a received message holds more or fewer bytes than the receiving region. alu: the reduction ALU refused the op and type (not in this build). protocol: a clear-to-send with a tag other than the one the sender waits for.', fields=(
+            Register(name='ERRORS', address=0x250, offset=0x50, width=32, desc="queue_full: push with the queue full. running: push while the engine runs. region: a pushed command names an empty region, bytes outside device memory (a strided region is checked at push from offset + length; the rest of its span is checked row by row as it is walked, and the engine stops before the first row outside memory), or a run longer than its stride. peer: a pushed command names a node >= MAX_NODES. command: a pushed command has a reserved action or a barrier with data. unexpected: a data packet that no receive of the running step expects (wrong source, tag or offset); it is dropped. length: a received message holds more or fewer bytes than the receiving region. alu: the reduction ALU refused the op and type (not in this build). protocol: a clear-to-send with a tag other than the one the sender waits for. lost: a send's receiver answered none of PROBE_TRIES probes in a row (docs/faults.md, Packet-level recovery): the network lost every packet between them.", fields=(
                 Field(name='queue_full', lsb=0, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='running', lsb=1, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='region', lsb=2, width=1, sw='r', hw='w', reset=None, desc=''),
@@ -162,6 +162,7 @@ REGMAP = RegisterMap(
                 Field(name='length', lsb=6, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='alu', lsb=7, width=1, sw='r', hw='w', reset=None, desc=''),
                 Field(name='protocol', lsb=8, width=1, sw='r', hw='w', reset=None, desc=''),
+                Field(name='lost', lsb=9, width=1, sw='r', hw='w', reset=None, desc=''),
             )),
             Register(name='START_AT', address=0x258, offset=0x58, width=64, desc='CONTROL.arm starts the queue in the first cycle CYCLES >= START_AT, so every node of a cluster can start at the same cycle.', fields=(
                 Field(name='cycle', lsb=0, width=64, sw='rw', hw='r', reset=0x0, desc=''),

@@ -17,14 +17,17 @@ from ..driver.engine import ERROR_NAMES, error_text
 from ..errors import NicollError
 from .results import AggregatePlan, CallStats
 from .timing import ARM_ACCESSES, check_armed_in_time, poll_pause, start_cycle
+from nicoll.hw.engine.transmit import PROBE_CYCLES, PROBE_TRIES
 
 __all__ = ["CollectiveRunner", "check_subgroup", "load_input", "read_output"]
 
 #: A collective's cycle budget, from its plan: a fixed allowance, then per step of any rank (a
 #: clear-to-send round trip through the switch and the ALU pipeline), per beat any rank sends
 #: (as if the switch carried one beat at a time for the whole cluster), and per barrier step
-#: (notices up and down the barrier tree).
-_BUDGET_BASE = 2000
+#: (notices up and down the barrier tree).  The fixed allowance holds the engines' own
+#: recovery of a lost packet, its probes' waits included, so a call that loses one ends
+#: right or with ERRORS.lost before its budget (docs/faults.md, "Packet-level recovery").
+_BUDGET_BASE = 2000 + (PROBE_TRIES + 1) * PROBE_CYCLES
 _BUDGET_PER_STEP = 400
 _BUDGET_PER_BEAT = 4
 _BUDGET_PER_BARRIER = 2000

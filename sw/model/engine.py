@@ -57,12 +57,13 @@ a node sends to itself counts like any other.  BUSY_CYCLES and STALL_CYCLES read
 has no cycle-level timing.  ``unexpected`` is set only under faults: matched rendezvous
 deliver nothing that no receive expects.
 
-Faults (a cluster opened with ``faults=``; :mod:`nicoll.model.faults`): the clear-to-send and
-each data packet of a message cross the links of a :class:`~nicoll.model.faults.ModelLinks`.
-A lost clear-to-send leaves sender and receiver waiting; a lost data packet gives the
-receiver ``unexpected`` if a packet of the message follows it, and leaves the receiver
-waiting if it was the last.  The receiver then writes nothing; the sender's half is
-finished.
+Faults (a cluster opened with ``faults=``; :mod:`nicoll.model.faults`): a message moves by
+the engines' delivery protocol (:class:`~nicoll.model.faults.Delivery`), its clear-to-send,
+data packets, RESENDs, ACKs and probes crossing the links of a
+:class:`~nicoll.model.faults.ModelLinks`: a lost packet is sent again, and the message
+arrives whole, unless ``PROBE_TRIES`` probes in a row go unanswered; then the sender stops
+with ``lost`` and the receiver writes nothing.  PACKETS_SENT and BYTES_SENT count every pass;
+PACKETS_RECEIVED every copy that arrives; the protocol's own packets are not counted.
 """
 
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ from nicoll.hw.ops import DType, ReduceOp
 
 from ..driver.engine import COUNTER_NAMES, ERROR_NAMES, _U32, unpack
 from .. import region_bytes
+from .faults import Delivery
 from ..errors import NicollError
 from ..ops import combine, numpy_dtype
 from .repack import RepackHubModel
@@ -333,14 +335,8 @@ class EngineNetworkModel:
         if not r["has_recv"] or r["recv_from"] != node_id:
             return False
         e = self._engines[node_id]
-        if self._links is not None:
-            if e.stuck or peer.stuck:
-                return False
-            # The clear-to-send the receiver sent when it reached the receive: lost, the
-            # sender never starts and the receiver waits for a message that never comes.
-            if not self._links.deliver(peer_id, node_id, PacketKind.CLEAR):
-                e.stuck = peer.stuck = True
-                return False
+        if self._links is not None and (e.stuck or peer.stuck):
+            return False
         if r["recv_tag"] != c["send_tag"]:
             self._fail(node_id, "protocol")
             return True
@@ -349,29 +345,32 @@ class EngineNetworkModel:
             return True
         data = self._read(node_id, c["send"])
         width = self._nodes[node_id].data_width // 8
-        beats = -(-len(data) // width)
-        packets = -(-beats // (c["packet_beats"] or self.packet_beats))
-        e.sent = True
-        e.counts["BYTES_SENT"] += len(data)
-        e.counts["PACKETS_SENT"] += packets
+        packet_bytes = width * (c["packet_beats"] or self.packet_beats)
+        packets = -(-(-(-len(data) // width)) // (c["packet_beats"] or self.packet_beats))
         e.counts["PACKETS_RECEIVED"] += 1       # its clear-to-send
-        lost = (None if self._links is None else
-                self._links.first_lost(node_id, peer_id, PacketKind.DATA, packets))
-        if lost is not None:
-            # The receiver takes the packets before the lost one.  The packet after it
-            # carries another offset than the one awaited (``unexpected``, as the gateware's
-            # receive checks); a lost last packet leaves the receiver waiting for it.
-            peer.counts["BYTES_RECEIVED"] += min(len(data), lost * width
-                                                 * (c["packet_beats"] or self.packet_beats))
-            peer.counts["PACKETS_RECEIVED"] += lost
-            if lost < packets - 1:
-                self._fail(peer_id, "unexpected")
-            else:
-                peer.stuck = True
+        if self._links is None:
+            e.sent = True
+            e.counts["BYTES_SENT"] += len(data)
+            e.counts["PACKETS_SENT"] += packets
+            peer.counts["BYTES_RECEIVED"] += len(data)
+            peer.counts["PACKETS_RECEIVED"] += packets
+            self._deliver(peer_id, r, data)
             return True
-        peer.counts["BYTES_RECEIVED"] += len(data)
-        peer.counts["PACKETS_RECEIVED"] += packets
-        self._deliver(peer_id, r, data)
+        outcome = Delivery(self._links, node_id, peer_id, packets,
+                           seek=not region_bytes.strided(**c["send"])).run()
+        e.counts["PACKETS_SENT"] += outcome.sent
+        e.counts["BYTES_SENT"] += sum(min(packet_bytes, len(data) - k * packet_bytes)
+                                      for k in outcome.sent_indices)
+        peer.counts["PACKETS_RECEIVED"] += outcome.arrived
+        if outcome.taken == packets:
+            peer.counts["BYTES_RECEIVED"] += len(data)
+            self._deliver(peer_id, r, data)
+        else:
+            peer.counts["BYTES_RECEIVED"] += min(len(data), outcome.taken * packet_bytes)
+        if outcome.lost:
+            self._fail(node_id, "lost")         # its probes went unanswered
+        else:
+            e.sent = True
         return True
 
     def _deliver(self, node_id, r, data):

@@ -23,19 +23,28 @@ what the gateware's injector would do to it:
 
 What the lost packet does to the call is decided by the model that sends it
 (:mod:`nicoll.model.engine`, :mod:`nicoll.model.barrier`, :mod:`nicoll.model.repack`), as the
-gateware's receivers would: a lost data packet before a message's last gives the receiver
-``unexpected`` (the next packet's offset is not the one it waits for); any other lost packet
-leaves its receiver waiting, and the host's wait ends the call as stalled.
+gateware would: a step's message is delivered by the engines' protocol (:class:`Delivery`:
+a gap answered with a RESEND, a pass again from it, an ACK, probes after a silence), so a
+lost clear-to-send, data packet or protocol packet costs packets, not the call, unless
+``PROBE_TRIES`` probes in a row go unanswered (``lost``); any other lost packet (a barrier
+notice, a repack packet) leaves its receiver waiting, and the host's wait ends the call as
+stalled.
 
 The model sends its packets in another order than the simulators (it moves whole messages
 at once), so the same seed picks other packets than on a simulator: the figures agree in
 distribution, not packet for packet.
 """
 
+from nicoll.hw.engine.transmit import PROBE_TRIES
+from nicoll.hw.net.packet import PacketKind
 from nicoll.hw.sim.faults import FaultAction, _mix32, fault_config_layout
 from nicoll.hw.sim.faulty_link import link_counters_layout
 
-__all__ = ["LinkGenerator", "ModelLinks"]
+__all__ = ["LinkGenerator", "ModelLinks", "Delivery"]
+
+#: Passes of one message after which the model gives up (as ``lost``): at any loss rate
+#: below 1 a message ends long before; the bound keeps a model run finite.
+MAX_PASSES = 10_000
 
 _MASK32 = 0xFFFF_FFFF
 
@@ -146,11 +155,15 @@ class ModelLinks:
             arrived += leaving
         return arrived
 
-    def deliver(self, src, dst, kind):
+    def arrivals(self, src, dst, kind):
         """One packet of ``kind`` (a :class:`~nicoll.hw.net.packet.PacketKind`) from node
-        ``src`` through the switch to node ``dst``: True if a copy reaches ``dst``."""
+        ``src`` through the switch to node ``dst``: how many copies reach ``dst``."""
         through = self._cross(2 * src, kind, 1)
-        return through > 0 and self._cross(2 * dst + 1, kind, through) > 0
+        return self._cross(2 * dst + 1, kind, through) if through else 0
+
+    def deliver(self, src, dst, kind):
+        """One packet of ``kind`` from ``src`` to ``dst``: True if a copy reaches ``dst``."""
+        return self.arrivals(src, dst, kind) > 0
 
     def first_lost(self, src, dst, kind, count):
         """``count`` packets of ``kind`` from ``src`` to ``dst``, in order: the index of the
@@ -161,3 +174,68 @@ class ModelLinks:
             if not self.deliver(src, dst, kind) and lost is None:
                 lost = k
         return lost
+
+
+class Delivery:
+    """One step's message of ``packets`` data packets from ``src`` to ``dst`` under the
+    engines' delivery protocol (docs/faults.md, "Packet-level recovery"), every packet of it
+    crossing ``links``: the receiver's clear-to-send; passes of data packets, the first from
+    offset 0, each later one from the receiver's offset (``seek``: a region of one run) or
+    from 0; the receiver's RESEND at the first gap of a pass; its ACK once every packet is
+    taken; the sender's PROBE, answered by the receiver, after a wait without news.
+
+    :meth:`run` returns self, with ``sent`` (data packets sent), ``sent_indices`` (which),
+    ``arrived`` (data packet copies that reached the receiver), ``taken`` (packets the
+    receiver took, in order) and ``lost`` (``PROBE_TRIES`` probes in a row went unanswered:
+    the sender stops with ERRORS.lost).
+    """
+
+    def __init__(self, links, src, dst, packets, *, seek):
+        self._links, self._src, self._dst = links, src, dst
+        self._packets, self._seek = packets, seek
+        self.sent, self.sent_indices, self.arrived, self.taken, self.lost = 0, [], 0, 0, False
+
+    def _to_sender(self):
+        return self._links.deliver(self._dst, self._src, PacketKind.CLEAR)
+
+    def _probe(self):
+        """Probes until one is answered: False after PROBE_TRIES unanswered in a row."""
+        for _ in range(PROBE_TRIES):
+            if self._links.deliver(self._src, self._dst, PacketKind.CLEAR) and self._to_sender():
+                return True
+        self.lost = True
+        return False
+
+    def _pass(self, first):
+        """Data packets ``first`` .. the last; whether the receiver's RESEND came back."""
+        told = resend = False
+        for k in range(first, self._packets):
+            self.sent += 1
+            self.sent_indices.append(k)
+            copies = self._links.arrivals(self._src, self._dst, PacketKind.DATA)
+            self.arrived += copies
+            if not copies:
+                continue
+            if k == self.taken:
+                self.taken += 1             # its copy, if any, is behind: dropped
+            elif k > self.taken and not told:
+                told = True                 # a gap: one RESEND per pass
+                resend = self._to_sender()
+        return resend
+
+    def run(self):
+        if not self._to_sender() and not self._probe():     # the clear-to-send
+            return self
+        start = 0
+        for _ in range(MAX_PASSES):
+            resend = self._pass(start if self._seek else 0)
+            if self.taken == self._packets:
+                # The ACK left with the last packet; lost, the sender's probe gets another.
+                if not self._to_sender():
+                    self._probe()
+                return self
+            if not resend and not self._probe():
+                return self
+            start = self.taken
+        self.lost = True
+        return self
