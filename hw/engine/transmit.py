@@ -209,7 +209,7 @@ class Transmitter(Mirrored, wiring.Component):
         with m.Else():
             m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
         p.update(cts_wr=cts_wr, cts_rd=cts_rd, cts_valid=cts_valid, peer_bits=peer_bits,
-                 cts_take_valid=cts_take_valid)
+                 cts_take_valid=cts_take_valid, cts_set_valid=cts_set_valid)
 
     def _wait(self, m, p):
         """The transmit half's start and its wait for the clear-to-send."""
@@ -442,6 +442,13 @@ class Transmitter(Mirrored, wiring.Component):
         got_ack = mine & ((ev_code == ClearCode.ACK)
                           | ((ev_code == ClearCode.NOTREADY) & ev_this_pass & ack_wait))
         got_notready = mine & (ev_code == ClearCode.NOTREADY) & ev_this_pass
+
+        # A copy of the clear-to-send this send took (a duplicate: it follows the original
+        # on the same links) leaves the table as it is: set again, it would be a clear-to-send
+        # with a tag the next send to that peer does not wait for.
+        with m.If(self.cleared & (self.cleared_peer == tx_peer) & (self.cleared_tag == tx_tag)
+                  & self.busy & ~tx_wait & ~p["tx_repack"]):
+            m.d.sync += p["cts_set_valid"].eq(0)
 
         # The header waits outside a pass.
         m.d.comb += [packetizer.waiting.eq(tx_wait | ack_wait | (seek != 0)),
