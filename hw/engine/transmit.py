@@ -209,7 +209,8 @@ class Transmitter(Mirrored, wiring.Component):
         with m.Else():
             m.d.sync += cts_valid.eq((cts_valid & ~cts_take) | cts_set)
         p.update(cts_wr=cts_wr, cts_rd=cts_rd, cts_valid=cts_valid, peer_bits=peer_bits,
-                 cts_take_valid=cts_take_valid, cts_set_valid=cts_set_valid)
+                 cts_take_valid=cts_take_valid, cts_set_valid=cts_set_valid,
+                 cts_set_peer=cts_set_peer)
 
     def _wait(self, m, p):
         """The transmit half's start and its wait for the clear-to-send."""
@@ -431,13 +432,16 @@ class Transmitter(Mirrored, wiring.Component):
         ev = Signal()
         ev_code = Signal(ClearCode)
         ev_addr = Signal(32)
-        ev_pass = Signal(8)
         ev_mine = Signal()
+        ev_this_pass = Signal()
+        # The pass compare is made as the event is registered: if the pass moves on in that
+        # cycle, an event of the pass that ends is taken as the new one's, which at worst
+        # costs a needless pass (a RESEND names bytes the receiver holds or awaits).
         m.d.sync += [ev.eq(self.event & ~self.stop), ev_code.eq(self.event_code),
-                     ev_addr.eq(self.event_addr), ev_pass.eq(self.event_pass),
+                     ev_addr.eq(self.event_addr),
+                     ev_this_pass.eq(self.event_pass == tx_pass),
                      ev_mine.eq((self.cleared_peer == tx_peer) & (self.cleared_tag == tx_tag))]
         mine = ev & ev_mine & self.busy & ~p["tx_repack"]
-        ev_this_pass = ev_pass == tx_pass
         got_resend = mine & (ev_code == ClearCode.RESEND) & ev_this_pass
         got_ack = mine & ((ev_code == ClearCode.ACK)
                           | ((ev_code == ClearCode.NOTREADY) & ev_this_pass & ack_wait))
@@ -481,10 +485,19 @@ class Transmitter(Mirrored, wiring.Component):
                 m.d.sync += [self.busy.eq(0), ack_wait.eq(0)]
             with m.Else():
                 m.d.sync += acked.eq(1)
-        with m.Elif(got_resend & ((tx_wait & ~p["cts_take_valid"]) | ack_wait)):
+        with m.Elif(got_resend & ack_wait):
             m.d.sync += start_pass(ev_addr)
-        with m.Elif(got_resend & (seek == 0)):
+        with m.Elif(got_resend & (seek == 0) & ~tx_wait):
             m.d.sync += [resend.eq(1), resend_at.eq(ev_addr)]
+        # A RESEND while the send waits for its clear-to-send answers a probe: the
+        # clear-to-send was lost.  It is written into the table as the clear-to-send itself
+        # (from flops, a cycle after the parser's decision, as a clear-to-send is; the parser
+        # decides a packet every other cycle at most, so no clear-to-send is written then),
+        # and the send starts as from one, from byte 0.
+        cts_wr = p["cts_wr"]
+        with m.If(got_resend & tx_wait & ~self.cleared):
+            m.d.sync += [cts_wr.addr.eq(tx_peer), cts_wr.data.eq(tx_tag), cts_wr.en.eq(1),
+                         p["cts_set_valid"].eq(1), p["cts_set_peer"].eq(tx_peer)]
 
         # Another pass: from the offset named (a region of one run), else from the start
         # (the receiver drops what it has); the region, its checks and the pass's start a
@@ -517,7 +530,7 @@ class Transmitter(Mirrored, wiring.Component):
                 m.d.comb += self.lost_error.eq(1)
         with m.Else():
             m.d.sync += timer.eq(timer + 1)
-        with m.If(self.start | got_notready | got_resend | got_ack | p["cts_take_valid"]):
+        with m.If(~waiting | got_notready | got_resend | got_ack):
             m.d.sync += tries.eq(0)
         with m.If(self.probe_sent | ~self.busy):
             m.d.sync += self.probe.eq(0)
