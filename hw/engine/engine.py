@@ -468,17 +468,32 @@ class Engine(Mirrored, wiring.Component):
         m.d.comb += [first.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
                      first.src.eq(self.node_id),
                      first.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), first.seq.eq(rx_tag)]
-        first_due = cts_pending | reg_pending
+        # The header offered is held until it is taken (the stream rule): a source that
+        # becomes due meanwhile waits.  Otherwise the first due of the three goes.
         taken = clear_tx.header.valid & clear_tx.header.ready
-        m.d.comb += [clear_tx.header.valid.eq(first_due | reply_valid | transmitter.probe),
-                     clear_tx.header.payload.eq(Mux(first_due, first,
-                                                    Mux(reply_valid, reply, probe)))]
-        m.d.comb += [v.first_sent.eq(taken & first_due),
-                     transmitter.probe_sent.eq(taken & ~first_due & ~reply_valid)]
-        with m.If(taken & ~first_due):
+        offered = Signal()              # a header was offered and not taken last cycle
+        offered_pick = Signal(2)
+        pick = Signal(2)                # 0: clear-to-send or registration, 1: reply, 2: probe
+        with m.If(offered):
+            m.d.comb += pick.eq(offered_pick)
+        with m.Elif(cts_pending | reg_pending):
+            m.d.comb += pick.eq(0)
+        with m.Elif(reply_valid):
+            m.d.comb += pick.eq(1)
+        with m.Else():
+            m.d.comb += pick.eq(2)
+        m.d.sync += [offered.eq(clear_tx.header.valid & ~clear_tx.header.ready),
+                     offered_pick.eq(pick)]
+        due = Cat(cts_pending | reg_pending, reply_valid, transmitter.probe)
+        m.d.comb += [clear_tx.header.valid.eq(due.bit_select(pick, 1)),
+                     clear_tx.header.payload.eq(Mux(pick == 0, first,
+                                                    Mux(pick == 1, reply, probe)))]
+        m.d.comb += [v.first_sent.eq(taken & (pick == 0)),
+                     transmitter.probe_sent.eq(taken & (pick == 2))]
+        with m.If(taken & (pick == 1)):
             m.d.sync += reply_valid.eq(0)
         with m.If(self.clear):
-            m.d.sync += reply_valid.eq(0)
+            m.d.sync += [reply_valid.eq(0), offered.eq(0)]
         # The receive's clear-to-send is due until it leaves (the registration likewise:
         # EngineControl's reg_sent).
         m.d.comb += receiver.cts_sent.eq(v.first_sent)

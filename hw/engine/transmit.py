@@ -532,7 +532,10 @@ class Transmitter(Mirrored, wiring.Component):
             m.d.sync += timer.eq(timer + 1)
         with m.If(~waiting | got_notready | got_resend | got_ack):
             m.d.sync += tries.eq(0)
-        with m.If(self.probe_sent | ~self.busy):
+        # A probe offered stays offered until it leaves (the stream rule), even if the send
+        # has ended meanwhile; its answer then names a message no send waits for, and is
+        # ignored.
+        with m.If(self.probe_sent):
             m.d.sync += self.probe.eq(0)
         with m.If(self.clear):
             m.d.sync += [ack_wait.eq(0), acked.eq(0), resend.eq(0), seek.eq(0), timer.eq(0),
