@@ -176,12 +176,14 @@ def test_a_collective_that_does_not_finish_names_ranks_steps_and_errors(clusters
                                           r"step 0 of 1; rank 1 waits at step 0 of 1$"):
         cl.allreduce(xs)
     monkeypatch.undo()
-    # Rank 1 expects fewer bytes than rank 0 sends: it stops with ERRORS.length.
+    # Rank 1 expects fewer bytes than rank 0 sends: it stops with ERRORS.length, and rank 0's
+    # send waits for an ACK that never comes.
     short = _plan([[Step(send_to=0, send=Region(0, 16), recv_from=0, recv=Region(16, 16)),
                     Step(send_to=1, send=Region(0, 16))],
                    [Step(recv_from=0, recv=Region(0, 8))]], nodes)
     monkeypatch.setattr(sc, "allreduce", lambda *args, **kwargs: short)
     with pytest.raises(NicollError, match=r"allreduce \(recursive_halving\) failed on the engines: "
+                                          r"rank 0 waits at step 1 of 2; "
                                           r"rank 1 stopped at step 0 of 1 with length \(a received "
                                           r"message holds more or fewer bytes than the receiving "
                                           r"region\)$"):

@@ -349,12 +349,12 @@ class EngineNetworkModel:
         packets = -(-(-(-len(data) // width)) // (c["packet_beats"] or self.packet_beats))
         e.counts["PACKETS_RECEIVED"] += 1       # its clear-to-send
         if self._links is None:
-            e.sent = True
             e.counts["BYTES_SENT"] += len(data)
             e.counts["PACKETS_SENT"] += packets
             peer.counts["BYTES_RECEIVED"] += len(data)
             peer.counts["PACKETS_RECEIVED"] += packets
             self._deliver(peer_id, r, data)
+            e.sent = self._acknowledged(peer)
             return True
         outcome = Delivery(self._links, node_id, peer_id, packets,
                            seek=not region_bytes.strided(**c["send"])).run()
@@ -370,8 +370,15 @@ class EngineNetworkModel:
         if outcome.lost:
             self._fail(node_id, "lost")         # its probes went unanswered
         else:
-            e.sent = True
+            e.sent = self._acknowledged(peer)
         return True
+
+    @staticmethod
+    def _acknowledged(peer):
+        """Whether the receiver's ACK came: not when it refused the message's length (the
+        gateware's receiver takes no packet of a message that does not fit its region, and
+        its sender waits for the ACK until the host's budget ends the call)."""
+        return "length" not in peer.errors
 
     def _deliver(self, node_id, r, data):
         e, region = self._engines[node_id], r["recv"]
