@@ -149,15 +149,7 @@ class PacketParser(Mirrored, wiring.Component):
             "notice", "agg_out", "clear", "data", "data_src", "data_tag", "data_at",
             "data_at_hi", "behind", "behind_hi", "pass_new", "cts", "probe", "left_zero",
             "done_src", "done_tag")})
-        # The last message whose every byte was taken (its source and tag): a late copy of
-        # one of its packets is dropped without an error (docs/faults.md).
-        done_valid = Signal()
-        done_peer = Signal(16)
-        done_tag = Signal(16)
-        # A gap was answered with a RESEND: the next one waits for the sender's next pass
-        # (a packet with code bit 1) or an accepted packet, so a gap costs one RESEND.
-        gap_told = Signal()
-        gap_pass = Signal(8)
+        done_valid, done_peer, done_tag, gap_told, gap_pass = self._delivery_state()
         d_slot_end = Signal(33)         # addr + length of an aggregate packet
         decide_first = Signal()         # the first cycle in P_DECIDE: d.slot_over is not ready
         d_after, d_left = self.after, self.left     # rx_bytes, rx_left once it is accepted
@@ -228,17 +220,8 @@ class PacketParser(Mirrored, wiring.Component):
                 (d.data_at, h.addr[:16] == rx_bytes[:16]),
                 (d.data_at_hi, h.addr[16:] == rx_bytes[16:]),
                 (d.src_ok, h.src < self._max_nodes),
-                # Behind the bytes taken: a copy (a duplicate, or a resent pass from an
-                # earlier offset), dropped without an error.  As two halves, like data_at.
-                (d.behind, h.addr[:16] < rx_bytes[:16]),
-                (d.behind_hi, h.addr[16:] < rx_bytes[16:]),
-                # A data packet's pass number (``arg``) differs from the pass whose gap was
-                # last answered.
-                (d.pass_new, h.arg[:8] != gap_pass),
-                (d.cts, h.code == ClearCode.CTS.value),
-                (d.probe, h.code == ClearCode.PROBE.value),
-                (d.done_src, done_valid & (h.src == done_peer)),
-                (d.done_tag, h.seq == done_tag),
+                *self._delivery_checks(d, h, rx_bytes,
+                                       (done_valid, done_peer, done_tag, gap_pass)),
                 (d_slot_end, h.addr + h.length),
                 # Longer than the walker counts: a length error, with the slot's (below).
                 (agg_long, h.length[self._length_bits:] != 0),
@@ -285,6 +268,35 @@ class PacketParser(Mirrored, wiring.Component):
             self.agg_base.eq(recv_offset_q + got.addr),
         ]
         return SimpleNamespace(**{k: x for k, x in locals().items() if k not in ("self", "m")})
+
+    @staticmethod
+    def _delivery_state():
+        """The delivery protocol's state (docs/faults.md, "Packet-level recovery")."""
+        # The last message whose every byte was taken (its source and tag): a late copy of
+        # one of its packets is dropped without an error.
+        done_valid, done_peer, done_tag = Signal(), Signal(16), Signal(16)
+        # A gap was answered with a RESEND (in that pass of the sender's): the next one
+        # waits for another pass or an accepted packet, so a gap costs one RESEND a pass.
+        gap_told, gap_pass = Signal(), Signal(8)
+        return done_valid, done_peer, done_tag, gap_told, gap_pass
+
+    @staticmethod
+    def _delivery_checks(d, h, rx_bytes, state):
+        """The delivery protocol's registered checks of header ``h``, ``(flop, next value)``."""
+        done_valid, done_peer, done_tag, gap_pass = state
+        return [
+            # Behind the bytes taken: a copy (a duplicate, or a resent pass from an earlier
+            # offset), dropped without an error.  As two halves, like data_at.
+            (d.behind, h.addr[:16] < rx_bytes[:16]),
+            (d.behind_hi, h.addr[16:] < rx_bytes[16:]),
+            # A data packet's pass number (``arg``) differs from the pass whose gap was last
+            # answered.
+            (d.pass_new, h.arg[:8] != gap_pass),
+            (d.cts, h.code == ClearCode.CTS.value),
+            (d.probe, h.code == ClearCode.PROBE.value),
+            (d.done_src, done_valid & (h.src == done_peer)),
+            (d.done_tag, h.seq == done_tag),
+        ]
 
     def _decide(self, m, p):
         """The parser's state machine: collect, decide, pass or drop."""

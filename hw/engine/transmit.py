@@ -472,12 +472,10 @@ class Transmitter(Mirrored, wiring.Component):
             m.d.sync += resend_at.eq(ev_addr)
 
         with m.If(self.start):
-            m.d.sync += [base.eq(cur.send), tx_pass.eq(0), ack_wait.eq(0), acked.eq(0),
-                         resend.eq(0), seek.eq(0)]
+            m.d.sync += [base.eq(cur.send), base_whole.eq(p["cur_whole"]), tx_pass.eq(0),
+                         ack_wait.eq(0), acked.eq(0), resend.eq(0), seek.eq(0)]
         with m.If(p["cts_take_valid"]):
             m.d.sync += tx_pass.eq(tx_pass + 1)
-        with m.If(self.start):
-            m.d.sync += base_whole.eq(p["cur_whole"])
 
         # A pass ends with the message's last beat.
         with m.If(packetizer.ended):
