@@ -316,7 +316,6 @@ class Engine(Mirrored, wiring.Component):
                      control.agg_in_flight.eq(aggregate.in_flight),
                      control.agg_started.eq(receiver.agg_started),
                      control.agg_done_seen.eq(receiver.agg_done),
-                     control.sender_busy.eq(clear_tx.header.valid),
                      control.tx_valid.eq(self.tx.valid),
                      control.reg_sent.eq(v.first_sent & control.reg_pending),
                      control.barrier_seq.eq(self.barrier_seq),
@@ -474,32 +473,40 @@ class Engine(Mirrored, wiring.Component):
         m.d.comb += [first.kind.eq(Mux(reg_pending, PacketKind.REPACK_REGISTER, PacketKind.CLEAR)),
                      first.src.eq(self.node_id),
                      first.dst.eq(Mux(reg_pending, cur.send_to, rx_peer)), first.seq.eq(rx_tag)]
-        # The header offered is held until it is taken (the stream rule): a source that
-        # becomes due meanwhile waits.  Otherwise the first due of the three goes.
-        taken = clear_tx.header.valid & clear_tx.header.ready
-        offered = Signal()              # a header was offered and not taken last cycle
-        offered_pick = Signal(2)
+        # The header offered is a register (`offer`), loaded while empty with the first due
+        # of the three, which is taken from its source as it loads: the offer then holds
+        # until taken (the stream rule) with no choice in front of it, and the choice reads
+        # flops only.  Chosen in front of the sender, from the sources and the offer's
+        # state, it was the 256-bit engine's routed path at seed 2 of 4d70ce7
+        # (reg_pending -> cts_pending -> the pick -> the sources' resets, 6 levels,
+        # 5.38 ns).  A header leaves a cycle later than it did, and back-to-back headers a
+        # cycle apart more: they are a few per message.
+        offer_valid = Signal()
+        offer = Signal(packet_header_layout())
+        load = ~offer_valid & ~self.clear
         pick = Signal(2)                # 0: clear-to-send or registration, 1: reply, 2: probe
-        with m.If(offered):
-            m.d.comb += pick.eq(offered_pick)
-        with m.Elif(cts_pending | reg_pending):
+        with m.If(cts_pending | reg_pending):
             m.d.comb += pick.eq(0)
         with m.Elif(reply_valid):
             m.d.comb += pick.eq(1)
         with m.Else():
             m.d.comb += pick.eq(2)
-        m.d.sync += [offered.eq(clear_tx.header.valid & ~clear_tx.header.ready),
-                     offered_pick.eq(pick)]
         due = Cat(cts_pending | reg_pending, reply_valid, transmitter.probe)
-        m.d.comb += [clear_tx.header.valid.eq(due.bit_select(pick, 1)),
-                     clear_tx.header.payload.eq(Mux(pick == 0, first,
-                                                    Mux(pick == 1, reply, probe)))]
-        m.d.comb += [v.first_sent.eq(taken & (pick == 0)),
-                     transmitter.probe_sent.eq(taken & (pick == 2))]
-        with m.If(taken & (pick == 1)):
+        loads = load & due.any()
+        with m.If(loads):
+            m.d.sync += [offer_valid.eq(1),
+                         offer.eq(Mux(pick == 0, first, Mux(pick == 1, reply, probe)))]
+        with m.If(clear_tx.header.valid & clear_tx.header.ready):
+            m.d.sync += offer_valid.eq(0)
+        m.d.comb += [clear_tx.header.valid.eq(offer_valid), clear_tx.header.payload.eq(offer)]
+        # Busy while a header is offered or due (the control's FINISH waits for both).
+        m.d.comb += v.control.sender_busy.eq(offer_valid | due.any())
+        m.d.comb += [v.first_sent.eq(loads & (pick == 0)),
+                     transmitter.probe_sent.eq(loads & (pick == 2))]
+        with m.If(loads & (pick == 1)):
             m.d.sync += reply_valid.eq(0)
         with m.If(self.clear):
-            m.d.sync += [reply_valid.eq(0), offered.eq(0)]
+            m.d.sync += [reply_valid.eq(0), offer_valid.eq(0)]
         # The receive's clear-to-send is due until it leaves (the registration likewise:
         # EngineControl's reg_sent).
         m.d.comb += receiver.cts_sent.eq(v.first_sent)

@@ -507,6 +507,12 @@ class Transmitter(Mirrored, wiring.Component):
         # Another pass: from the offset named (a region of one run), else from the start
         # (the receiver drops what it has); the region, its checks and the pass's start a
         # cycle apart, so no sum feeds a compare in one cycle.
+        # The checks are made every cycle from the region into `seek_checks` and copied in
+        # the pass's start: made in the cycle that loads them, they chose among the loads of
+        # tx_checks behind a 32-bit compare, the 256-bit engine's path at seed 3 of 4d70ce7
+        # (`tx_walker.command` -> a carry chain -> `checks.first_fits`, 8 levels, 5.32 ns).
+        seek_checks = Signal.like(tx_checks)
+        m.d.sync += region_checks(seek_checks, tx_region, self._data_width)
         seek_at = Mux(base_whole, resend_at, 0)
         with m.Switch(seek):
             with m.Case(1):
@@ -516,11 +522,11 @@ class Transmitter(Mirrored, wiring.Component):
                              tx_region.stride.eq(base.stride),
                              resume_at.eq(seek_at), seek.eq(2)]
             with m.Case(2):
-                m.d.sync += region_checks(tx_checks, tx_region, self._data_width)
-                m.d.sync += seek.eq(3)
+                m.d.sync += seek.eq(3)          # seek_checks follows the new region
             with m.Case(3):
                 m.d.comb += packetizer.resume.eq(1)
-                m.d.sync += [seek.eq(0), tx_walk.eq(1), tx_pass.eq(tx_pass + 1)]
+                m.d.sync += [seek.eq(0), tx_walk.eq(1), tx_pass.eq(tx_pass + 1),
+                             tx_checks.eq(seek_checks)]
         m.d.comb += [packetizer.resume_length.eq(tx_region.length),
                      packetizer.resume_offset.eq(resume_at)]
 
@@ -537,9 +543,9 @@ class Transmitter(Mirrored, wiring.Component):
             m.d.sync += timer.eq(timer + 1)
         with m.If(~waiting | got_notready | got_resend | got_ack):
             m.d.sync += tries.eq(0)
-        # A probe offered stays offered until it leaves (the stream rule), even if the send
-        # has ended meanwhile; its answer then names a message no send waits for, and is
-        # ignored.
+        # A probe is taken by the engine's header register (probe_sent) and leaves from
+        # there, even if the send has ended meanwhile; its answer then names a message no
+        # send waits for, and is ignored.
         with m.If(self.probe_sent):
             m.d.sync += self.probe.eq(0)
         with m.If(self.clear):
