@@ -9,7 +9,7 @@ their rows (waiting while the write half's scoreboard has a hazard), the packer 
 into beats and the packetizer puts headers in front.
 """
 
-from amaranth.hdl import Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -277,20 +277,28 @@ class Transmitter(Mirrored, wiring.Component):
         cur_send_checks = Signal.like(tx_checks)
         m.d.sync += cur_send.eq(cur.send)
         m.d.sync += region_checks(cur_send_checks, cur_send, self._data_width)
+        # The region and its checks follow the start's sources while no send runs, and
+        # hold from the start on (a start comes only while idle: `mirrors`): loaded under
+        # the starts' priority, their 180 enables were the 256-bit engine's late pins at
+        # every seed of bbe37ff (the aggregate's start -> 4 LUTs -> tx_walker.command's
+        # enables, 5.49 ns).  The pass's seek reloads them while busy (_delivery).
+        self._mirrors.append(((tx_start | self.agg_start) & tx_busy, Const(0)))
+        with m.If(~tx_busy):
+            with m.If(self.agg_start):
+                m.d.sync += [tx_region.offset.eq(self.agg_offset),
+                             tx_region.length.eq(self.agg_length), tx_region.run.eq(0),
+                             tx_region.stride.eq(0), tx_checks.eq(self.agg_checks)]
+            with m.Else():
+                m.d.sync += [tx_region.eq(cur.send), tx_checks.eq(cur_send_checks)]
         with m.If(self.clear):
             m.d.sync += [tx_busy.eq(0), tx_wait.eq(0), tx_walk.eq(0)]
         with m.Elif(self.agg_start):
             m.d.sync += [tx_busy.eq(1), tx_wait.eq(0), tx_walk.eq(1), tx_peer.eq(cur.send_to),
                          tx_tag.eq(self.agg_tag), tx_length.eq(self.agg_length),
-                         tx_repack.eq(1), tx_unit.eq(self.agg_unit),
-                         tx_region.offset.eq(self.agg_offset),
-                         tx_region.length.eq(self.agg_length), tx_region.run.eq(0),
-                         tx_region.stride.eq(0), tx_checks.eq(self.agg_checks),
-                         tx_packet.eq(0xFFFF)]
+                         tx_repack.eq(1), tx_unit.eq(self.agg_unit), tx_packet.eq(0xFFFF)]
         with m.Elif(tx_start):
             m.d.sync += [tx_busy.eq(1), tx_wait.eq(1), tx_peer.eq(cur.send_to), tx_repack.eq(0),
                          tx_tag.eq(cur.send_tag), tx_length.eq(cur.send.length),
-                         tx_region.eq(cur.send), tx_checks.eq(cur_send_checks),
                          tx_packet.eq(Mux(cur.packet_beats == 0, self._packet_beats,
                                           cur.packet_beats))]
         peer_ready = p["cts_valid"].bit_select(tx_peer[:p["peer_bits"]], 1)
