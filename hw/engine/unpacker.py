@@ -389,18 +389,16 @@ class RowUnpacker(wiring.Component):
         lanes = self._data_width // 8
         after = (s.head + 1)[:len(s.head)]
         picked = []
-        # Both candidates are chosen by the beat pointers, and the chunk's `below` (read
-        # through the chunk ring's multiplexer) picks between them last: as the choice of
-        # the slot, it came first, and the ring's read pointer ran through it and the 4:1
-        # choice into `picked`, the routed 256-bit core's latest pin at seed 1 of eb83340
-        # (chunk_head.head -> picked, 4 levels, 7.95 ns, 7.1 of it routing).
         for lane in range(lanes):
+            # The chunk's `below` chooses the slot, as the 4:1 choice's select: choosing
+            # both candidates by the beat pointers first and `below` last put the pointers
+            # on twice the 256 lanes' choices, and their wires were the routed 256-bit
+            # core's critical path at seed 1 of 6ca0093 (the pointer -> picked, 8.54 ns,
+            # 6.2 of it its first two wires; 117.11 MHz against 125.80 at eb83340).
+            slot = Mux(below[lane], after, s.head)
             choices = [d[8 * lane:8 * (lane + 1)] for d in s.slot_data]
-
-            def choose(slot):
-                return Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
-                           Mux(slot[0], choices[1], choices[0]))
-            picked.append(Mux(below[lane], choose(after), choose(s.head)))
+            picked.append(Mux(slot[1], Mux(slot[0], choices[3], choices[2]),
+                              Mux(slot[0], choices[1], choices[0])))
         return Cat(*picked)
 
     def _plan(self, m, s, chunk_head, control, overrun_now, *, go, load):
